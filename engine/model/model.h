@@ -1,0 +1,103 @@
+// A loaded model version: validated config plus weights in host memory, in the
+// form the backends compute with. Immutable after loading; shared read-only by
+// every worker (std::shared_ptr<const Model>).
+#ifndef RANKD_ENGINE_MODEL_MODEL_H_
+#define RANKD_ENGINE_MODEL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dense.h"
+#include "kernels/cpu/embedding_pool.h"
+#include "kernels/cpu/hash_table.h"
+#include "rankd/v1/model_config.pb.h"
+
+namespace rankd::engine {
+
+// Bytes that are either owned or a view into a mapped file kept alive by
+// `owner` (so loading a big table never copies it).
+struct ByteBuffer {
+  const uint8_t* data = nullptr;
+  int64_t size = 0;
+  std::shared_ptr<const void> owner;
+};
+
+struct EmbeddingTable {
+  std::string name;
+  bool dynamic = false;
+  int64_t num_rows = 0;  // rows (STATIC) or stored keys (DYNAMIC)
+  int dim = 0;
+  kernels::RowType row_type = kernels::RowType::kFp32;
+  kernels::Pooling pooling = kernels::Pooling::kSum;
+  rankd::v1::Placement placement = rankd::v1::AUTO;
+  // Resolved policy (never ID_POLICY_UNSPECIFIED): ERROR or ZERO.
+  rankd::v1::IdPolicy id_policy = rankd::v1::ERROR;
+  std::vector<float> default_vector;  // empty (zeros) or dim floats
+  ByteBuffer rows;                    // [num_rows, dim] of row_type
+  kernels::HashTable hash;            // DYNAMIC only: keys -> rows
+
+  int64_t row_bytes() const {
+    return static_cast<int64_t>(dim) * kernels::RowTypeBytes(row_type);
+  }
+  // The kernel's view; `hash_view` must outlive the returned struct's use.
+  kernels::PoolTable pool_view(const kernels::HashTableView* hash_view) const;
+};
+
+struct SparseFeature {
+  std::string name;
+  int table = 0;  // index into Model::tables
+  bool request_level = false;
+  int32_t max_ids_per_bag = 0;  // 0 = no model limit
+};
+
+struct Linear {
+  int in = 0;
+  int out = 0;
+  std::vector<float> weight;  // [out, in]
+  std::vector<float> bias;    // [out]
+  kernels::LinearView view() const {
+    return kernels::LinearView{weight.data(), bias.data(), in, out};
+  }
+};
+
+struct CrossLayer {
+  int n = 0;
+  int rank = 0;
+  std::vector<float> v;     // [rank, n]
+  std::vector<float> w;     // [n, rank]
+  std::vector<float> bias;  // [n]
+  kernels::CrossLayerView view() const {
+    return kernels::CrossLayerView{v.data(), w.data(), bias.data(), n, rank};
+  }
+};
+
+struct Model {
+  std::string name;
+  int64_t version = 0;
+  std::string directory;  // where it was loaded from
+  // The config as read, with every defaulted field filled in (batching,
+  // instances, enums), so what serves is what `rankd inspect` prints.
+  rankd::v1::ModelConfig config;
+
+  int num_dense = 0;
+  std::vector<EmbeddingTable> tables;
+  std::vector<SparseFeature> features;  // config order = interaction order
+  std::vector<Linear> bottom;           // ReLU after each
+  rankd::v1::InteractionKind interaction = rankd::v1::DOT;
+  bool self_interaction = false;
+  std::vector<CrossLayer> cross;        // DCN_V2 only
+  int interaction_width = 0;            // top MLP input width
+  std::vector<Linear> top;              // ReLU after all but last; sigmoid last
+
+  // Width of x (bottom MLP output, or num_dense when there is no bottom MLP).
+  int dense_out_width() const {
+    return bottom.empty() ? num_dense : bottom.back().out;
+  }
+  int64_t table_bytes() const;
+};
+
+}  // namespace rankd::engine
+
+#endif  // RANKD_ENGINE_MODEL_MODEL_H_

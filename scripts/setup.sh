@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package that rankd's build, tests and tools need.
+# Idempotent: re-running it on a machine that already has everything is quick.
+# Used by the README, .ci/run and the Dockerfiles, so all build the same way.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-rules-java pkg-config g++ git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libeigen3-dev
+  python3-grpcio python3-grpc-tools python3-numpy python3-protobuf
+  prometheus curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
