@@ -37,6 +37,7 @@ struct EmbeddingTable {
   std::vector<float> default_vector;  // empty (zeros) or dim floats
   ByteBuffer rows;                    // [num_rows, dim] of row_type
   kernels::HashTable hash;            // DYNAMIC only: keys -> rows
+  ByteBuffer keys;  // DYNAMIC only: int64 [num_rows]; keys[r] is row r's key
 
   int64_t row_bytes() const {
     return static_cast<int64_t>(dim) * kernels::RowTypeBytes(row_type);
@@ -95,6 +96,7 @@ struct Model {
   int dense_out_width() const {
     return bottom.empty() ? num_dense : bottom.back().out;
   }
+  // Host bytes of every table: rows, plus the hash arrays of DYNAMIC tables.
   int64_t table_bytes() const;
 };
 

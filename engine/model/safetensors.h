@@ -61,8 +61,10 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes tensors (in the order given, 8-byte aligned data) atomically: to
-// `path.tmp`, then renamed.
+// Writes tensors atomically: to `path.tmp`, then renamed. The data section
+// starts 8-byte aligned and tensors are packed without gaps (the safetensors
+// Python package rejects gaps) in order of decreasing element size, ties in
+// the order given, so each tensor is aligned to its element size.
 // A tensor comes either from `data` or, for tensors too big to hold in memory
 // twice (full-size tables), from `fill`, which is called with consecutive
 // chunks (byte offset into the tensor, chunk to fill) until the tensor is done.

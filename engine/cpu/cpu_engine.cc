@@ -1,0 +1,318 @@
+#include "engine/cpu/cpu_engine.h"
+
+#define EIGEN_USE_THREADS
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "engine/request_validation.h"
+#include "kernels/cpu/dense.h"
+#include "kernels/cpu/embedding_pool.h"
+#include "kernels/cpu/types.h"
+#include "unsupported/Eigen/CXX11/ThreadPool"
+
+namespace rankd::engine {
+
+using kernels::Activation;
+using kernels::RoundUpRows;
+
+struct CpuEngine::Pool {
+  explicit Pool(int threads) : pool(threads) {}
+  Eigen::ThreadPool pool;
+};
+
+// Per-thread buffers, grown on demand and reused across batches.
+struct CpuEngine::Scratch {
+  std::vector<float> ping, pong;   // MLP activations
+  std::vector<float> feats;        // [rows, feat_width]: x then e_0..e_{F-1}
+  std::vector<float> top_in;       // DOT output / DCN output
+  std::vector<float> cross_tmp;    // DCN: rows x rank
+};
+
+// Everything a batch's tasks share, computed once per batch.
+struct CpuEngine::BatchPlan {
+  absl::Span<const Request* const> requests;
+  absl::Span<const absl::Span<float>> scores;
+  std::vector<int64_t> row_start;  // [R + 1]: first batch row of request r
+  // offsets[r][f]: bag offsets of request r, feature f (lengths + 1 entries).
+  std::vector<std::vector<std::vector<int64_t>>> offsets;
+  // shared[r][f]: pooled vector of a shared (single) bag, else empty.
+  std::vector<std::vector<std::vector<float>>> shared;
+  std::vector<kernels::HashTableView> hash_views;  // per table
+  std::vector<int> feat_col;  // column of feature f in `feats`
+  int feat_width = 0;
+};
+
+namespace {
+
+void ZeroRows(float* data, int64_t stride, int64_t from, int64_t to) {
+  if (to > from) std::fill(data + from * stride, data + to * stride, 0.0f);
+}
+
+}  // namespace
+
+CpuEngine::CpuEngine(std::shared_ptr<const Model> model, const Options& options)
+    : model_(std::move(model)), options_(options) {}
+
+CpuEngine::~CpuEngine() = default;  // pool_'s destructor joins its threads
+
+absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
+    std::shared_ptr<const Model> model, const Options& options) {
+  if (model == nullptr) return absl::InvalidArgumentError("CpuEngine: no model");
+  if (options.num_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CpuEngine: num_threads must be >= 0 (0 = all cores), got ",
+        options.num_threads));
+  }
+  if (options.max_rows_per_task <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CpuEngine: max_rows_per_task must be > 0, got ",
+        options.max_rows_per_task));
+  }
+  std::unique_ptr<CpuEngine> engine(new CpuEngine(std::move(model), options));
+  int threads = options.num_threads;
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  engine->num_threads_ = threads;
+  engine->pool_ = std::make_unique<Pool>(threads);
+  for (int i = 0; i < threads; ++i) {
+    engine->scratch_.push_back(std::make_unique<Scratch>());
+  }
+  return engine;
+}
+
+absl::StatusOr<std::vector<float>> CpuEngine::Score(const Request& request) {
+  absl::Status valid = ValidateRequest(*model_, request);
+  if (!valid.ok()) return valid;
+  std::vector<float> out(request.num_candidates);
+  const Request* reqs[] = {&request};
+  absl::Span<float> outs[] = {absl::MakeSpan(out)};
+  absl::Status s = ScoreBatch(reqs, outs, nullptr);
+  if (!s.ok()) return s;
+  return out;
+}
+
+absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
+                                   absl::Span<const absl::Span<float>> scores,
+                                   BatchStats* stats) {
+  const Model& m = *model_;
+  if (requests.size() != scores.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ScoreBatch: ", requests.size(), " requests but ", scores.size(),
+        " score outputs"));
+  }
+  const size_t num_tables = m.tables.size();
+  const size_t num_features = m.features.size();
+  BatchPlan plan;
+  plan.requests = requests;
+  plan.scores = scores;
+  plan.row_start.assign(requests.size() + 1, 0);
+  for (const EmbeddingTable& t : m.tables) plan.hash_views.push_back(t.hash.view());
+  plan.feat_col.resize(num_features);
+  int col = m.dense_out_width();
+  for (size_t f = 0; f < num_features; ++f) {
+    plan.feat_col[f] = col;
+    col += m.tables[m.features[f].table].dim;
+  }
+  plan.feat_width = col;
+
+  std::vector<int64_t> unresolved_shared(num_tables, 0);
+  plan.offsets.resize(requests.size());
+  plan.shared.resize(requests.size());
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const Request& req = *requests[r];
+    if (req.features.size() != num_features ||
+        scores[r].size() != static_cast<size_t>(req.num_candidates)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ScoreBatch: request ", r, " does not fit the model or its output"));
+    }
+    plan.row_start[r + 1] = plan.row_start[r] + req.num_candidates;
+    plan.offsets[r].resize(num_features);
+    plan.shared[r].resize(num_features);
+    for (size_t f = 0; f < num_features; ++f) {
+      const FeatureInput& in = req.features[f];
+      std::vector<int64_t>& off = plan.offsets[r][f];
+      off.resize(in.lengths.size() + 1);
+      off[0] = 0;
+      for (size_t b = 0; b < in.lengths.size(); ++b) off[b + 1] = off[b] + in.lengths[b];
+      if (in.lengths.size() == 1) {
+        // One bag for every candidate: pool it once, broadcast per row.
+        const int table = m.features[f].table;
+        const EmbeddingTable& t = m.tables[table];
+        std::vector<float>& v = plan.shared[r][f];
+        v.resize(t.dim);
+        kernels::PoolBags bags{in.ids.data(), off.data(),
+                               in.weights.empty() ? nullptr : in.weights.data(), 1};
+        unresolved_shared[table] += kernels::PoolEmbeddings(
+            t.pool_view(&plan.hash_views[table]), bags, v.data(), t.dim);
+      }
+    }
+  }
+
+  const int64_t total = plan.row_start.back();
+  const int64_t max_task = RoundUpRows(options_.max_rows_per_task);
+  const int64_t per_thread = RoundUpRows((total + num_threads_ - 1) / num_threads_);
+  const int64_t rows_per_task = std::clamp<int64_t>(per_thread, kernels::kRowQuantum, max_task);
+  const int64_t num_tasks = (total + rows_per_task - 1) / rows_per_task;
+  std::vector<std::vector<int64_t>> unresolved(num_tasks,
+                                               std::vector<int64_t>(num_tables, 0));
+  Eigen::Barrier done(static_cast<unsigned>(num_tasks));
+  for (int64_t t = 0; t < num_tasks; ++t) {
+    pool_->pool.Schedule([this, &plan, &unresolved, &done, t, rows_per_task, total] {
+      const int id = pool_->pool.CurrentThreadId();
+      const int64_t begin = t * rows_per_task;
+      RunTask(plan, begin, std::min(total, begin + rows_per_task),
+              scratch_[id].get(), &unresolved[t]);
+      done.Notify();
+    });
+  }
+  done.Wait();
+
+  if (stats != nullptr) {
+    stats->unresolved_ids_per_table = unresolved_shared;
+    for (const auto& per_task : unresolved) {
+      for (size_t i = 0; i < num_tables; ++i) {
+        stats->unresolved_ids_per_table[i] += per_task[i];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
+                        int64_t row_end, Scratch* s,
+                        std::vector<int64_t>* unresolved) const {
+  const Model& m = *model_;
+  const int64_t n = row_end - row_begin;
+  const int64_t rows = RoundUpRows(n);  // padded rows are zeros
+  const int fw = plan.feat_width;
+  const int xw = m.dense_out_width();
+
+  int max_width = std::max(m.num_dense, m.interaction_width);
+  for (const Linear& l : m.bottom) max_width = std::max(max_width, l.out);
+  for (const Linear& l : m.top) max_width = std::max(max_width, l.out);
+  auto grow = [](std::vector<float>& v, int64_t size) {
+    if (static_cast<int64_t>(v.size()) < size) v.resize(size);
+  };
+  grow(s->ping, rows * max_width);
+  grow(s->pong, rows * max_width);
+  grow(s->feats, rows * fw);
+  grow(s->top_in, rows * m.interaction_width);
+
+  // Segments: runs of task rows that belong to one request.
+  struct Segment {
+    size_t request;
+    int64_t first_candidate;
+    int64_t local_row;  // row within the task
+    int64_t count;
+  };
+  std::vector<Segment> segments;
+  {
+    size_t r = std::upper_bound(plan.row_start.begin(), plan.row_start.end(),
+                                row_begin) - plan.row_start.begin() - 1;
+    int64_t row = row_begin;
+    while (row < row_end) {
+      while (plan.row_start[r + 1] <= row) ++r;
+      const int64_t take = std::min(row_end, plan.row_start[r + 1]) - row;
+      segments.push_back({r, row - plan.row_start[r], row - row_begin, take});
+      row += take;
+    }
+  }
+
+  // 1. Dense input -> bottom MLP -> x in feats[:, 0:xw].
+  float* feats = s->feats.data();
+  const int nd = m.num_dense;
+  float* dense_dst = m.bottom.empty() ? feats : s->ping.data();
+  const int64_t dense_stride = m.bottom.empty() ? fw : nd;
+  for (const Segment& seg : segments) {
+    const float* src = plan.requests[seg.request]->dense.data() + seg.first_candidate * nd;
+    for (int64_t i = 0; i < seg.count; ++i) {
+      std::memcpy(dense_dst + (seg.local_row + i) * dense_stride, src + i * nd,
+                  nd * sizeof(float));
+    }
+  }
+  ZeroRows(feats, fw, n, rows);  // padding rows: all zero inputs
+  if (!m.bottom.empty()) {
+    ZeroRows(s->ping.data(), nd, n, rows);
+    const float* in = s->ping.data();
+    int64_t in_stride = nd;
+    for (size_t l = 0; l < m.bottom.size(); ++l) {
+      const bool last = l + 1 == m.bottom.size();
+      float* out = last ? feats : (in == s->ping.data() ? s->pong.data() : s->ping.data());
+      const int64_t out_stride = last ? fw : m.bottom[l].out;
+      kernels::LinearForward(m.bottom[l].view(), in, in_stride, rows,
+                             Activation::kRelu, out, out_stride);
+      in = out;
+      in_stride = out_stride;
+    }
+  }
+
+  // 2. Pooled embeddings straight into their columns of feats.
+  for (size_t f = 0; f < m.features.size(); ++f) {
+    const int table = m.features[f].table;
+    const EmbeddingTable& t = m.tables[table];
+    const kernels::PoolTable view = t.pool_view(&plan.hash_views[table]);
+    for (const Segment& seg : segments) {
+      const FeatureInput& in = plan.requests[seg.request]->features[f];
+      float* dst = feats + seg.local_row * fw + plan.feat_col[f];
+      const std::vector<float>& shared = plan.shared[seg.request][f];
+      if (!shared.empty()) {
+        for (int64_t i = 0; i < seg.count; ++i) {
+          std::memcpy(dst + i * fw, shared.data(), t.dim * sizeof(float));
+        }
+        continue;
+      }
+      kernels::PoolBags bags{
+          in.ids.data(), plan.offsets[seg.request][f].data() + seg.first_candidate,
+          in.weights.empty() ? nullptr : in.weights.data(), seg.count};
+      (*unresolved)[table] += kernels::PoolEmbeddings(view, bags, dst, fw);
+    }
+  }
+
+  // 3. Interaction -> top-MLP input.
+  const float* top_in = feats;
+  int64_t top_stride = fw;
+  switch (m.interaction) {
+    case rankd::v1::DOT:
+      kernels::DotInteraction(feats, rows, 1 + static_cast<int>(m.features.size()),
+                              xw, m.self_interaction, s->top_in.data(),
+                              m.interaction_width);
+      top_in = s->top_in.data();
+      top_stride = m.interaction_width;
+      break;
+    case rankd::v1::DCN_V2: {
+      if (!m.cross.empty()) grow(s->cross_tmp, rows * m.cross[0].rank);
+      const float* x = feats;
+      for (size_t l = 0; l < m.cross.size(); ++l) {
+        float* next = (l % 2 == 0) ? s->top_in.data() : s->ping.data();
+        kernels::CrossLayerForward(m.cross[l].view(), feats, x, rows,
+                                   s->cross_tmp.data(), next);
+        x = next;
+      }
+      top_in = x;
+      top_stride = fw;
+      break;
+    }
+    default:  // CAT: feats already is [x, e_0, ..]
+      break;
+  }
+
+  // 4. Top MLP; sigmoid after the last (1-wide) layer.
+  const float* in = top_in;
+  int64_t in_stride = top_stride;
+  for (size_t l = 0; l < m.top.size(); ++l) {
+    const bool last = l + 1 == m.top.size();
+    float* out = (in == s->pong.data()) ? s->ping.data() : s->pong.data();
+    kernels::LinearForward(m.top[l].view(), in, in_stride, rows,
+                           last ? Activation::kSigmoid : Activation::kRelu, out,
+                           m.top[l].out);
+    in = out;
+    in_stride = m.top[l].out;
+  }
+  for (const Segment& seg : segments) {
+    float* dst = plan.scores[seg.request].data() + seg.first_candidate;
+    for (int64_t i = 0; i < seg.count; ++i) dst[i] = in[(seg.local_row + i) * in_stride];
+  }
+}
+
+}  // namespace rankd::engine

@@ -1,0 +1,78 @@
+// CpuEngine: scores batches of requests for one model version with portable
+// C++ (Eigen for matrix work, a thread pool across candidates). It is the
+// project's reference: the CUDA backend is tested against it.
+//
+// Results are deterministic: a candidate's score depends only on its own
+// inputs, not on the batch it was scored in, its position, or the number of
+// threads (matrix work runs on row blocks padded to kernels::kRowQuantum).
+//
+// Ownership and threading: the engine shares the model (read-only) and owns a
+// thread pool plus one scratch arena per pool thread. ScoreBatch may be called
+// from several threads at once; each call blocks until its batch is done. The
+// destructor waits for the pool's threads to finish their current tasks.
+#ifndef RANKD_ENGINE_CPU_CPU_ENGINE_H_
+#define RANKD_ENGINE_CPU_CPU_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/model/model.h"
+#include "engine/request.h"
+
+namespace rankd::engine {
+
+// What a batch did besides scoring (fed to metrics).
+struct BatchStats {
+  // Ids that did not resolve (out of range / missing key) and pooled the
+  // default vector, per table (Model::tables order).
+  std::vector<int64_t> unresolved_ids_per_table;
+};
+
+class CpuEngine {
+ public:
+  struct Options {
+    // Threads that split each batch; 0 = std::thread::hardware_concurrency().
+    int num_threads = 0;
+    // Upper bound on candidates one task computes; rounded up to a multiple of
+    // kernels::kRowQuantum. Smaller tasks spread small batches over threads.
+    int max_rows_per_task = 256;
+  };
+
+  static absl::StatusOr<std::unique_ptr<CpuEngine>> Create(
+      std::shared_ptr<const Model> model, const Options& options);
+  ~CpuEngine();
+
+  // Scores requests[i] into scores[i] (requests[i]->num_candidates floats).
+  // Requests must have passed ValidateRequest. `stats` may be null.
+  absl::Status ScoreBatch(absl::Span<const Request* const> requests,
+                          absl::Span<const absl::Span<float>> scores,
+                          BatchStats* stats);
+
+  // One request (validated here) -> its scores.
+  absl::StatusOr<std::vector<float>> Score(const Request& request);
+
+  const Model& model() const { return *model_; }
+  int num_threads() const { return num_threads_; }
+
+ private:
+  struct Scratch;
+  struct BatchPlan;
+  struct Pool;  // wraps Eigen::ThreadPool (a typedef, so not forward-declarable)
+  CpuEngine(std::shared_ptr<const Model> model, const Options& options);
+  void RunTask(const BatchPlan& plan, int64_t row_begin, int64_t row_end,
+               Scratch* scratch, std::vector<int64_t>* unresolved) const;
+
+  std::shared_ptr<const Model> model_;
+  Options options_;
+  int num_threads_ = 1;
+  std::unique_ptr<Pool> pool_;
+  // One per pool thread, indexed by Eigen::ThreadPool::CurrentThreadId().
+  std::vector<std::unique_ptr<Scratch>> scratch_;
+};
+
+}  // namespace rankd::engine
+
+#endif  // RANKD_ENGINE_CPU_CPU_ENGINE_H_

@@ -1,0 +1,106 @@
+#include "engine/generator/model_generator.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "engine/model/model_loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rankd::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TmpDir(const std::string& leaf) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  return std::string(base ? base : "/tmp") + "/" + leaf;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ModelGeneratorTest, EveryPresetLoadsWithItsShapes) {
+  struct Want {
+    const char* preset;
+    double scale;
+    int tables;
+    int interaction_width;
+    int top_layers;
+  };
+  for (const Want& w : {Want{"mini", 1.0, 3, 10, 2}, Want{"kaggle", 1e-4, 26, 367, 3},
+                        Want{"terabyte", 1e-4, 26, 415, 4}, Want{"mlperf", 1e-5, 26, 3456, 5}}) {
+    GenerateOptions o;
+    o.preset = w.preset;
+    o.scale = w.scale;
+    const std::string dir = TmpDir(std::string("gen_") + w.preset + "/1");
+    ASSERT_TRUE(GenerateModel(o, dir).ok()) << w.preset;
+    auto model = LoadModel(dir);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->name, w.preset);
+    EXPECT_EQ(static_cast<int>((*model)->tables.size()), w.tables);
+    EXPECT_EQ((*model)->interaction_width, w.interaction_width) << w.preset;
+    EXPECT_EQ(static_cast<int>((*model)->top.size()), w.top_layers) << w.preset;
+    EXPECT_EQ((*model)->top.back().out, 1);
+  }
+}
+
+TEST(ModelGeneratorTest, MiniSweepAndDynamicTables) {
+  GenerateOptions o;
+  o.num_tables = 8;
+  o.dynamic_tables = 2;
+  o.dtype = rankd::v1::BF16;
+  const std::string dir = TmpDir("gen_mini8/1");
+  ASSERT_TRUE(GenerateModel(o, dir).ok());
+  auto model = LoadModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Model& m = **model;
+  ASSERT_EQ(m.tables.size(), 8u);
+  EXPECT_EQ(m.interaction_width, 4 + 9 * 8 / 2);  // MODELS.md: n_pairs + 4
+  // The two largest tables (rows 120 and 100) are the dynamic ones.
+  EXPECT_TRUE(m.tables[7].dynamic);
+  EXPECT_TRUE(m.tables[6].dynamic);
+  EXPECT_FALSE(m.tables[5].dynamic);
+  EXPECT_EQ(m.tables[7].hash.size(), 120);
+  EXPECT_EQ(m.tables[0].row_type, kernels::RowType::kBf16);
+}
+
+TEST(ModelGeneratorTest, DeterministicBytes) {
+  GenerateOptions o;
+  o.preset = "kaggle";
+  o.scale = 1e-4;
+  o.seed = 42;
+  ASSERT_TRUE(GenerateModel(o, TmpDir("det_a")).ok());
+  ASSERT_TRUE(GenerateModel(o, TmpDir("det_b")).ok());
+  const std::string a = ReadAll(TmpDir("det_a/weights.safetensors"));
+  EXPECT_GT(a.size(), 100000u);
+  EXPECT_EQ(a, ReadAll(TmpDir("det_b/weights.safetensors")));
+  o.seed = 43;
+  ASSERT_TRUE(GenerateModel(o, TmpDir("det_c")).ok());
+  EXPECT_NE(a, ReadAll(TmpDir("det_c/weights.safetensors")));
+}
+
+TEST(ModelGeneratorTest, RejectsBadOptions) {
+  GenerateOptions o;
+  o.preset = "huge";
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()),
+              HasSubstr("--preset: unknown preset \"huge\""));
+  o.preset = "mini";
+  o.scale = 0;
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()), HasSubstr("--scale"));
+  o.scale = 1;
+  o.num_tables = 17;
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()), HasSubstr("--num_tables"));
+  o.num_tables = 0;
+  o.dynamic_tables = 4;
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()), HasSubstr("--dynamic_tables"));
+}
+
+}  // namespace
+}  // namespace rankd::engine

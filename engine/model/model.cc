@@ -1,0 +1,29 @@
+#include "engine/model/model.h"
+
+namespace rankd::engine {
+
+kernels::PoolTable EmbeddingTable::pool_view(
+    const kernels::HashTableView* hash_view) const {
+  kernels::PoolTable t;
+  t.rows = rows.data;
+  t.row_type = row_type;
+  t.num_rows = num_rows;
+  t.dim = dim;
+  t.pooling = pooling;
+  // A STATIC table must never be given a hash view: the kernel would treat
+  // its ids as keys.
+  t.hash = dynamic ? hash_view : nullptr;
+  t.default_vector = default_vector.empty() ? nullptr : default_vector.data();
+  return t;
+}
+
+int64_t Model::table_bytes() const {
+  int64_t bytes = 0;
+  for (const EmbeddingTable& t : tables) {
+    bytes += t.rows.size;
+    if (t.dynamic) bytes += t.hash.bytes();
+  }
+  return bytes;
+}
+
+}  // namespace rankd::engine

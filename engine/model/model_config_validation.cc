@@ -1,0 +1,281 @@
+// Semantic checks of model.pbtxt. Every message names the field the way a
+// user finds it in the file ("tables[2].dim") and says what was expected and
+// what was found.
+#include "engine/model/model_config_validation.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "engine/model/model_config_defaults.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/model_shapes.h"
+
+namespace rankd::engine {
+namespace {
+
+using rankd::v1::ModelConfig;
+using rankd::v1::TableConfig;
+
+bool AllCharsIn(const std::string& s, const char* extra) {
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') ||
+                    (c != '\0' && std::string(extra).find(c) != std::string::npos);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void CheckName(const ModelConfig& c, ErrorList* e) {
+  if (c.name().empty()) {
+    e->Add("name: must be set");
+  } else if (!AllCharsIn(c.name(), "_.-") || c.name()[0] == '.') {
+    // The name is also the model's directory name and appears in metric
+    // labels and URLs.
+    e->Addf("name: '", c.name(),
+            "' may only contain letters, digits, '_', '.' and '-', and may not "
+            "start with '.'");
+  }
+}
+
+void CheckTable(const TableConfig& t, const std::string& field, ErrorList* e) {
+  if (t.name().empty()) {
+    e->Addf(field, ".name: must be set");
+  } else if (!AllCharsIn(t.name(), "_-")) {
+    // No '.': DCN_V2 models put the name inside dotted tensor names.
+    e->Addf(field, ".name: '", t.name(),
+            "' may only contain letters, digits, '_' and '-'");
+  }
+  if (!rankd::v1::TableKind_IsValid(t.kind())) {
+    e->Addf(field, ".kind: unknown value ", t.kind());
+  }
+  if (!rankd::v1::DataType_IsValid(t.dtype())) {
+    e->Addf(field, ".dtype: unknown value ", t.dtype());
+  }
+  if (!rankd::v1::PoolingMode_IsValid(t.pooling())) {
+    e->Addf(field, ".pooling: unknown value ", t.pooling());
+  }
+  if (!rankd::v1::Placement_IsValid(t.placement())) {
+    e->Addf(field, ".placement: unknown value ", t.placement());
+  }
+  if (!rankd::v1::IdPolicy_IsValid(t.id_policy())) {
+    e->Addf(field, ".id_policy: unknown value ", t.id_policy());
+  }
+  if (t.num_rows() <= 0) {
+    e->Addf(field, ".num_rows: must be > 0, got ", t.num_rows());
+  }
+  if (t.dim() <= 0) e->Addf(field, ".dim: must be > 0, got ", t.dim());
+  if (t.kind() == rankd::v1::DYNAMIC) {
+    if (t.num_rows() > 0 && t.capacity() < t.num_rows()) {
+      e->Addf(field, ".capacity: must be >= num_rows (", t.num_rows(),
+              "), got ", t.capacity());
+    }
+  } else if (t.capacity() != 0) {
+    e->Addf(field, ".capacity: only DYNAMIC tables have a capacity, got ",
+            t.capacity());
+  }
+  if (!t.default_vector().empty() && t.default_vector_size() != t.dim()) {
+    e->Addf(field, ".default_vector: must be empty or hold dim (", t.dim(),
+            ") values, got ", t.default_vector_size());
+  }
+  for (int k = 0; k < t.default_vector_size(); ++k) {
+    if (!std::isfinite(t.default_vector(k))) {
+      e->Addf(field, ".default_vector[", k, "]: must be finite, got ",
+              t.default_vector(k));
+    }
+  }
+}
+
+// Returns table name -> index (first occurrence).
+std::map<std::string, int> CheckTables(const ModelConfig& c, ErrorList* e) {
+  std::map<std::string, int> index;
+  if (c.tables().empty()) e->Add("tables: at least one table is required");
+  for (int i = 0; i < c.tables_size(); ++i) {
+    const std::string field = absl::StrCat("tables[", i, "]");
+    const TableConfig& t = c.tables(i);
+    CheckTable(t, field, e);
+    if (t.name().empty()) continue;
+    auto [it, inserted] = index.emplace(t.name(), i);
+    if (!inserted) {
+      e->Addf(field, ".name: duplicate '", t.name(), "' (also tables[",
+              it->second, "])");
+    }
+  }
+  return index;
+}
+
+void CheckFeatures(const ModelConfig& c,
+                   const std::map<std::string, int>& tables, ErrorList* e) {
+  if (c.sparse_features().empty()) {
+    e->Add("sparse_features: at least one feature is required");
+  }
+  std::map<std::string, int> names;
+  for (int i = 0; i < c.sparse_features_size(); ++i) {
+    const std::string field = absl::StrCat("sparse_features[", i, "]");
+    const rankd::v1::SparseFeatureConfig& f = c.sparse_features(i);
+    if (f.name().empty()) {
+      e->Addf(field, ".name: must be set");
+    } else if (auto [it, inserted] = names.emplace(f.name(), i); !inserted) {
+      e->Addf(field, ".name: duplicate '", f.name(), "' (also sparse_features[",
+              it->second, "])");
+    }
+    if (f.table().empty()) {
+      e->Addf(field, ".table: must be set");
+    } else if (tables.count(f.table()) == 0) {
+      e->Addf(field, ".table: no table named '", f.table(), "'");
+    }
+    if (f.max_ids_per_bag() < 0) {
+      e->Addf(field, ".max_ids_per_bag: must be >= 0, got ",
+              f.max_ids_per_bag());
+    }
+  }
+}
+
+void CheckMlp(const google::protobuf::RepeatedField<int32_t>& widths,
+              const char* field, ErrorList* e) {
+  for (int i = 0; i < widths.size(); ++i) {
+    if (widths[i] <= 0) {
+      e->Addf(field, "[", i, "]: must be > 0, got ", widths[i]);
+    }
+  }
+}
+
+// DOT and DCN_V2 stack x and every embedding as equal-width vectors.
+void CheckEqualDims(const ModelConfig& c,
+                    const std::map<std::string, int>& tables, ErrorList* e) {
+  const int d = DenseOutWidth(c);
+  const std::string x_desc =
+      c.bottom_mlp().empty()
+          ? absl::StrCat("num_dense (", d, "), as there is no bottom_mlp")
+          : absl::StrCat("the bottom MLP output width (bottom_mlp[",
+                         c.bottom_mlp_size() - 1, "] = ", d, ")");
+  const char* kind =
+      c.interaction().kind() == rankd::v1::DCN_V2 ? "DCN_V2" : "DOT";
+  std::set<int> reported;
+  for (const rankd::v1::SparseFeatureConfig& f : c.sparse_features()) {
+    auto it = tables.find(f.table());
+    if (it == tables.end() || !reported.insert(it->second).second) continue;
+    const TableConfig& t = c.tables(it->second);
+    if (t.dim() > 0 && t.dim() != d) {
+      e->Addf("tables[", it->second, "].dim: ", kind,
+              " interaction needs every feature's dim to equal ", x_desc,
+              ", got ", t.dim(), " (table '", t.name(), "', feature '",
+              f.name(), "')");
+    }
+  }
+}
+
+void CheckInteraction(const ModelConfig& c,
+                      const std::map<std::string, int>& tables, ErrorList* e) {
+  const rankd::v1::InteractionConfig& in = c.interaction();
+  if (!rankd::v1::InteractionKind_IsValid(in.kind())) {
+    e->Addf("interaction.kind: unknown value ", in.kind());
+    return;
+  }
+  const bool dcn = in.kind() == rankd::v1::DCN_V2;
+  if (in.self_interaction() && in.kind() != rankd::v1::DOT) {
+    e->Add("interaction.self_interaction: only DOT interactions have it");
+  }
+  if (dcn) {
+    if (in.dcn_num_layers() <= 0) {
+      e->Addf("interaction.dcn_num_layers: must be > 0 for DCN_V2, got ",
+              in.dcn_num_layers());
+    }
+    if (in.dcn_low_rank() <= 0) {
+      e->Addf("interaction.dcn_low_rank: must be > 0 for DCN_V2, got ",
+              in.dcn_low_rank());
+    }
+  } else if (in.dcn_num_layers() != 0 || in.dcn_low_rank() != 0) {
+    e->Add("interaction.dcn_num_layers / dcn_low_rank: only DCN_V2 "
+           "interactions have them");
+  }
+  if (in.kind() == rankd::v1::DOT || dcn) CheckEqualDims(c, tables, e);
+}
+
+void CheckTopMlp(const ModelConfig& c, ErrorList* e) {
+  if (c.top_mlp().empty()) {
+    e->Add("top_mlp: must be set (its last width is 1, the logit)");
+    return;
+  }
+  CheckMlp(c.top_mlp(), "top_mlp", e);
+  const int last = c.top_mlp_size() - 1;
+  if (c.top_mlp(last) != 1) {
+    e->Addf("top_mlp[", last, "]: the last width must be 1 (the logit), got ",
+            c.top_mlp(last));
+  }
+}
+
+template <typename T>
+void CheckPositive(T value, const char* field, ErrorList* e) {
+  if (value <= 0) e->Addf(field, ": must be > 0, got ", value);
+}
+
+void CheckBatching(const rankd::v1::BatchingConfig& b, ErrorList* e) {
+  CheckPositive(b.max_batch_candidates(), "batching.max_batch_candidates", e);
+  CheckPositive(b.max_queue_delay_us(), "batching.max_queue_delay_us", e);
+  CheckPositive(b.preferred_batch_candidates(),
+                "batching.preferred_batch_candidates", e);
+  CheckPositive(b.max_queue_requests(), "batching.max_queue_requests", e);
+  CheckPositive(b.default_timeout_us(), "batching.default_timeout_us", e);
+  if (b.max_batch_candidates() > 0 &&
+      b.preferred_batch_candidates() > b.max_batch_candidates()) {
+    e->Addf("batching.preferred_batch_candidates: must be <= "
+            "max_batch_candidates (",
+            b.max_batch_candidates(), "), got ", b.preferred_batch_candidates());
+  }
+}
+
+void CheckInstances(const rankd::v1::InstanceConfig& in, ErrorList* e) {
+  if (in.workers_per_device() < 0) {
+    e->Addf("instances.workers_per_device: must be >= 0 (0 = automatic), got ",
+            in.workers_per_device());
+  }
+  if (in.cpu_threads_per_worker() < 0) {
+    e->Addf("instances.cpu_threads_per_worker: must be >= 0 (0 = automatic), "
+            "got ",
+            in.cpu_threads_per_worker());
+  }
+}
+
+}  // namespace
+
+void CheckModelConfig(ModelConfig* config, ErrorList* errors) {
+  FillModelConfigDefaults(config);
+  const ModelConfig& c = *config;
+  const size_t before = errors->size();
+  CheckName(c, errors);
+  if (c.num_dense() < 0) {
+    errors->Addf("num_dense: must be >= 0, got ", c.num_dense());
+  }
+  const std::map<std::string, int> tables = CheckTables(c, errors);
+  CheckFeatures(c, tables, errors);
+  CheckMlp(c.bottom_mlp(), "bottom_mlp", errors);
+  if (!c.bottom_mlp().empty() && c.num_dense() == 0) {
+    errors->Add("bottom_mlp: needs num_dense > 0 (it has no input otherwise)");
+  }
+  CheckInteraction(c, tables, errors);
+  CheckTopMlp(c, errors);
+  CheckBatching(c.batching(), errors);
+  CheckInstances(c.instances(), errors);
+  // Only meaningful once everything it is computed from is valid.
+  if (errors->size() == before) {
+    const int64_t width = InteractionWidth(c);
+    if (width <= 0 || width > std::numeric_limits<int32_t>::max()) {
+      errors->Addf("interaction: width ", width,
+                   " (the top MLP's input) is out of range");
+    }
+  }
+}
+
+absl::Status ValidateModelConfig(rankd::v1::ModelConfig* config) {
+  ErrorList errors;
+  CheckModelConfig(config, &errors);
+  return errors.ToStatus();
+}
+
+}  // namespace rankd::engine

@@ -1,0 +1,528 @@
+// LoadModel and ListModelVersions on small models written with
+// WriteSafetensors: DOT (MiniDLRM), CAT with fp16/bf16 tables, DCN_V2 with
+// TorchRec names, a DYNAMIC table; and each way a model directory can be bad.
+#include "engine/model/model_loader.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/model.h"
+#include "engine/model/safetensors.h"
+#include "engine/model/tensor_layout.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/embedding_pool.h"
+#include "kernels/cpu/hash_table.h"
+#include "rankd/v1/model_config.pb.h"
+
+namespace rankd::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using rankd::v1::ModelConfig;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kMini[] = R"pb(
+  name: "mini"
+  num_dense: 13
+  tables { name: "t0" num_rows: 10 dim: 4 }
+  tables { name: "t1" num_rows: 20 dim: 4 }
+  tables { name: "t2" num_rows: 30 dim: 4 }
+  sparse_features { name: "f0" table: "t0" }
+  sparse_features { name: "f1" table: "t1" request_level: true }
+  sparse_features { name: "f2" table: "t2" max_ids_per_bag: 5 }
+  bottom_mlp: [ 8, 4 ]
+  top_mlp: [ 8, 1 ]
+)pb";
+
+constexpr char kCat[] = R"pb(
+  name: "cat"
+  num_dense: 3
+  tables { name: "a" num_rows: 5 dim: 2 dtype: FP16 pooling: MEAN }
+  tables { name: "b" num_rows: 7 dim: 6 dtype: BF16 placement: HOST }
+  sparse_features { name: "fa" table: "a" }
+  sparse_features { name: "fb" table: "b" }
+  sparse_features { name: "fb2" table: "b" }
+  interaction { kind: CAT }
+  top_mlp: [ 4, 1 ]
+)pb";
+
+constexpr char kDcn[] = R"pb(
+  name: "dcn"
+  num_dense: 5
+  tables { name: "t_cat_0" num_rows: 11 dim: 4 }
+  tables { name: "t_cat_1" num_rows: 6 dim: 4 }
+  sparse_features { name: "cat_0" table: "t_cat_0" }
+  sparse_features { name: "cat_1" table: "t_cat_1" }
+  bottom_mlp: [ 4 ]
+  interaction { kind: DCN_V2 dcn_num_layers: 2 dcn_low_rank: 3 }
+  top_mlp: [ 6, 5, 1 ]
+)pb";
+
+constexpr char kDynamic[] = R"pb(
+  name: "dyn"
+  num_dense: 2
+  tables { name: "ids" kind: DYNAMIC num_rows: 6 dim: 2
+           default_vector: [ 0.5, -0.5 ] }
+  tables { name: "cats" num_rows: 3 dim: 2 }
+  sparse_features { name: "user_id" table: "ids" }
+  sparse_features { name: "cat" table: "cats" }
+  top_mlp: [ 1 ]
+)pb";
+
+// Distinct, deterministic values per tensor and element.
+float Value(const std::string& name, int64_t i) {
+  const float base = static_cast<float>(std::hash<std::string>()(name) % 97);
+  return base * 0.01f + static_cast<float>(i) * 0.001f - 0.3f;
+}
+
+int64_t Key(int64_t row) { return (row * 7919) ^ (int64_t{1} << 40); }
+
+struct OwnedTensor {
+  std::string name;
+  TensorDtype dtype = TensorDtype::kF32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Fills a tensor of any (dtype, shape) for `name` with Value()/Key().
+OwnedTensor MakeTensor(const std::string& name, TensorDtype dtype,
+                       std::vector<int64_t> shape) {
+  OwnedTensor t{name, dtype, std::move(shape), {}};
+  const int64_t n = Elements(t.shape);
+  t.bytes.resize(n * TensorDtypeBytes(dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* p = t.bytes.data() + i * TensorDtypeBytes(dtype);
+    if (dtype == TensorDtype::kF32) {
+      const float v = Value(name, i);
+      std::memcpy(p, &v, 4);
+    } else if (dtype == TensorDtype::kF16) {
+      const uint16_t v = kernels::FloatToHalfBits(Value(name, i));
+      std::memcpy(p, &v, 2);
+    } else if (dtype == TensorDtype::kBF16) {
+      const uint16_t v = kernels::FloatToBf16Bits(Value(name, i));
+      std::memcpy(p, &v, 2);
+    } else if (dtype == TensorDtype::kI64) {
+      const int64_t v = Key(i);
+      std::memcpy(p, &v, 8);
+    }
+  }
+  return t;
+}
+
+// Every tensor the (validated) config expects, as the exporter would write.
+std::map<std::string, OwnedTensor> ExpectedTensors(const std::string& text) {
+  ModelConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config));
+  EXPECT_TRUE(ValidateModelConfig(&config).ok());
+  std::map<std::string, OwnedTensor> out;
+  for (const TensorSpec* spec : ExpectedTensorLayout(config).All()) {
+    out[spec->name] = MakeTensor(spec->name, spec->dtype, spec->shape);
+  }
+  return out;
+}
+
+std::string TmpDir(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+  fs::remove_all(path);
+  fs::create_directories(path);
+  return path;
+}
+
+void WriteModel(const std::string& dir, const std::string& text,
+                const std::map<std::string, OwnedTensor>& tensors) {
+  std::ofstream(absl::StrCat(dir, "/model.pbtxt")) << text;
+  std::vector<TensorToWrite> list;
+  for (const auto& [name, t] : tensors) {
+    list.push_back({t.name, t.dtype, t.shape, t.bytes.data(), nullptr});
+  }
+  ASSERT_TRUE(
+      WriteSafetensors(absl::StrCat(dir, "/weights.safetensors"), list).ok());
+}
+
+std::shared_ptr<const Model> LoadOk(const std::string& text,
+                                    const std::map<std::string, OwnedTensor>& t,
+                                    const std::string& dir_name) {
+  const std::string dir = TmpDir(dir_name);
+  WriteModel(dir, text, t);
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadModel(dir, 3);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *model : nullptr;
+}
+
+std::string LoadError(const std::string& text,
+                      const std::map<std::string, OwnedTensor>& tensors,
+                      const std::string& dir_name) {
+  const std::string dir = TmpDir(dir_name);
+  WriteModel(dir, text, tensors);
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadModel(dir);
+  EXPECT_FALSE(model.ok()) << "loaded " << dir;
+  if (model.ok()) return "";
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument)
+      << model.status();
+  return std::string(model.status().message());
+}
+
+std::vector<float> Floats(const OwnedTensor& t) {
+  std::vector<float> v(t.bytes.size() / 4);
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+void ExpectLinear(const Linear& layer, const OwnedTensor& weight,
+                  const OwnedTensor& bias, int in, int out) {
+  EXPECT_EQ(layer.in, in);
+  EXPECT_EQ(layer.out, out);
+  EXPECT_EQ(layer.weight, Floats(weight)) << weight.name;
+  EXPECT_EQ(layer.bias, Floats(bias)) << bias.name;
+  kernels::LinearView view = layer.view();
+  EXPECT_EQ(view.weight, layer.weight.data());
+  EXPECT_EQ(view.in, in);
+}
+
+TEST(ModelLoaderTest, LoadsDotModel) {
+  const auto tensors = ExpectedTensors(kMini);
+  EXPECT_EQ(tensors.size(), 3u + 4u + 4u);  // emb_l.0-2, bot_l.{0,2}, top_l.{0,2}
+  const std::string dir = TmpDir("dot/mini/3");
+  WriteModel(dir, kMini, tensors);
+  absl::StatusOr<std::shared_ptr<const Model>> loaded =
+      LoadModel(dir, 3, "mini");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Model& m = **loaded;
+
+  EXPECT_EQ(m.name, "mini");
+  EXPECT_EQ(m.version, 3);
+  EXPECT_EQ(m.directory, dir);
+  EXPECT_EQ(m.config.batching().max_batch_candidates(), 4096);  // defaults in
+  EXPECT_EQ(m.num_dense, 13);
+  EXPECT_EQ(m.interaction, rankd::v1::DOT);
+  EXPECT_FALSE(m.self_interaction);
+  EXPECT_EQ(m.interaction_width, 10);
+  EXPECT_EQ(m.dense_out_width(), 4);
+  EXPECT_TRUE(m.cross.empty());
+
+  ASSERT_EQ(m.tables.size(), 3u);
+  const int64_t rows[] = {10, 20, 30};
+  for (int k = 0; k < 3; ++k) {
+    const EmbeddingTable& t = m.tables[k];
+    EXPECT_EQ(t.name, absl::StrCat("t", k));
+    EXPECT_FALSE(t.dynamic);
+    EXPECT_EQ(t.num_rows, rows[k]);
+    EXPECT_EQ(t.dim, 4);
+    EXPECT_EQ(t.row_type, kernels::RowType::kFp32);
+    EXPECT_EQ(t.pooling, kernels::Pooling::kSum);
+    EXPECT_EQ(t.id_policy, rankd::v1::ERROR);
+    EXPECT_EQ(t.row_bytes(), 16);
+    const OwnedTensor& w = tensors.at(absl::StrCat("emb_l.", k, ".weight"));
+    ASSERT_EQ(t.rows.size, static_cast<int64_t>(w.bytes.size()));
+    EXPECT_EQ(std::memcmp(t.rows.data, w.bytes.data(), w.bytes.size()), 0);
+    // A view into the mapped file, kept alive by the owner.
+    EXPECT_NE(t.rows.owner, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.rows.data) % 4, 0u);
+    kernels::PoolTable pool = t.pool_view(nullptr);
+    EXPECT_EQ(pool.rows, t.rows.data);
+    EXPECT_EQ(pool.num_rows, rows[k]);
+    EXPECT_EQ(pool.dim, 4);
+    EXPECT_EQ(pool.hash, nullptr);
+    EXPECT_EQ(pool.default_vector, nullptr);
+  }
+  EXPECT_EQ(m.table_bytes(), (10 + 20 + 30) * 16);
+
+  ASSERT_EQ(m.features.size(), 3u);
+  EXPECT_EQ(m.features[1].name, "f1");
+  EXPECT_EQ(m.features[1].table, 1);
+  EXPECT_TRUE(m.features[1].request_level);
+  EXPECT_EQ(m.features[2].max_ids_per_bag, 5);
+
+  ASSERT_EQ(m.bottom.size(), 2u);
+  ExpectLinear(m.bottom[0], tensors.at("bot_l.0.weight"),
+               tensors.at("bot_l.0.bias"), 13, 8);
+  ExpectLinear(m.bottom[1], tensors.at("bot_l.2.weight"),
+               tensors.at("bot_l.2.bias"), 8, 4);
+  ASSERT_EQ(m.top.size(), 2u);
+  ExpectLinear(m.top[0], tensors.at("top_l.0.weight"),
+               tensors.at("top_l.0.bias"), 10, 8);
+  ExpectLinear(m.top[1], tensors.at("top_l.2.weight"),
+               tensors.at("top_l.2.bias"), 8, 1);
+}
+
+TEST(ModelLoaderTest, RowsOutliveEverythingButTheModel) {
+  const auto tensors = ExpectedTensors(kMini);
+  std::shared_ptr<const Model> m = LoadOk(kMini, tensors, "outlive");
+  ASSERT_NE(m, nullptr);
+  // Even with the directory gone, the mapping stays valid while the model lives.
+  fs::remove_all(TmpDir("outlive"));
+  const OwnedTensor& w = tensors.at("emb_l.2.weight");
+  EXPECT_EQ(std::memcmp(m->tables[2].rows.data, w.bytes.data(), w.bytes.size()),
+            0);
+}
+
+TEST(ModelLoaderTest, LoadsCatModelWithHalfTables) {
+  const auto tensors = ExpectedTensors(kCat);
+  ASSERT_EQ(tensors.at("emb_l.0.weight").dtype, TensorDtype::kF16);
+  ASSERT_EQ(tensors.at("emb_l.1.weight").dtype, TensorDtype::kBF16);
+  std::shared_ptr<const Model> m = LoadOk(kCat, tensors, "cat");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->interaction, rankd::v1::CAT);
+  EXPECT_EQ(m->interaction_width, 3 + 2 + 6 + 6);
+  EXPECT_TRUE(m->bottom.empty());
+  EXPECT_EQ(m->dense_out_width(), 3);
+  EXPECT_EQ(m->tables[0].row_type, kernels::RowType::kFp16);
+  EXPECT_EQ(m->tables[0].pooling, kernels::Pooling::kMean);
+  EXPECT_EQ(m->tables[1].row_type, kernels::RowType::kBf16);
+  EXPECT_EQ(m->tables[1].placement, rankd::v1::HOST);
+  EXPECT_EQ(m->tables[1].row_bytes(), 12);
+  EXPECT_EQ(m->features[2].table, 1);  // shares table b
+  const OwnedTensor& b = tensors.at("emb_l.1.weight");
+  EXPECT_EQ(std::memcmp(m->tables[1].rows.data, b.bytes.data(), b.bytes.size()), 0);
+  EXPECT_FLOAT_EQ(kernels::RowElementToFloat(m->tables[1].rows.data,
+                                             kernels::RowType::kBf16, 3),
+                  kernels::Bf16BitsToFloat(kernels::FloatToBf16Bits(
+                      Value("emb_l.1.weight", 3))));
+  EXPECT_EQ(m->table_bytes(), 5 * 2 * 2 + 7 * 6 * 2);
+  ASSERT_EQ(m->top.size(), 2u);
+  EXPECT_EQ(m->top[0].in, 17);
+}
+
+TEST(ModelLoaderTest, LoadsDcnModelWithTorchRecNames) {
+  auto tensors = ExpectedTensors(kDcn);
+  for (const char* name :
+       {"dense_arch.model._mlp.0._linear.weight",
+        "sparse_arch.embedding_bag_collection.embedding_bags.t_cat_0.weight",
+        "sparse_arch.embedding_bag_collection.embedding_bags.t_cat_1.weight",
+        "inter_arch.crossnet.V_kernels.0", "inter_arch.crossnet.W_kernels.1",
+        "inter_arch.crossnet.bias.1",
+        "over_arch.model.0._mlp.0._linear.weight",
+        "over_arch.model.0._mlp.1._linear.bias", "over_arch.model.1.weight",
+        "over_arch.model.1.bias"}) {
+    EXPECT_EQ(tensors.count(name), 1u) << name;
+  }
+  EXPECT_EQ(tensors.size(), 2u + 2u + 6u + 6u);
+  // Some exports keep the crossnet bias as a column [N, 1].
+  tensors["inter_arch.crossnet.bias.1"] =
+      MakeTensor("inter_arch.crossnet.bias.1", TensorDtype::kF32, {12, 1});
+  std::shared_ptr<const Model> m = LoadOk(kDcn, tensors, "dcn");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->interaction, rankd::v1::DCN_V2);
+  EXPECT_EQ(m->interaction_width, 12);  // (1 + 2) * 4
+  ASSERT_EQ(m->cross.size(), 2u);
+  for (int l = 0; l < 2; ++l) {
+    const CrossLayer& c = m->cross[l];
+    EXPECT_EQ(c.n, 12);
+    EXPECT_EQ(c.rank, 3);
+    EXPECT_EQ(c.v, Floats(tensors.at(absl::StrCat("inter_arch.crossnet.V_kernels.", l))));
+    EXPECT_EQ(c.w, Floats(tensors.at(absl::StrCat("inter_arch.crossnet.W_kernels.", l))));
+    EXPECT_EQ(c.bias, Floats(tensors.at(absl::StrCat("inter_arch.crossnet.bias.", l))));
+    EXPECT_EQ(c.bias.size(), 12u);
+    EXPECT_EQ(c.view().rank, 3);
+  }
+  ASSERT_EQ(m->bottom.size(), 1u);
+  ExpectLinear(m->bottom[0], tensors.at("dense_arch.model._mlp.0._linear.weight"),
+               tensors.at("dense_arch.model._mlp.0._linear.bias"), 5, 4);
+  ASSERT_EQ(m->top.size(), 3u);
+  ExpectLinear(m->top[0], tensors.at("over_arch.model.0._mlp.0._linear.weight"),
+               tensors.at("over_arch.model.0._mlp.0._linear.bias"), 12, 6);
+  ExpectLinear(m->top[1], tensors.at("over_arch.model.0._mlp.1._linear.weight"),
+               tensors.at("over_arch.model.0._mlp.1._linear.bias"), 6, 5);
+  ExpectLinear(m->top[2], tensors.at("over_arch.model.1.weight"),
+               tensors.at("over_arch.model.1.bias"), 5, 1);
+  const OwnedTensor& t1 = tensors.at(
+      "sparse_arch.embedding_bag_collection.embedding_bags.t_cat_1.weight");
+  EXPECT_EQ(std::memcmp(m->tables[1].rows.data, t1.bytes.data(), t1.bytes.size()),
+            0);
+}
+
+TEST(ModelLoaderTest, LoadsDynamicTable) {
+  const auto tensors = ExpectedTensors(kDynamic);
+  ASSERT_EQ(tensors.count("emb_l.0.keys"), 1u);
+  ASSERT_EQ(tensors.count("emb_l.1.keys"), 0u);  // STATIC: no keys
+  std::shared_ptr<const Model> m = LoadOk(kDynamic, tensors, "dyn");
+  ASSERT_NE(m, nullptr);
+  const EmbeddingTable& t = m->tables[0];
+  EXPECT_TRUE(t.dynamic);
+  EXPECT_EQ(t.id_policy, rankd::v1::ZERO);
+  EXPECT_EQ(m->config.tables(0).capacity(), 16);
+  EXPECT_EQ(t.hash.size(), 6);
+  EXPECT_GE(t.hash.num_slots(), 16);
+  EXPECT_EQ(t.default_vector, (std::vector<float>{0.5f, -0.5f}));
+  const kernels::HashTableView view = t.hash.view();
+  for (int64_t r = 0; r < 6; ++r) {
+    EXPECT_EQ(kernels::HashLookup(view, Key(r)), r);
+  }
+  EXPECT_EQ(kernels::HashLookup(view, 12345), kernels::kMissingRow);
+  kernels::PoolTable pool = t.pool_view(&view);
+  EXPECT_EQ(pool.hash, &view);
+  ASSERT_NE(pool.default_vector, nullptr);
+  EXPECT_EQ(pool.default_vector[1], -0.5f);
+  EXPECT_EQ(m->tables[1].pool_view(&view).hash, nullptr);  // STATIC ignores it
+  EXPECT_EQ(m->table_bytes(), 6 * 8 + t.hash.bytes() + 3 * 8);
+  EXPECT_EQ(m->interaction_width, 2 + 3);
+  EXPECT_EQ(m->top.size(), 1u);
+}
+
+TEST(ModelLoaderTest, DuplicateKey) {
+  auto tensors = ExpectedTensors(kDynamic);
+  OwnedTensor& keys = tensors["emb_l.0.keys"];
+  std::memcpy(keys.bytes.data() + 3 * 8, keys.bytes.data(), 8);  // row 3 = row 0
+  const std::string msg = LoadError(kDynamic, tensors, "dup");
+  EXPECT_THAT(msg, HasSubstr("weights.safetensors: tensor 'emb_l.0.keys': "));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("duplicate key ", Key(0))));
+  EXPECT_THAT(msg, HasSubstr("rows 0 and 3"));
+}
+
+TEST(ModelLoaderTest, MissingTensor) {
+  auto tensors = ExpectedTensors(kMini);
+  tensors.erase("bot_l.2.weight");
+  const std::string msg = LoadError(kMini, tensors, "missing");
+  EXPECT_THAT(msg, HasSubstr("/weights.safetensors: tensor 'bot_l.2.weight' is "
+                             "missing (expected F32 [4, 8])"));
+}
+
+TEST(ModelLoaderTest, MissingKeys) {
+  auto tensors = ExpectedTensors(kDynamic);
+  tensors.erase("emb_l.0.keys");
+  EXPECT_THAT(LoadError(kDynamic, tensors, "nokeys"),
+              HasSubstr("tensor 'emb_l.0.keys' is missing (expected I64 [6])"));
+}
+
+TEST(ModelLoaderTest, WrongShape) {
+  auto tensors = ExpectedTensors(kMini);
+  tensors["emb_l.1.weight"] = MakeTensor("emb_l.1.weight", TensorDtype::kF32, {20, 5});
+  tensors["top_l.0.weight"] = MakeTensor("top_l.0.weight", TensorDtype::kF32, {8, 9});
+  const std::string msg = LoadError(kMini, tensors, "shape");
+  EXPECT_THAT(msg, HasSubstr("tensor 'emb_l.1.weight': expected shape [20, 4], "
+                             "got [20, 5]"));
+  // Both problems reported in one go.
+  EXPECT_THAT(msg, HasSubstr("tensor 'top_l.0.weight': expected shape [8, 10], "
+                             "got [8, 9]"));
+}
+
+TEST(ModelLoaderTest, WrongDtypeIsNeverConverted) {
+  auto tensors = ExpectedTensors(kMini);
+  tensors["emb_l.0.weight"] = MakeTensor("emb_l.0.weight", TensorDtype::kF16, {10, 4});
+  EXPECT_THAT(LoadError(kMini, tensors, "dtype"),
+              HasSubstr("tensor 'emb_l.0.weight': expected dtype F32, got F16"));
+  auto half = ExpectedTensors(kCat);
+  half["emb_l.1.weight"] = MakeTensor("emb_l.1.weight", TensorDtype::kF16, {7, 6});
+  EXPECT_THAT(LoadError(kCat, half, "dtype2"),
+              HasSubstr("tensor 'emb_l.1.weight': expected dtype BF16, got F16"));
+  auto mlp = ExpectedTensors(kMini);
+  mlp["bot_l.0.bias"] = MakeTensor("bot_l.0.bias", TensorDtype::kF64, {8});
+  EXPECT_THAT(LoadError(kMini, mlp, "dtype3"),
+              HasSubstr("tensor 'bot_l.0.bias': expected dtype F32, got F64"));
+}
+
+TEST(ModelLoaderTest, ExtraTensorIsAnError) {
+  auto tensors = ExpectedTensors(kMini);
+  tensors["bot_l.4.weight"] = MakeTensor("bot_l.4.weight", TensorDtype::kF32, {2, 4});
+  EXPECT_THAT(LoadError(kMini, tensors, "extra"),
+              HasSubstr("tensor 'bot_l.4.weight' not used by this DOT model"));
+}
+
+TEST(ModelLoaderTest, MisspeltTensorIsReportedBothWays) {
+  auto tensors = ExpectedTensors(kMini);
+  OwnedTensor t = tensors.at("top_l.2.bias");
+  tensors.erase("top_l.2.bias");
+  t.name = "top_l.2.bais";
+  tensors[t.name] = t;
+  const std::string msg = LoadError(kMini, tensors, "typo");
+  EXPECT_THAT(msg, HasSubstr("tensor 'top_l.2.bias' is missing (expected F32 [1])"));
+  EXPECT_THAT(msg, HasSubstr("tensor 'top_l.2.bais' not used"));
+}
+
+TEST(ModelLoaderTest, OtherConventionGetsAHint) {
+  const auto dcn_tensors = ExpectedTensors(kDcn);
+  // A DLRM_DCN file next to a DOT config of the same shapes.
+  std::string dot_config(kDcn);
+  dot_config.replace(dot_config.find("kind: DCN_V2 dcn_num_layers: 2 dcn_low_rank: 3"),
+                     std::string("kind: DCN_V2 dcn_num_layers: 2 dcn_low_rank: 3").size(),
+                     "kind: DOT");
+  EXPECT_THAT(LoadError(dot_config, dcn_tensors, "hint"),
+              HasSubstr("looks like a TorchRec DLRM_DCN state_dict"));
+}
+
+TEST(ModelLoaderTest, NonFiniteMlpWeight) {
+  auto tensors = ExpectedTensors(kMini);
+  const float nan = NAN;
+  std::memcpy(tensors["top_l.0.weight"].bytes.data() + 4 * 5, &nan, 4);
+  EXPECT_THAT(LoadError(kMini, tensors, "nan"),
+              HasSubstr("tensor 'top_l.0.weight': non-finite value nan at element 5"));
+}
+
+TEST(ModelLoaderTest, NameMustMatchDirectory) {
+  const std::string dir = TmpDir("name/other/1");
+  WriteModel(dir, kMini, ExpectedTensors(kMini));
+  absl::StatusOr<std::shared_ptr<const Model>> m = LoadModel(dir, 1, "other");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(m.status().message()),
+              HasSubstr(absl::StrCat(dir, "/model.pbtxt: name: 'mini' must equal "
+                                          "the model's directory name 'other'")));
+  EXPECT_TRUE(LoadModel(dir, 1, "mini").ok());
+  EXPECT_TRUE(LoadModel(dir, 1).ok());
+}
+
+TEST(ModelLoaderTest, ConfigErrorsCarryThePath) {
+  std::string text(kMini);
+  text.replace(text.find("top_mlp: [ 8, 1 ]"), 17, "top_mlp: [ 8, 2 ]");
+  const std::string msg = LoadError(text, ExpectedTensors(kMini), "badcfg");
+  EXPECT_THAT(msg, HasSubstr("/model.pbtxt: top_mlp[1]: the last width must be 1"));
+}
+
+TEST(ModelLoaderTest, MissingFiles) {
+  const std::string dir = TmpDir("nofiles");
+  absl::StatusOr<std::shared_ptr<const Model>> m = LoadModel(dir);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("model.pbtxt"));
+  std::ofstream(absl::StrCat(dir, "/model.pbtxt")) << kMini;
+  m = LoadModel(dir);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("weights.safetensors"));
+}
+
+TEST(ModelLoaderTest, ListModelVersions) {
+  const std::string root = TmpDir("root");
+  for (const char* d : {"b/3", "a/10", "a/2", "a/1", "a/abc", "a/0", "a/007",
+                        "a/-4", "a/99999999999999999999", ".hidden/1", "c"}) {
+    fs::create_directories(absl::StrCat(root, "/", d));
+  }
+  std::ofstream(absl::StrCat(root, "/a/5")) << "a file, not a version";
+  std::ofstream(absl::StrCat(root, "/README")) << "not a model";
+  absl::StatusOr<std::vector<ModelVersionPath>> list = ListModelVersions(root);
+  ASSERT_TRUE(list.ok()) << list.status();
+  std::vector<std::string> got;
+  for (const ModelVersionPath& v : *list) {
+    got.push_back(absl::StrCat(v.name, "/", v.version));
+    EXPECT_EQ(v.directory, absl::StrCat(root, "/", v.name, "/", v.version));
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"a/1", "a/2", "a/10", "b/3"}));
+
+  absl::StatusOr<std::vector<ModelVersionPath>> none =
+      ListModelVersions(absl::StrCat(root, "/does_not_exist"));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<std::vector<ModelVersionPath>> empty =
+      ListModelVersions(TmpDir("empty_root"));
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+}  // namespace
+}  // namespace rankd::engine

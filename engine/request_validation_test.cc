@@ -1,0 +1,145 @@
+#include "engine/request_validation.h"
+
+#include <cmath>
+#include <limits>
+
+#include "engine/testing/test_models.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rankd::engine {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::MakeRandomModel;
+using testing::MakeRandomRequest;
+using testing::OwnedRequest;
+using testing::RandomModelSpec;
+using testing::RandomRequestSpec;
+
+class ValidationTest : public ::testing::Test {
+ protected:
+  ValidationTest() {
+    RandomModelSpec spec;
+    spec.table_rows = {7, 11, 13};
+    spec.dynamic_tables = {1};
+    spec.request_level_features = {2};
+    model_ = MakeRandomModel(spec);
+    RandomRequestSpec rs;
+    rs.num_candidates = 4;
+    rs.max_bag = 2;
+    rs.weighted = true;
+    req_ = MakeRandomRequest(*model_, rs);
+    // Make sure feature 0 has ids to corrupt.
+    req_.lengths[0] = {1, 1, 1, 1};
+    req_.ids[0] = {0, 1, 2, 3};
+    req_.weights[0] = {1, 1, 1, 1};
+  }
+  std::string Error(const RequestLimits& limits = {}) {
+    absl::Status s = ValidateRequest(*model_, req_.view(), limits);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    return std::string(s.message());
+  }
+  std::shared_ptr<Model> model_;
+  OwnedRequest req_;
+};
+
+TEST_F(ValidationTest, AcceptsValidRequest) {
+  EXPECT_TRUE(ValidateRequest(*model_, req_.view()).ok());
+}
+
+TEST_F(ValidationTest, NumCandidates) {
+  req_.num_candidates = 0;
+  EXPECT_THAT(Error(), HasSubstr("num_candidates: must be > 0"));
+}
+
+TEST_F(ValidationTest, CandidateLimit) {
+  RequestLimits limits;
+  limits.max_candidates = 3;
+  EXPECT_THAT(Error(limits), HasSubstr("num_candidates: 4 exceeds the server's limit of 3"));
+}
+
+TEST_F(ValidationTest, DenseCount) {
+  req_.dense.pop_back();
+  EXPECT_THAT(Error(), HasSubstr("dense: has 19 values; expected 20"));
+}
+
+TEST_F(ValidationTest, DenseNaNAndInf) {
+  req_.dense[7] = std::nanf("");
+  EXPECT_THAT(Error(), HasSubstr("dense[7] (candidate 1, feature 2)"));
+  req_.dense[7] = 1.0f;
+  req_.dense[19] = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(Error(), HasSubstr("dense[19]"));
+}
+
+TEST_F(ValidationTest, MissingFeature) {
+  req_.ids.pop_back();
+  req_.lengths.pop_back();
+  req_.weights.pop_back();
+  EXPECT_THAT(Error(), HasSubstr("sparse: has 2 features; the model has 3"));
+}
+
+TEST_F(ValidationTest, WrongLengthsCount) {
+  req_.lengths[0] = {1, 1, 2};
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".lengths: has 3 entries; expected num_candidates (4) or 1"));
+}
+
+TEST_F(ValidationTest, RequestLevelNeedsOneBag) {
+  req_.lengths[2] = {0, 0, 0, 0};
+  req_.ids[2].clear();
+  req_.weights[2].clear();
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f2\".lengths: has 4 entries; a request-level feature takes exactly 1"));
+}
+
+TEST_F(ValidationTest, NegativeLength) {
+  req_.lengths[0] = {1, 1, 3, -1};
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".lengths[3]: -1 is negative"));
+}
+
+TEST_F(ValidationTest, IdsCountMismatch) {
+  req_.lengths[0] = {1, 1, 1, 2};
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".ids: has 4 ids but its lengths add up to 5"));
+}
+
+TEST_F(ValidationTest, WeightsCount) {
+  req_.weights[0].pop_back();
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".weights: has 3 values; expected none or one per id (4)"));
+}
+
+TEST_F(ValidationTest, WeightNaN) {
+  req_.weights[0][2] = std::nanf("");
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".weights[2]"));
+}
+
+TEST_F(ValidationTest, OutOfRangeId) {
+  req_.ids[0][3] = 7;
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".ids[3]: id 7 is out of range [0, 7) of table \"t0\""));
+  req_.ids[0][3] = -2;
+  EXPECT_THAT(Error(), HasSubstr("id -2 is out of range"));
+}
+
+TEST_F(ValidationTest, MissingDynamicKey) {
+  req_.lengths[1] = {1, 0, 0, 0};
+  req_.ids[1] = {424242};
+  req_.weights[1] = {};
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f1\".ids[0]: key 424242 is not in dynamic table \"t1\""));
+}
+
+TEST_F(ValidationTest, ZeroPolicyAcceptsUnresolvedIds) {
+  for (auto& t : model_->tables) t.id_policy = rankd::v1::ZERO;
+  req_.ids[0][3] = 1000;
+  EXPECT_TRUE(ValidateRequest(*model_, req_.view()).ok());
+}
+
+TEST_F(ValidationTest, MaxIdsPerBagAndFeature) {
+  model_->features[0].max_ids_per_bag = 1;
+  req_.lengths[0] = {2, 0, 1, 1};
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".lengths[0]: 2 ids exceed the feature's max_ids_per_bag (1)"));
+  model_->features[0].max_ids_per_bag = 0;
+  RequestLimits limits;
+  limits.max_ids_per_feature = 3;
+  EXPECT_THAT(Error(limits), HasSubstr("sparse feature \"f0\".ids: 4 ids exceed the server's limit of 3"));
+}
+
+}  // namespace
+}  // namespace rankd::engine

@@ -1,0 +1,72 @@
+// rankd: the ranking server binary and its tools, as subcommands.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "server/tools/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "rankd <command> [flags]\n"
+    "\n"
+    "Commands:\n"
+    "  gen-model     write a model version with random weights in a preset's shapes\n"
+    "                  rankd gen-model --preset mini --out models/mini/1\n"
+    "  gen-requests  write ScoreRequest JSON lines with Zipf-distributed ids\n"
+    "                  rankd gen-requests --model models/mini/1 --count 100 --candidates 64\n"
+    "  score         score ScoreRequest JSON lines without a server (CPU)\n"
+    "                  rankd score --model models/mini/1 --input req.jsonl --output resp.jsonl\n"
+    "  inspect       print a model's tables, sizes and MLP shapes (--json: its config)\n"
+    "                  rankd inspect --model models/mini/1\n"
+    "\n"
+    "Flags are listed per command by `rankd <command> --help`; `rankd --helpfull` lists all.";
+
+struct Command {
+  const char* name;
+  int (*run)();
+};
+
+const Command kCommands[] = {
+    {"gen-model", rankd::server::RunGenModel},
+    {"gen-requests", rankd::server::RunGenRequests},
+    {"score", rankd::server::RunScore},
+    {"inspect", rankd::server::RunInspect},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  if (argc < 2 || std::strncmp(argv[1], "-", 1) == 0) {
+    if (argc >= 2) absl::ParseCommandLine(argc, argv);  // --help, --helpfull
+    std::cerr << kUsage << "\n";
+    return 2;
+  }
+  const std::string name = argv[1];
+  for (const Command& c : kCommands) {
+    if (name != c.name) continue;
+    // Parse the flags after the command word; --help shows this command's flags.
+    std::vector<char*> args = {argv[0]};
+    for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+    absl::FlagsUsageConfig config;
+    const std::string prefix = name.substr(0, name.find('-'));
+    config.contains_help_flags = [](absl::string_view file) {
+      return file.find("server/tools/") != absl::string_view::npos;
+    };
+    absl::SetFlagsUsageConfig(config);
+    std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+    if (rest.size() > 1) {
+      std::cerr << "rankd " << name << ": unexpected argument \"" << rest[1]
+                << "\" (flags are --name=value)\n";
+      return 2;
+    }
+    return c.run();
+  }
+  std::cerr << "rankd: unknown command \"" << name << "\"\n\n" << kUsage << "\n";
+  return 2;
+}

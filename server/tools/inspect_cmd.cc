@@ -1,0 +1,118 @@
+// rankd inspect: what a model version holds and what it needs in memory.
+// Reads only model.pbtxt (never the weights), so it is instant for any size.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/model_shapes.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/tools/commands.h"
+
+ABSL_FLAG(std::string, model, "", "gen-requests / score / inspect: model version directory (holding model.pbtxt)");
+ABSL_FLAG(bool, json, false, "inspect: print the resolved config (defaults filled) as proto3 JSON");
+
+namespace rankd::server {
+namespace {
+
+using rankd::v1::ModelConfig;
+
+int64_t DtypeBytes(rankd::v1::DataType d) { return d == rankd::v1::FP32 ? 4 : 2; }
+
+std::string Bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return absl::StrFormat("%.2f %s", b, units[u]);
+}
+
+std::string Widths(int in, const google::protobuf::RepeatedField<int32_t>& out) {
+  std::string s = absl::StrCat(in);
+  for (int w : out) absl::StrAppend(&s, "-", w);
+  return s;
+}
+
+}  // namespace
+
+int RunInspect() {
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) {
+    std::cerr << "rankd inspect: --model: required (a model version directory)\n";
+    return 2;
+  }
+  absl::StatusOr<ModelConfig> config = engine::ReadModelConfig(dir + "/model.pbtxt");
+  if (!config.ok()) {
+    std::cerr << "rankd inspect: " << config.status().message() << "\n";
+    return 1;
+  }
+  const ModelConfig& c = *config;
+  if (absl::GetFlag(FLAGS_json)) {
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    opts.always_print_primitive_fields = true;
+    std::string json;
+    if (!google::protobuf::util::MessageToJsonString(c, &json, opts).ok()) {
+      std::cerr << "rankd inspect: cannot print the config as JSON\n";
+      return 1;
+    }
+    std::cout << json << "\n";
+    return 0;
+  }
+  std::cout << "model " << c.name() << " (" << dir << ")\n";
+  std::cout << "  dense features " << c.num_dense() << ", sparse features "
+            << c.sparse_features_size() << ", tables " << c.tables_size() << "\n";
+  std::cout << "  bottom MLP " << Widths(c.num_dense(), c.bottom_mlp()) << "\n";
+  std::cout << "  interaction " << rankd::v1::InteractionKind_Name(c.interaction().kind());
+  if (c.interaction().kind() == rankd::v1::DCN_V2) {
+    std::cout << " (" << c.interaction().dcn_num_layers() << " layers, rank "
+              << c.interaction().dcn_low_rank() << ")";
+  }
+  std::cout << ", width " << engine::InteractionWidth(c) << "\n";
+  std::cout << "  top MLP " << Widths(static_cast<int>(engine::InteractionWidth(c)), c.top_mlp())
+            << " + sigmoid\n";
+  std::cout << absl::StrFormat("  %-12s %-7s %12s %5s %5s %5s %-7s %12s\n", "table", "kind",
+                               "rows", "dim", "dtype", "pool", "place", "bytes");
+  std::map<std::string, int64_t> per_placement;
+  int64_t total = 0;
+  for (const auto& t : c.tables()) {
+    int64_t bytes = t.num_rows() * t.dim() * DtypeBytes(t.dtype());
+    if (t.kind() == rankd::v1::DYNAMIC) bytes += t.capacity() * 16;  // keys + row index
+    const std::string place = rankd::v1::Placement_Name(t.placement());
+    per_placement[place] += bytes;
+    total += bytes;
+    std::cout << absl::StrFormat("  %-12s %-7s %12d %5d %5s %5s %-7s %12s\n", t.name(),
+                                 rankd::v1::TableKind_Name(t.kind()), t.num_rows(), t.dim(),
+                                 rankd::v1::DataType_Name(t.dtype()),
+                                 rankd::v1::PoolingMode_Name(t.pooling()), place, Bytes(bytes));
+  }
+  int64_t dense_params = 0;
+  int in = c.num_dense();
+  for (int w : c.bottom_mlp()) {
+    dense_params += static_cast<int64_t>(in + 1) * w;
+    in = w;
+  }
+  in = static_cast<int>(engine::InteractionWidth(c));
+  for (int w : c.top_mlp()) {
+    dense_params += static_cast<int64_t>(in + 1) * w;
+    in = w;
+  }
+  if (c.interaction().kind() == rankd::v1::DCN_V2) {
+    const int64_t n = engine::InteractionWidth(c);
+    dense_params += c.interaction().dcn_num_layers() * (2 * n * c.interaction().dcn_low_rank() + n);
+  }
+  std::cout << "  tables total " << Bytes(total);
+  for (const auto& [place, bytes] : per_placement) std::cout << "; " << place << " " << Bytes(bytes);
+  std::cout << "\n  dense parameters " << dense_params << " (" << Bytes(dense_params * 4.0)
+            << " fp32)\n";
+  return 0;
+}
+
+}  // namespace rankd::server
