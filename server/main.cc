@@ -15,6 +15,8 @@ constexpr char kUsage[] =
     "rankd <command> [flags]\n"
     "\n"
     "Commands:\n"
+    "  serve         (default) serve every model under --model_root over gRPC\n"
+    "                  rankd serve --model_root models --grpc_port 8500 --metrics_port 8502\n"
     "  gen-model     write a model version with random weights in a preset's shapes\n"
     "                  rankd gen-model --preset mini --out models/mini/1\n"
     "  gen-requests  write ScoreRequest JSON lines with Zipf-distributed ids\n"
@@ -32,6 +34,7 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"serve", rankd::server::RunServe},
     {"gen-model", rankd::server::RunGenModel},
     {"gen-requests", rankd::server::RunGenRequests},
     {"score", rankd::server::RunScore},
@@ -42,10 +45,13 @@ const Command kCommands[] = {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // No command word: `rankd [flags]` is `rankd serve [flags]`.
+  std::vector<char*> argv_with_command(argv, argv + argc);
   if (argc < 2 || std::strncmp(argv[1], "-", 1) == 0) {
-    if (argc >= 2) absl::ParseCommandLine(argc, argv);  // --help, --helpfull
-    std::cerr << kUsage << "\n";
-    return 2;
+    static char serve[] = "serve";
+    argv_with_command.insert(argv_with_command.begin() + 1, serve);
+    argc += 1;
+    argv = argv_with_command.data();
   }
   const std::string name = argv[1];
   for (const Command& c : kCommands) {
@@ -54,9 +60,8 @@ int main(int argc, char** argv) {
     std::vector<char*> args = {argv[0]};
     for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
     absl::FlagsUsageConfig config;
-    const std::string prefix = name.substr(0, name.find('-'));
     config.contains_help_flags = [](absl::string_view file) {
-      return file.find("server/tools/") != absl::string_view::npos;
+      return file.find("server/") != absl::string_view::npos;
     };
     absl::SetFlagsUsageConfig(config);
     std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

@@ -19,17 +19,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/batch_stats.h"
 #include "engine/model/model.h"
 #include "engine/request.h"
 
 namespace rankd::engine {
-
-// What a batch did besides scoring (fed to metrics).
-struct BatchStats {
-  // Ids that did not resolve (out of range / missing key) and pooled the
-  // default vector, per table (Model::tables order).
-  std::vector<int64_t> unresolved_ids_per_table;
-};
 
 class CpuEngine {
  public:

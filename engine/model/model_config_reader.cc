@@ -1,4 +1,6 @@
 // ReadModelConfig: model.pbtxt -> validated rankd.v1.ModelConfig.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -40,12 +42,21 @@ class CollectingErrorCollector : public google::protobuf::io::ErrorCollector {
 }  // namespace
 
 absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
     const int err = errno;
     const std::string what = absl::StrCat(path, ": cannot open: ", strerror(err));
     return err == ENOENT ? absl::NotFoundError(what)
                          : absl::FailedPreconditionError(what);
+  }
+  // A directory would "open" and read as an empty, hence invalid, config.
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": cannot open: ", strerror(errno)));
   }
   std::ostringstream text;
   text << in.rdbuf();

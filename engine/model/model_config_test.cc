@@ -2,6 +2,7 @@
 // positions, and one test per semantic check (each asserting its message).
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -166,6 +167,15 @@ TEST(ModelConfigTest, MissingFileIsNotFound) {
   absl::StatusOr<ModelConfig> config = ReadModelConfig(path);
   EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(config.status().message()), HasSubstr(path));
+}
+
+TEST(ModelConfigTest, DirectoryIsNotAConfig) {
+  const std::string path = TmpPath("a_directory.pbtxt");
+  std::filesystem::create_directories(path);
+  absl::StatusOr<ModelConfig> config = ReadModelConfig(path);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr(absl::StrCat(path, ": not a regular file")));
 }
 
 TEST(ModelConfigTest, SyntaxErrorNamesFileLineAndColumn) {

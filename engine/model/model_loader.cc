@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -50,30 +51,56 @@ bool ShapeMatches(const TensorSpec& spec, const std::vector<int64_t>& shape) {
          std::equal(spec.shape.begin(), spec.shape.end(), shape.begin());
 }
 
-// A file exported for the other naming convention is the likeliest cause of
-// a wholesale mismatch; say so instead of leaving the user with 40 names.
+// A file exported for the other naming convention (or with a wrapper's
+// prefix) is the likeliest cause of a wholesale mismatch: say so first, ahead
+// of the list of names it produces.
 std::string ConventionHint(const ModelConfig& config,
                            const std::vector<std::string>& unused) {
   const bool dcn = config.interaction().kind() == rankd::v1::DCN_V2;
+  const std::string kind =
+      rankd::v1::InteractionKind_Name(config.interaction().kind());
   for (const std::string& name : unused) {
     if (!dcn && (absl::StartsWith(name, "sparse_arch.") ||
                  absl::StartsWith(name, "dense_arch.") ||
                  absl::StartsWith(name, "over_arch."))) {
-      return " (this looks like a TorchRec DLRM_DCN state_dict; DOT and CAT "
-             "models use DLRM_Net names, see docs/model-format.md)";
+      return absl::StrCat(
+          "the file looks like a TorchRec DLRM_DCN state_dict, but "
+          "model.pbtxt says interaction ",
+          kind, ": DOT and CAT models use DLRM_Net names "
+          "(emb_l.*, bot_l.*, top_l.*; docs/model-format.md)");
     }
     if (dcn && (absl::StartsWith(name, "emb_l.") ||
                 absl::StartsWith(name, "bot_l.") ||
                 absl::StartsWith(name, "top_l."))) {
-      return " (this looks like a DLRM_Net state_dict; DCN_V2 models use "
-             "TorchRec DLRM_DCN names, see docs/model-format.md)";
+      return "the file looks like a DLRM_Net state_dict, but model.pbtxt says "
+             "interaction DCN_V2: DCN_V2 models use TorchRec DLRM_DCN names "
+             "(dense_arch.*, sparse_arch.*, inter_arch.*, over_arch.*; "
+             "docs/model-format.md)";
     }
     if (absl::StartsWith(name, "model.")) {
-      return " (a TorchRec DLRMTrain state_dict: strip the leading 'model.' "
-             "from every name)";
+      return "names start with 'model.' (a TorchRec DLRMTrain state_dict?): "
+             "strip that prefix from every name before saving";
     }
   }
   return "";
+}
+
+// Why a dtype is expected, for the error message.
+std::string DtypeReason(const ModelConfig& config,
+                        const ModelTensorLayout& layout,
+                        const TensorSpec& spec) {
+  for (size_t k = 0; k < layout.tables.size(); ++k) {
+    const rankd::v1::TableConfig& t = config.tables(static_cast<int>(k));
+    if (&layout.tables[k].weight == &spec) {
+      return absl::StrCat("table '", t.name(), "' has dtype ",
+                          rankd::v1::DataType_Name(t.dtype()),
+                          " in model.pbtxt; rows are never converted");
+    }
+    if (layout.tables[k].keys && &*layout.tables[k].keys == &spec) {
+      return "keys are int64";
+    }
+  }
+  return "MLP and cross-layer weights are F32";
 }
 
 // Checks the file holds exactly the layout's tensors with their dtypes and
@@ -81,8 +108,16 @@ std::string ConventionHint(const ModelConfig& config,
 void CheckTensors(const ModelConfig& config, const SafetensorsFile& file,
                   const ModelTensorLayout& layout, ErrorList* errors) {
   std::set<std::string> expected;
+  for (const TensorSpec* spec : layout.All()) expected.insert(spec->name);
+  std::vector<std::string> unused;
+  for (const auto& [name, info] : file.tensors()) {
+    if (expected.count(name) == 0) unused.push_back(name);
+  }
+  if (std::string hint = ConventionHint(config, unused); !hint.empty()) {
+    errors->Add(std::move(hint));
+  }
+
   for (const TensorSpec* spec : layout.All()) {
-    expected.insert(spec->name);
     const TensorInfo* t = file.Find(spec->name);
     if (t == nullptr) {
       errors->Addf("tensor '", spec->name, "' is missing (expected ",
@@ -95,19 +130,15 @@ void CheckTensors(const ModelConfig& config, const SafetensorsFile& file,
       // a cast the other way would double the memory the config planned for.
       errors->Addf("tensor '", spec->name, "': expected dtype ",
                    TensorDtypeName(spec->dtype), ", got ",
-                   TensorDtypeName(t->dtype),
-                   " (table rows must have the table's configured dtype; MLP "
-                   "and cross weights are F32)");
+                   TensorDtypeName(t->dtype), " (",
+                   DtypeReason(config, layout, *spec), ")");
     }
     if (!ShapeMatches(*spec, t->shape)) {
       errors->Addf("tensor '", spec->name, "': expected shape ",
                    ExpectedShapes(*spec), ", got ", ShapeString(t->shape));
     }
   }
-  std::vector<std::string> unused;
-  for (const auto& [name, info] : file.tensors()) {
-    if (expected.count(name) == 0) unused.push_back(name);
-  }
+
   if (!unused.empty()) {
     constexpr size_t kMaxNames = 10;
     const size_t shown = std::min(unused.size(), kMaxNames);
@@ -121,8 +152,7 @@ void CheckTensors(const ModelConfig& config, const SafetensorsFile& file,
     errors->Addf(unused.size() > 1 ? "tensors " : "tensor ", names,
                  " not used by this ",
                  rankd::v1::InteractionKind_Name(config.interaction().kind()),
-                 " model (misspelt, or missing from model.pbtxt?)",
-                 ConventionHint(config, unused));
+                 " model (misspelt, or missing from model.pbtxt?)");
   }
 }
 

@@ -134,7 +134,8 @@ std::map<std::string, OwnedTensor> ExpectedTensors(const std::string& text) {
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config));
   EXPECT_TRUE(ValidateModelConfig(&config).ok());
   std::map<std::string, OwnedTensor> out;
-  for (const TensorSpec* spec : ExpectedTensorLayout(config).All()) {
+  const ModelTensorLayout layout = ExpectedTensorLayout(config);
+  for (const TensorSpec* spec : layout.All()) {
     out[spec->name] = MakeTensor(spec->name, spec->dtype, spec->shape);
   }
   return out;
@@ -379,6 +380,38 @@ TEST(ModelLoaderTest, LoadsDynamicTable) {
   EXPECT_EQ(m->top.size(), 1u);
 }
 
+// Files from other writers may leave tensors unaligned; rows are then copied
+// to aligned memory rather than read through misaligned float pointers.
+TEST(ModelLoaderTest, UnalignedRowsAreCopied) {
+  const std::string dir = TmpDir("unaligned");
+  std::ofstream(absl::StrCat(dir, "/model.pbtxt")) << R"pb(
+    name: "tiny" num_dense: 2
+    tables { name: "t" num_rows: 1 dim: 2 }
+    sparse_features { name: "f" table: "t" }
+    top_mlp: [ 1 ]
+  )pb";
+  std::string header =
+      R"({"emb_l.0.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},)"
+      R"("top_l.0.weight":{"dtype":"F32","shape":[1,3],"data_offsets":[8,20]},)"
+      R"("top_l.0.bias":{"dtype":"F32","shape":[1],"data_offsets":[20,24]}})";
+  while ((8 + header.size()) % 4 != 1) header += ' ';
+  const float values[6] = {1.5f, -2.5f, 0.1f, 0.2f, 0.3f, 0.4f};
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(header.size() >> (8 * i));
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(values), sizeof(values));
+  std::ofstream(absl::StrCat(dir, "/weights.safetensors"), std::ios::binary) << bytes;
+
+  absl::StatusOr<std::shared_ptr<const Model>> m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ByteBuffer& rows = (*m)->tables[0].rows;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(rows.data) % alignof(float), 0u);
+  ASSERT_EQ(rows.size, 8);
+  EXPECT_EQ(std::memcmp(rows.data, values, 8), 0);
+  EXPECT_EQ((*m)->top[0].weight, (std::vector<float>{0.1f, 0.2f, 0.3f}));
+  EXPECT_EQ((*m)->top[0].bias, (std::vector<float>{0.4f}));
+}
+
 TEST(ModelLoaderTest, DuplicateKey) {
   auto tensors = ExpectedTensors(kDynamic);
   OwnedTensor& keys = tensors["emb_l.0.keys"];
@@ -420,7 +453,9 @@ TEST(ModelLoaderTest, WrongDtypeIsNeverConverted) {
   auto tensors = ExpectedTensors(kMini);
   tensors["emb_l.0.weight"] = MakeTensor("emb_l.0.weight", TensorDtype::kF16, {10, 4});
   EXPECT_THAT(LoadError(kMini, tensors, "dtype"),
-              HasSubstr("tensor 'emb_l.0.weight': expected dtype F32, got F16"));
+              HasSubstr("tensor 'emb_l.0.weight': expected dtype F32, got F16 "
+                        "(table 't0' has dtype FP32 in model.pbtxt; rows are "
+                        "never converted)"));
   auto half = ExpectedTensors(kCat);
   half["emb_l.1.weight"] = MakeTensor("emb_l.1.weight", TensorDtype::kF16, {7, 6});
   EXPECT_THAT(LoadError(kCat, half, "dtype2"),
@@ -428,7 +463,13 @@ TEST(ModelLoaderTest, WrongDtypeIsNeverConverted) {
   auto mlp = ExpectedTensors(kMini);
   mlp["bot_l.0.bias"] = MakeTensor("bot_l.0.bias", TensorDtype::kF64, {8});
   EXPECT_THAT(LoadError(kMini, mlp, "dtype3"),
-              HasSubstr("tensor 'bot_l.0.bias': expected dtype F32, got F64"));
+              HasSubstr("tensor 'bot_l.0.bias': expected dtype F32, got F64 "
+                        "(MLP and cross-layer weights are F32)"));
+  auto keys = ExpectedTensors(kDynamic);
+  keys["emb_l.0.keys"] = MakeTensor("emb_l.0.keys", TensorDtype::kI32, {6});
+  EXPECT_THAT(LoadError(kDynamic, keys, "dtype4"),
+              HasSubstr("tensor 'emb_l.0.keys': expected dtype I64, got I32 "
+                        "(keys are int64)"));
 }
 
 TEST(ModelLoaderTest, ExtraTensorIsAnError) {
@@ -456,8 +497,29 @@ TEST(ModelLoaderTest, OtherConventionGetsAHint) {
   dot_config.replace(dot_config.find("kind: DCN_V2 dcn_num_layers: 2 dcn_low_rank: 3"),
                      std::string("kind: DCN_V2 dcn_num_layers: 2 dcn_low_rank: 3").size(),
                      "kind: DOT");
-  EXPECT_THAT(LoadError(dot_config, dcn_tensors, "hint"),
-              HasSubstr("looks like a TorchRec DLRM_DCN state_dict"));
+  const std::string msg = LoadError(dot_config, dcn_tensors, "hint");
+  // First line, so the 20-line cap of the error list never hides it.
+  EXPECT_THAT(msg.substr(0, msg.find('\n')),
+              HasSubstr("weights.safetensors: the file looks like a TorchRec "
+                        "DLRM_DCN state_dict, but model.pbtxt says interaction "
+                        "DOT"));
+
+  // A DLRM_Net file for a DCN_V2 config.
+  std::string dcn_config(kMini);
+  dcn_config += "interaction { kind: DCN_V2 dcn_num_layers: 1 dcn_low_rank: 2 }";
+  EXPECT_THAT(LoadError(dcn_config, ExpectedTensors(kMini), "hint2"),
+              HasSubstr("the file looks like a DLRM_Net state_dict, but "
+                        "model.pbtxt says interaction DCN_V2"));
+
+  // TorchRec's DLRMTrain wraps the model as `model`.
+  std::map<std::string, OwnedTensor> wrapped;
+  for (const auto& [name, t] : dcn_tensors) {
+    OwnedTensor copy = t;
+    copy.name = "model." + name;
+    wrapped[copy.name] = copy;
+  }
+  EXPECT_THAT(LoadError(kDcn, wrapped, "hint3"),
+              HasSubstr("names start with 'model.'"));
 }
 
 TEST(ModelLoaderTest, NonFiniteMlpWeight) {

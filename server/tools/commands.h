@@ -5,6 +5,7 @@
 
 namespace rankd::server {
 
+int RunServe();       // rankd serve (the default)
 int RunGenModel();     // rankd gen-model
 int RunGenRequests();  // rankd gen-requests
 int RunScore();        // rankd score

@@ -1,0 +1,29 @@
+// rankctl health: asks grpc.health.v1.Health/Check; prints the serving status
+// and exits 0 only for SERVING, so it can be a container health check.
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "client/rankctl/commands.h"
+
+ABSL_FLAG(std::string, service, "", "health: service to check: \"\" = the server, or a model name");
+
+namespace rankd::rankctl {
+
+int RunHealth() {
+  auto client = ClientFromFlags();
+  if (!client.ok()) {
+    std::cerr << "rankctl health: " << client.status().message() << "\n";
+    return absl::IsInvalidArgument(client.status()) ? kExitUsage : ExitCodeFor(client.status());
+  }
+  const std::string service = absl::GetFlag(FLAGS_service);
+  auto status = (*client)->Health(service);
+  if (!status.ok()) {
+    std::cerr << "rankctl health: " << DescribeError(status.status()) << "\n";
+    return ExitCodeFor(status.status());
+  }
+  std::cout << client::ServingStatusName(*status) << "\n";
+  return *status == grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk : kExitFailed;
+}
+
+}  // namespace rankd::rankctl

@@ -1,0 +1,243 @@
+#include "client/ranking_client.h"
+
+#include <chrono>
+#include <climits>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/status_conversion.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace rankd::client {
+
+// Async calls in flight, by their contexts. Shared with every call's
+// completion so that the client's destructor may return (and free its members)
+// while the last completion is still unlocking `mu`. The contexts are shared
+// so that the destructor can cancel them outside the lock: a cancellation may
+// run the call's completion inline, and that takes the lock.
+struct RankingClient::Tracker {
+  absl::Mutex mu;
+  std::map<grpc::ClientContext*, std::shared_ptr<grpc::ClientContext>> contexts
+      ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+const char* ConnectivityName(grpc_connectivity_state state) {
+  switch (state) {
+    case GRPC_CHANNEL_IDLE:
+      return "IDLE";
+    case GRPC_CHANNEL_CONNECTING:
+      return "CONNECTING";
+    case GRPC_CHANNEL_READY:
+      return "READY";
+    case GRPC_CHANNEL_TRANSIENT_FAILURE:
+      return "TRANSIENT_FAILURE";
+    case GRPC_CHANNEL_SHUTDOWN:
+      return "SHUTDOWN";
+  }
+  return "?";
+}
+
+absl::Status Validate(const RankingClient::Options& o) {
+  if (o.target.empty()) return absl::InvalidArgumentError("target: must not be empty");
+  if (o.deadline_ms <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("deadline_ms: must be > 0, got ", o.deadline_ms));
+  }
+  // gRPC takes message limits as int.
+  if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes: must be in [1, ", INT_MAX,
+                                                   "], got ", o.max_message_bytes));
+  }
+  if (o.connect_timeout_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connect_timeout_ms: must be >= 0, got ", o.connect_timeout_ms));
+  }
+  if (o.keepalive_time_ms < 0 || o.keepalive_time_ms > INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keepalive_time_ms: must be in [0, ", INT_MAX, "], got ", o.keepalive_time_ms));
+  }
+  if (o.keepalive_timeout_ms <= 0 || o.keepalive_timeout_ms > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("keepalive_timeout_ms: must be in [1, ", INT_MAX,
+                                                   "], got ", o.keepalive_timeout_ms));
+  }
+  return absl::OkStatus();
+}
+
+grpc::ChannelArguments ChannelArgs(const RankingClient::Options& o) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  if (o.keepalive_time_ms > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(o.keepalive_time_ms));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(o.keepalive_timeout_ms));
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, o.keepalive_permit_without_calls ? 1 : 0);
+    // Otherwise the client stops pinging after 2 pings without data and an
+    // idle connection is no longer checked.
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  }
+  if (!o.load_balancing_policy.empty()) args.SetLoadBalancingPolicyName(o.load_balancing_policy);
+  if (o.dedicated_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  for (const auto& [key, value] : o.int_channel_args) args.SetInt(key, value);
+  for (const auto& [key, value] : o.string_channel_args) args.SetString(key, value);
+  return args;
+}
+
+}  // namespace
+
+std::string ServingStatusName(ServingStatus status) {
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(status);
+}
+
+absl::StatusOr<std::unique_ptr<RankingClient>> RankingClient::Create(const Options& options) {
+  if (absl::Status s = Validate(options); !s.ok()) return s;
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, credentials, ChannelArgs(options));
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target: cannot create a channel to \"", options.target, "\""));
+  }
+  if (options.connect_timeout_ms > 0) {
+    const auto deadline =
+        std::chrono::system_clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+    grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY) {
+      if (state == GRPC_CHANNEL_SHUTDOWN || !channel->WaitForStateChange(state, deadline)) {
+        return absl::UnavailableError(absl::StrCat("cannot connect to ", options.target, " within ",
+                                                   options.connect_timeout_ms, " ms (channel ",
+                                                   ConnectivityName(state), ")"));
+      }
+      state = channel->GetState(/*try_to_connect=*/true);
+    }
+  }
+  return std::unique_ptr<RankingClient>(new RankingClient(options, std::move(channel)));
+}
+
+RankingClient::RankingClient(const Options& options, std::shared_ptr<grpc::Channel> channel)
+    : options_(options),
+      channel_(std::move(channel)),
+      ranking_(rankd::v1::Ranking::NewStub(channel_)),
+      health_(grpc::health::v1::Health::NewStub(channel_)),
+      tracker_(std::make_shared<Tracker>()) {}
+
+RankingClient::~RankingClient() {
+  std::vector<std::shared_ptr<grpc::ClientContext>> contexts;
+  {
+    absl::MutexLock lock(&tracker_->mu);
+    for (const auto& entry : tracker_->contexts) contexts.push_back(entry.second);
+  }
+  // A context whose call already ended ignores the cancel.
+  for (const auto& context : contexts) context->TryCancel();
+  contexts.clear();
+  absl::MutexLock lock(&tracker_->mu);
+  tracker_->mu.Await(absl::Condition(
+      +[](std::map<grpc::ClientContext*, std::shared_ptr<grpc::ClientContext>>* contexts) {
+        return contexts->empty();
+      },
+      &tracker_->contexts));
+}
+
+void RankingClient::Prepare(const CallOptions& call, grpc::ClientContext* context) const {
+  const absl::Duration deadline =
+      call.deadline.has_value() ? *call.deadline : absl::Milliseconds(options_.deadline_ms);
+  if (deadline != absl::InfiniteDuration()) {
+    context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMicroseconds(deadline));
+  }
+  context->set_wait_for_ready(call.wait_for_ready);
+  for (const auto& [key, value] : call.metadata) context->AddMetadata(key, value);
+}
+
+absl::StatusOr<rankd::v1::ScoreResponse> RankingClient::Score(
+    const rankd::v1::ScoreRequest& request, const CallOptions& call) const {
+  grpc::ClientContext context;
+  Prepare(call, &context);
+  rankd::v1::ScoreResponse response;
+  const grpc::Status status = ranking_->Score(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(absl::string_view model,
+                                                                 int64_t version,
+                                                                 const CallOptions& call) const {
+  grpc::ClientContext context;
+  Prepare(call, &context);
+  rankd::v1::GetModelInfoRequest request;
+  request.set_model(std::string(model));
+  request.set_version(version);
+  rankd::v1::ModelInfo response;
+  const grpc::Status status = ranking_->GetModelInfo(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<ServingStatus> RankingClient::Health(absl::string_view service,
+                                                    const CallOptions& call) const {
+  grpc::ClientContext context;
+  Prepare(call, &context);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(service));
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = health_->Check(&context, request, &response);
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    return grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN;
+  }
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.status();
+}
+
+void RankingClient::ScoreAsync(const rankd::v1::ScoreRequest& request, ScoreCallback done,
+                               const CallOptions& call) {
+  ScoreAsync(std::make_shared<const rankd::v1::ScoreRequest>(request), std::move(done), call);
+}
+
+void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> request,
+                               ScoreCallback done, const CallOptions& call) {
+  // Everything the call needs until its completion, which frees it.
+  struct Call {
+    std::shared_ptr<grpc::ClientContext> context = std::make_shared<grpc::ClientContext>();
+    std::shared_ptr<const rankd::v1::ScoreRequest> request;
+    rankd::v1::ScoreResponse response;
+    ScoreCallback done;
+    std::shared_ptr<Tracker> tracker;
+  };
+  auto* c = new Call;
+  c->request = std::move(request);
+  c->done = std::move(done);
+  c->tracker = tracker_;
+  Prepare(call, c->context.get());
+  {
+    // Registered before the call starts, and the lock released: gRPC may run
+    // the completion inline.
+    absl::MutexLock lock(&tracker_->mu);
+    tracker_->contexts.emplace(c->context.get(), c->context);
+  }
+  ranking_->async()->Score(c->context.get(), c->request.get(), &c->response,
+                           [c](grpc::Status status) {
+                             std::unique_ptr<Call> owned(c);
+                             if (status.ok()) {
+                               owned->done(std::move(owned->response));
+                             } else {
+                               owned->done(FromGrpcStatus(status));
+                             }
+                             // Only now may the client's destructor return:
+                             // no user callback of this client still runs.
+                             absl::MutexLock lock(&owned->tracker->mu);
+                             owned->tracker->contexts.erase(owned->context.get());
+                           });
+}
+
+int64_t RankingClient::in_flight() const {
+  absl::MutexLock lock(&tracker_->mu);
+  return static_cast<int64_t>(tracker_->contexts.size());
+}
+
+}  // namespace rankd::client

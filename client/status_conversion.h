@@ -1,0 +1,29 @@
+// The one place where the client turns gRPC statuses into absl::Status.
+//
+// The server maps absl::Status -> grpc::Status (server/); this is the inverse,
+// so an error keeps its canonical code and exact message end to end. gRPC and
+// absl share the canonical code space, but the mapping is spelled out so a
+// code neither side knows becomes UNKNOWN instead of an out-of-range enum.
+#ifndef RANKD_CLIENT_STATUS_CONVERSION_H_
+#define RANKD_CLIENT_STATUS_CONVERSION_H_
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/support/status.h"
+
+namespace rankd::client {
+
+// Payload URL under which the binary `grpc::Status::error_details()` (a
+// serialized google.rpc.Status, when the server sends one) is kept.
+inline constexpr absl::string_view kGrpcErrorDetailsUrl =
+    "type.googleapis.com/google.rpc.Status";
+
+absl::StatusCode FromGrpcCode(grpc::StatusCode code);
+
+// Same code and message; error details, if any, become a payload under
+// kGrpcErrorDetailsUrl. OK maps to OkStatus() (absl drops messages on OK).
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace rankd::client
+
+#endif  // RANKD_CLIENT_STATUS_CONVERSION_H_

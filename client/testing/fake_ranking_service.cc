@@ -1,0 +1,108 @@
+#include "client/testing/fake_ranking_service.h"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace rankd::client::testing {
+
+grpc::Status FakeRankingService::Score(grpc::ServerContext* context,
+                                       const rankd::v1::ScoreRequest* request,
+                                       rankd::v1::ScoreResponse* response) {
+  ++score_calls_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = context->client_metadata().find("x-trace-id");
+    last_trace_id_ = it == context->client_metadata().end()
+                         ? ""
+                         : std::string(it->second.data(), it->second.size());
+  }
+  const std::string& model = request->model();
+  if (model == "error") return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kErrorMessage);
+  if (model == "busy") return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
+  if (model == "slow") {
+    // In small steps, so a cancelled call (and server shutdown) is not held up.
+    for (int i = 0; i < 50 && !context->IsCancelled(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } else if (model != "mini") {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "model \"" + model + "\" is not served");
+  }
+  if (request->version() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(request->version() * 7 % 13));
+  }
+  for (int i = 0; i < request->num_candidates(); ++i) {
+    response->add_scores(static_cast<float>(i + 1) / 1024.0f);
+  }
+  response->set_model(model);
+  response->set_version(request->version() > 0 ? request->version() : 1);
+  return grpc::Status::OK;
+}
+
+grpc::Status FakeRankingService::GetModelInfo(grpc::ServerContext* /*context*/,
+                                              const rankd::v1::GetModelInfoRequest* request,
+                                              rankd::v1::ModelInfo* response) {
+  if (request->model() != "mini") {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "model \"" + request->model() + "\" is not served");
+  }
+  if (request->version() != 0 && request->version() != 1 && request->version() != 2) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "model \"mini\" has no ready version " +
+                                                         std::to_string(request->version()));
+  }
+  response->set_name("mini");
+  response->set_version(request->version() == 0 ? 2 : request->version());
+  response->add_versions(1);
+  response->add_versions(2);
+  response->set_num_dense(13);
+  auto* feature = response->add_features();
+  feature->set_name("user_id");
+  feature->set_table("t_user");
+  feature->set_request_level(true);
+  feature->set_dim(16);
+  feature->set_num_rows(1000);
+  feature->set_table_kind("STATIC");
+  feature->set_pooling("SUM");
+  feature->set_dtype("FP32");
+  response->set_interaction("DOT");
+  response->add_bottom_mlp(64);
+  response->add_bottom_mlp(16);
+  response->add_top_mlp(32);
+  response->add_top_mlp(1);
+  response->set_backend("cpu");
+  return grpc::Status::OK;
+}
+
+std::string FakeRankingService::last_trace_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_trace_id_;
+}
+
+absl::StatusOr<FakeServer> StartFakeServer(int port) {
+  // Process-wide switch, read by ServerBuilder::BuildAndStart.
+  grpc::EnableDefaultHealthCheckService(true);
+  FakeServer fake;
+  fake.service = std::make_unique<FakeRankingService>();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
+                           &fake.port);
+  builder.RegisterService(fake.service.get());
+  fake.server = builder.BuildAndStart();
+  if (fake.server == nullptr || fake.port == 0) {
+    return absl::UnavailableError("cannot start the fake server on 127.0.0.1:" +
+                                  std::to_string(port));
+  }
+  grpc::HealthCheckServiceInterface* health = fake.server->GetHealthCheckService();
+  if (health == nullptr) return absl::InternalError("gRPC's default health service is off");
+  health->SetServingStatus("", true);
+  health->SetServingStatus("mini", true);
+  health->SetServingStatus("draining", false);
+  return fake;
+}
+
+}  // namespace rankd::client::testing

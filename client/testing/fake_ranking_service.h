@@ -1,0 +1,63 @@
+// An in-process stand-in for rankd's gRPC surface, for client tests: the
+// Ranking service with scripted behaviour per model name, plus gRPC's built-in
+// health service. Never used in production code.
+#ifndef RANKD_CLIENT_TESTING_FAKE_RANKING_SERVICE_H_
+#define RANKD_CLIENT_TESTING_FAKE_RANKING_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "rankd/v1/ranking.grpc.pb.h"
+
+namespace rankd::client::testing {
+
+// Behaviour by ScoreRequest.model:
+//   "mini"  scores[i] = (i + 1) / 1024 for i < num_candidates (exact in
+//           float), echoes model, version = request version or 1. A request
+//           version > 0 first sleeps (version * 7) % 13 ms, so calls complete
+//           out of order.
+//   "error" INVALID_ARGUMENT "dense: NaN at index 3"
+//   "busy"  RESOURCE_EXHAUSTED "queue full"
+//   "slow"  sleeps 500 ms (returns early if the call is cancelled), then as mini
+//   other   NOT_FOUND "model \"<name>\" is not served"
+// GetModelInfo knows "mini" only (versions 1 and 2, 13 dense features).
+class FakeRankingService final : public rankd::v1::Ranking::Service {
+ public:
+  static constexpr char kErrorMessage[] = "dense: NaN at index 3";
+
+  grpc::Status Score(grpc::ServerContext* context, const rankd::v1::ScoreRequest* request,
+                     rankd::v1::ScoreResponse* response) override;
+  grpc::Status GetModelInfo(grpc::ServerContext* context,
+                            const rankd::v1::GetModelInfoRequest* request,
+                            rankd::v1::ModelInfo* response) override;
+
+  int64_t score_calls() const { return score_calls_.load(); }
+  // Metadata value "x-trace-id" of the last Score call.
+  std::string last_trace_id() const;
+
+ private:
+  std::atomic<int64_t> score_calls_{0};
+  mutable std::mutex mu_;
+  std::string last_trace_id_;
+};
+
+// A started server with the fake Ranking service and gRPC's health service
+// (SERVING for "" and "mini", NOT_SERVING for "draining").
+struct FakeServer {
+  std::unique_ptr<FakeRankingService> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+// Listens on 127.0.0.1:`port` (0 = a free port chosen by the OS).
+absl::StatusOr<FakeServer> StartFakeServer(int port = 0);
+
+}  // namespace rankd::client::testing
+
+#endif  // RANKD_CLIENT_TESTING_FAKE_RANKING_SERVICE_H_

@@ -1,0 +1,21 @@
+// What a scored batch did besides scoring, reported by every backend (CPU
+// engine, CUDA workers) and fed to metrics through the serving observer. Kept
+// in its own header so backend-neutral code (engine/serving/) need not include
+// a backend.
+#ifndef RANKD_ENGINE_BATCH_STATS_H_
+#define RANKD_ENGINE_BATCH_STATS_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace rankd::engine {
+
+struct BatchStats {
+  // Ids that did not resolve (out of range / missing key) and pooled the
+  // default vector, per table (Model::tables order).
+  std::vector<int64_t> unresolved_ids_per_table;
+};
+
+}  // namespace rankd::engine
+
+#endif  // RANKD_ENGINE_BATCH_STATS_H_

@@ -1,0 +1,61 @@
+#include "engine/serving/cpu_worker.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rankd::engine {
+
+CpuWorker::CpuWorker(std::shared_ptr<CpuEngine> engine, std::string name)
+    : engine_(std::move(engine)), name_(std::move(name)) {}
+
+absl::StatusOr<std::unique_ptr<CpuWorker>> CpuWorker::Create(
+    std::shared_ptr<const Model> model, const CpuEngine::Options& options,
+    std::string name) {
+  absl::StatusOr<std::unique_ptr<CpuEngine>> engine =
+      CpuEngine::Create(std::move(model), options);
+  if (!engine.ok()) return engine.status();
+  return std::make_unique<CpuWorker>(
+      std::shared_ptr<CpuEngine>(std::move(engine).value()), std::move(name));
+}
+
+absl::Status CpuWorker::Execute(absl::Span<const Request* const> requests,
+                                absl::Span<const absl::Span<float>> scores,
+                                BatchStats* stats) {
+  return engine_->ScoreBatch(requests, scores, stats);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
+    std::shared_ptr<const Model> model, int num_workers,
+    int threads_per_worker, int num_cores) {
+  if (num_workers < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "workers_per_device must be >= 0 (0 = automatic), got ", num_workers));
+  }
+  if (threads_per_worker < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu_threads_per_worker must be >= 0 (0 = automatic), got ",
+                     threads_per_worker));
+  }
+  if (num_cores <= 0) {
+    num_cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  if (num_workers == 0) num_workers = std::max(1, num_cores / 4);
+  if (threads_per_worker == 0) {
+    threads_per_worker = std::max(1, num_cores / num_workers);
+  }
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < num_workers; ++i) {
+    CpuEngine::Options options;
+    options.num_threads = threads_per_worker;
+    absl::StatusOr<std::unique_ptr<CpuWorker>> worker =
+        CpuWorker::Create(model, options, absl::StrCat("cpu:", i));
+    if (!worker.ok()) return worker.status();
+    workers.push_back(std::move(worker).value());
+  }
+  return workers;
+}
+
+}  // namespace rankd::engine

@@ -1,0 +1,165 @@
+#include "engine/serving/model_instance.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace rankd::engine {
+
+ModelInstance::Options ModelInstance::OptionsFromConfig(
+    const rankd::v1::ModelConfig& config) {
+  const rankd::v1::BatchingConfig& b = config.batching();
+  Options options;
+  DynamicBatcher::Options& o = options.batching;
+  if (b.max_batch_candidates() != 0) {
+    o.max_batch_candidates = b.max_batch_candidates();
+  }
+  if (b.max_queue_delay_us() != 0) o.max_queue_delay_us = b.max_queue_delay_us();
+  if (b.preferred_batch_candidates() != 0) {
+    o.preferred_batch_candidates = b.preferred_batch_candidates();
+  }
+  if (b.max_queue_requests() != 0) o.max_queue_requests = b.max_queue_requests();
+  if (b.default_timeout_us() != 0) o.default_timeout_us = b.default_timeout_us();
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::Create(
+    std::shared_ptr<const Model> model, const Options& options,
+    std::vector<std::unique_ptr<Worker>> workers, ServingObserver* observer,
+    Clock* clock) {
+  if (model == nullptr) {
+    return absl::InvalidArgumentError("ModelInstance: no model");
+  }
+  absl::Status valid = DynamicBatcher::ValidateOptions(options.batching);
+  if (!valid.ok()) return valid;
+  if (workers.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ModelInstance of ", model->name, " v", model->version,
+        ": workers must hold at least one worker"));
+  }
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (workers[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ModelInstance: workers[", i, "] is null"));
+    }
+  }
+  if (observer == nullptr) observer = NoopServingObserver();
+  if (clock == nullptr) clock = RealClock::Get();
+  std::unique_ptr<ModelInstance> instance(new ModelInstance(
+      std::move(model), options, std::move(workers), observer, clock));
+
+  ModelInstance* self = instance.get();
+  absl::StatusOr<std::unique_ptr<DynamicBatcher>> batcher =
+      DynamicBatcher::Create(
+          options.batching, clock,
+          [self](int64_t requests, int64_t candidates) {
+            self->observer_->OnQueueDepth(self->ref(), requests, candidates);
+          });
+  if (!batcher.ok()) return batcher.status();
+  instance->batcher_ = std::move(batcher).value();
+
+  absl::MutexLock lock(&instance->shutdown_mu_);
+  for (const std::unique_ptr<Worker>& worker : instance->workers_) {
+    instance->threads_.emplace_back(&ModelInstance::RunWorker, self,
+                                    worker.get());
+  }
+  return instance;
+}
+
+ModelInstance::ModelInstance(std::shared_ptr<const Model> model,
+                             const Options& options,
+                             std::vector<std::unique_ptr<Worker>> workers,
+                             ServingObserver* observer, Clock* clock)
+    : model_(std::move(model)),
+      options_(options),
+      observer_(observer),
+      clock_(clock),
+      workers_(std::move(workers)) {}
+
+ModelInstance::~ModelInstance() { Shutdown(); }
+
+absl::Status ModelInstance::Submit(QueuedRequest item) {
+  const int32_t candidates = item.request.num_candidates;
+  absl::Status status;
+  if (options_.validate_requests) {
+    status = ValidateRequest(*model_, item.request, options_.limits);
+  }
+  if (status.ok()) {
+    // Report to the observer on the way out, whoever completes the request
+    // (a worker, or the batcher for expired / cancelled ones).
+    item.done = [this, candidates, done = std::move(item.done)](
+                    absl::Status s, const RequestTiming& timing) mutable {
+      observer_->OnRequestDone(
+          ref(), RequestEvent{s.code(), candidates, timing.queue,
+                              timing.compute, timing.total});
+      std::move(done)(std::move(s), timing);
+    };
+    status = batcher_->Enqueue(std::move(item));
+  }
+  if (!status.ok()) {
+    observer_->OnRequestDone(ref(), RequestEvent{status.code(), candidates});
+  }
+  return status;
+}
+
+void ModelInstance::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);
+  // Null only when Create failed before making it; then no thread exists.
+  if (batcher_ != nullptr) batcher_->Stop();
+  // NextBatch returns std::nullopt only once the queue is empty, and a
+  // thread asks again only after completing its batch: joining every thread
+  // therefore waits for all admitted work.
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void ModelInstance::RunWorker(Worker* worker) {
+  const ModelVersionRef model = ref();
+  // Reused across batches: no allocation per batch in steady state.
+  std::vector<const Request*> requests;
+  std::vector<absl::Span<float>> scores;
+  BatchStats stats;
+  while (std::optional<Batch> batch = batcher_->NextBatch()) {
+    requests.clear();
+    scores.clear();
+    for (const QueuedRequest& q : batch->requests) {
+      requests.push_back(&q.request);
+      scores.push_back(q.scores);
+    }
+    stats.unresolved_ids_per_table.clear();
+
+    const absl::Time start = clock_->Now();
+    const absl::Status status = worker->Execute(requests, scores, &stats);
+    const absl::Time end = clock_->Now();
+
+    const int32_t num_requests = static_cast<int32_t>(batch->requests.size());
+    observer_->OnBatch(model, BatchEvent{worker->name(), num_requests,
+                                         batch->num_candidates, end - start,
+                                         status.code()});
+    if (status.ok()) {
+      const size_t tables = std::min(stats.unresolved_ids_per_table.size(),
+                                     model_->tables.size());
+      for (size_t t = 0; t < tables; ++t) {
+        const int64_t count = stats.unresolved_ids_per_table[t];
+        if (count > 0) {
+          observer_->OnUnresolvedIds(model, model_->tables[t].name,
+                                     model_->tables[t].dynamic, count);
+        }
+      }
+    }
+
+    for (QueuedRequest& q : batch->requests) {
+      RequestTiming timing;
+      timing.enqueue_time = q.enqueue_time;
+      timing.queue = batch->cut_time - q.enqueue_time;
+      timing.compute = end - start;
+      timing.total = end - q.enqueue_time;
+      timing.batch_requests = num_requests;
+      timing.batch_candidates = batch->num_candidates;
+      std::move(q.done)(status, timing);
+    }
+  }
+}
+
+}  // namespace rankd::engine

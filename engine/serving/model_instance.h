@@ -1,0 +1,107 @@
+// ModelInstance: one model version being served. It owns the version's
+// DynamicBatcher and one thread per Worker; each thread loops
+// NextBatch -> Worker::Execute -> complete every request of the batch.
+//
+// Ownership: the instance shares the model (read-only), owns the batcher, the
+// workers and their threads, and borrows the observer and the clock (both
+// must outlive it). Requests stay owned by the caller (QueuedRequest).
+//
+// Threading: Submit may be called from any number of threads. Done callbacks
+// run on worker threads (or, for requests that expire or are cancelled while
+// queued, on whichever worker thread noticed). Shutdown (and so the
+// destructor) stops admitting requests, waits until every admitted request
+// has been computed or completed and its callback has returned, and joins the
+// threads; it must not be called from a done callback or an observer method
+// (it would wait for itself).
+#ifndef RANKD_ENGINE_SERVING_MODEL_INSTANCE_H_
+#define RANKD_ENGINE_SERVING_MODEL_INSTANCE_H_
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/model/model.h"
+#include "engine/request_validation.h"
+#include "engine/serving/clock.h"
+#include "engine/serving/dynamic_batcher.h"
+#include "engine/serving/observer.h"
+#include "engine/serving/worker.h"
+#include "rankd/v1/model_config.pb.h"
+
+namespace rankd::engine {
+
+class ModelInstance {
+ public:
+  struct Options {
+    DynamicBatcher::Options batching;
+    // Run ValidateRequest (with `limits`) in Submit. Off by default: the
+    // server validates every request against the model before it submits
+    // (DESIGN.md data path, step 1); embedders that do not must turn it on,
+    // because workers assume valid requests.
+    bool validate_requests = false;
+    RequestLimits limits;
+  };
+
+  // Options from a model's config: its BatchingConfig, with 0 meaning the
+  // DynamicBatcher::Options default (as model_config.proto documents).
+  static Options OptionsFromConfig(const rankd::v1::ModelConfig& config);
+
+  // Starts one thread per worker (the number of workers is the number of
+  // threads; at least one, none null). Every worker must compute `model`.
+  // `observer` null = no-op; `clock` null = RealClock. INVALID_ARGUMENT
+  // naming the field for bad options.
+  static absl::StatusOr<std::unique_ptr<ModelInstance>> Create(
+      std::shared_ptr<const Model> model, const Options& options,
+      std::vector<std::unique_ptr<Worker>> workers,
+      ServingObserver* observer = nullptr, Clock* clock = nullptr);
+
+  // Shutdown().
+  ~ModelInstance();
+  ModelInstance(const ModelInstance&) = delete;
+  ModelInstance& operator=(const ModelInstance&) = delete;
+
+  // Queues `item` for scoring. OK: item.done runs exactly once, later, on a
+  // worker thread. Otherwise item.done is never called and the error is the
+  // answer (see DynamicBatcher::Enqueue; plus INVALID_ARGUMENT from
+  // validation when validate_requests is on).
+  absl::Status Submit(QueuedRequest item);
+
+  // Stops admitting (Submit answers FAILED_PRECONDITION), finishes all queued
+  // and in-flight requests (queued ones are cut at once, not after
+  // max_queue_delay; expired or cancelled ones still fail as such), then joins
+  // the worker threads. Idempotent; concurrent callers all wait for the end.
+  void Shutdown();
+
+  int64_t queued_requests() const { return batcher_->queued_requests(); }
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+  const Model& model() const { return *model_; }
+  const std::shared_ptr<const Model>& shared_model() const { return model_; }
+  ModelVersionRef ref() const { return {model_->name, model_->version}; }
+
+ private:
+  ModelInstance(std::shared_ptr<const Model> model, const Options& options,
+                std::vector<std::unique_ptr<Worker>> workers,
+                ServingObserver* observer, Clock* clock);
+  void RunWorker(Worker* worker);
+
+  const std::shared_ptr<const Model> model_;
+  const Options options_;
+  ServingObserver* const observer_;
+  Clock* const clock_;
+  // Destroyed after the threads are joined (Shutdown in the destructor), so a
+  // thread never outlives its worker.
+  const std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<DynamicBatcher> batcher_;
+
+  // Serializes Shutdown callers; worker threads never take it.
+  absl::Mutex shutdown_mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(shutdown_mu_);
+};
+
+}  // namespace rankd::engine
+
+#endif  // RANKD_ENGINE_SERVING_MODEL_INSTANCE_H_

@@ -1,0 +1,22 @@
+// Warm-up: scores synthetic requests through a ModelInstance before it is
+// reported ready, so the first real request pays no first-touch costs
+// (page faults on mapped tables, thread-pool start, later GPU graph capture).
+#ifndef RANKD_ENGINE_SERVING_WARMUP_H_
+#define RANKD_ENGINE_SERVING_WARMUP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/serving/model_instance.h"
+
+namespace rankd::engine {
+
+// Sends one request of each size in `candidate_counts` (valid ids: row 0 of
+// static tables, the first stored key of dynamic ones; dense values 0.5) and
+// waits for all. Any failure is returned with the size that failed.
+absl::Status WarmUp(ModelInstance& instance, const std::vector<int32_t>& candidate_counts);
+
+}  // namespace rankd::engine
+
+#endif  // RANKD_ENGINE_SERVING_WARMUP_H_

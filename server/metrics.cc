@@ -1,0 +1,217 @@
+#include "server/metrics.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace rankd::server {
+namespace {
+
+// Latency buckets (seconds): dense around the 1-50 ms SLOs ranking services set.
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return *b;
+}
+
+const prometheus::Histogram::BucketBoundaries& PowersOfTwo(int max_exp) {
+  static auto* cache = new std::vector<prometheus::Histogram::BucketBoundaries>(32);
+  auto& b = (*cache)[max_exp];
+  if (b.empty()) {
+    for (int e = 0; e <= max_exp; ++e) b.push_back(static_cast<double>(1LL << e));
+  }
+  return b;
+}
+
+const char* CodeName(absl::StatusCode code) {
+  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  const int c = static_cast<int>(code);
+  return (c >= 0 && c < 17) ? kNames[c] : "UNKNOWN";
+}
+
+}  // namespace
+
+Metrics::Metrics(const std::string& build_version, const std::string& backend)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+  requests_total_ = &BuildCounter()
+                         .Name("rankd_requests_total")
+                         .Help("Score RPCs finished, by model and gRPC status code.")
+                         .Register(*registry_);
+  request_duration_ = &BuildHistogram()
+                           .Name("rankd_request_duration_seconds")
+                           .Help("Score RPC time in the server, arrival to answer.")
+                           .Register(*registry_);
+  queue_duration_ = &BuildHistogram()
+                         .Name("rankd_queue_duration_seconds")
+                         .Help("Time a request waited in the batcher before its batch was cut.")
+                         .Register(*registry_);
+  compute_duration_ = &BuildHistogram()
+                           .Name("rankd_compute_duration_seconds")
+                           .Help("Time a worker took to score one batch.")
+                           .Register(*registry_);
+  batch_candidates_ = &BuildHistogram()
+                           .Name("rankd_batch_candidates")
+                           .Help("Candidates per executed batch.")
+                           .Register(*registry_);
+  batch_requests_ = &BuildHistogram()
+                         .Name("rankd_batch_requests")
+                         .Help("Requests per executed batch.")
+                         .Register(*registry_);
+  candidates_total_ = &BuildCounter()
+                           .Name("rankd_candidates_total")
+                           .Help("Candidates scored.")
+                           .Register(*registry_);
+  batches_total_ = &BuildCounter()
+                        .Name("rankd_batches_total")
+                        .Help("Batches executed.")
+                        .Register(*registry_);
+  queue_requests_ = &BuildGauge()
+                         .Name("rankd_queue_requests")
+                         .Help("Requests waiting in the batcher.")
+                         .Register(*registry_);
+  queue_candidates_ = &BuildGauge()
+                           .Name("rankd_queue_candidates")
+                           .Help("Candidates waiting in the batcher.")
+                           .Register(*registry_);
+  ids_out_of_range_ = &BuildCounter()
+                           .Name("rankd_ids_out_of_range_total")
+                           .Help("Ids outside a static table that pooled the default vector.")
+                           .Register(*registry_);
+  ids_missing_ = &BuildCounter()
+                      .Name("rankd_ids_missing_total")
+                      .Help("Keys not stored in a dynamic table that pooled the default vector.")
+                      .Register(*registry_);
+  model_ready_ = &BuildGauge()
+                      .Name("rankd_model_ready")
+                      .Help("1 when the model version is loaded, warmed up and serving.")
+                      .Register(*registry_);
+  BuildGauge()
+      .Name("rankd_build_info")
+      .Help("Build and backend of this server (value 1).")
+      .Register(*registry_)
+      .Add({{"version", build_version}, {"backend", backend}})
+      .Set(1);
+  FindOrAdd("");  // requests for unknown models
+}
+
+absl::Status Metrics::StartExposer(const std::string& address) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_port: cannot serve /metrics on ", address, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  return absl::OkStatus();
+}
+
+int Metrics::exposer_port() const {
+  if (exposer_ == nullptr) return 0;
+  auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports[0];
+}
+
+Metrics::ModelSeries* Metrics::Find(absl::string_view model) {
+  auto it = models_.find(model);
+  if (it != models_.end()) return it->second.get();
+  return models_.find("")->second.get();
+}
+
+Metrics::ModelSeries* Metrics::FindOrAdd(const std::string& model) {
+  absl::MutexLock lock(&mu_);
+  auto& slot = models_[model];
+  if (slot != nullptr) return slot.get();
+  slot = std::make_unique<ModelSeries>();
+  ModelSeries* s = slot.get();
+  s->name = model;
+  const prometheus::Labels l = {{"model", model}};
+  s->request_duration = &request_duration_->Add(l, LatencyBuckets());
+  s->queue_duration = &queue_duration_->Add(l, LatencyBuckets());
+  s->compute_duration = &compute_duration_->Add(l, LatencyBuckets());
+  s->batch_candidates = &batch_candidates_->Add(l, PowersOfTwo(17));
+  s->batch_requests = &batch_requests_->Add(l, PowersOfTwo(10));
+  s->candidates = &candidates_total_->Add(l);
+  s->batches = &batches_total_->Add(l);
+  s->queue_requests = &queue_requests_->Add(l);
+  s->queue_candidates = &queue_candidates_->Add(l);
+  return s;
+}
+
+void Metrics::AddModel(const engine::Model& model) {
+  ModelSeries* s = FindOrAdd(model.name);
+  absl::MutexLock lock(&mu_);
+  for (const engine::EmbeddingTable& t : model.tables) {
+    const prometheus::Labels l = {{"model", model.name}, {"table", t.name}};
+    auto& map = t.dynamic ? s->missing : s->out_of_range;
+    if (!map.contains(t.name)) {
+      map[t.name] = t.dynamic ? &ids_missing_->Add(l) : &ids_out_of_range_->Add(l);
+    }
+  }
+  model_ready_->Add({{"model", model.name}, {"version", absl::StrCat(model.version)}}).Set(0);
+}
+
+void Metrics::SetModelReady(const std::string& name, int64_t version, bool ready) {
+  model_ready_->Add({{"model", name}, {"version", absl::StrCat(version)}}).Set(ready ? 1 : 0);
+}
+
+prometheus::Counter* Metrics::RequestCounter(ModelSeries* s, absl::StatusCode code) {
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
+  prometheus::Counter* counter = s->requests[c].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    absl::MutexLock lock(&mu_);
+    counter = &requests_total_->Add(
+        {{"model", s->name}, {"code", CodeName(static_cast<absl::StatusCode>(c))}});
+    s->requests[c].store(counter, std::memory_order_release);
+  }
+  return counter;
+}
+
+void Metrics::RecordRequest(absl::string_view model, absl::StatusCode code,
+                            absl::Duration duration) {
+  ModelSeries* s = Find(model);
+  RequestCounter(s, code)->Increment();
+  s->request_duration->Observe(absl::ToDoubleSeconds(duration));
+}
+
+void Metrics::OnRequestDone(const engine::ModelVersionRef& model,
+                            const engine::RequestEvent& event) {
+  ModelSeries* s = Find(model.name);
+  if (event.total > absl::ZeroDuration()) {  // admitted: it waited in the queue
+    s->queue_duration->Observe(absl::ToDoubleSeconds(event.queue));
+  }
+  if (event.code == absl::StatusCode::kOk) s->candidates->Increment(event.candidates);
+}
+
+void Metrics::OnBatch(const engine::ModelVersionRef& model, const engine::BatchEvent& event) {
+  ModelSeries* s = Find(model.name);
+  s->compute_duration->Observe(absl::ToDoubleSeconds(event.compute));
+  s->batch_candidates->Observe(static_cast<double>(event.candidates));
+  s->batch_requests->Observe(static_cast<double>(event.requests));
+  s->batches->Increment();
+}
+
+void Metrics::OnQueueDepth(const engine::ModelVersionRef& model, int64_t queued_requests,
+                           int64_t queued_candidates) {
+  ModelSeries* s = Find(model.name);
+  s->queue_requests->Set(static_cast<double>(queued_requests));
+  s->queue_candidates->Set(static_cast<double>(queued_candidates));
+}
+
+void Metrics::OnUnresolvedIds(const engine::ModelVersionRef& model, absl::string_view table,
+                              bool dynamic_table, int64_t count) {
+  ModelSeries* s = Find(model.name);
+  const auto& map = dynamic_table ? s->missing : s->out_of_range;
+  auto it = map.find(table);
+  if (it != map.end()) it->second->Increment(static_cast<double>(count));
+}
+
+}  // namespace rankd::server

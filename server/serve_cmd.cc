@@ -1,0 +1,182 @@
+// rankd serve: loads every model under --model_root and serves them over gRPC
+// (rankd.v1.Ranking, grpc.health.v1.Health, reflection) with Prometheus
+// metrics, until SIGTERM / SIGINT, then drains and exits 0.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/serving/observer.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/build_info.h"
+#include "server/metrics.h"
+#include "server/model_registry.h"
+#include "server/ranking_service.h"
+#include "server/tools/commands.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, model_root, "models", "serve: directory of <name>/<version>/ model versions");
+ABSL_FLAG(std::string, host, "0.0.0.0", "serve: address to listen on (gRPC and metrics)");
+ABSL_FLAG(int, grpc_port, 8500, "serve: gRPC port (0 = any free port; see --port_file)");
+ABSL_FLAG(int, metrics_port, 8502, "serve: Prometheus /metrics port (0 = any free port, -1 = off)");
+ABSL_FLAG(std::string, port_file, "",
+          "serve: once serving, write \"grpc_port=N\\nmetrics_port=M\\n\" to this file");
+ABSL_FLAG(std::string, backend, "auto", "serve: auto | cpu (auto = cuda when a GPU is present; "
+          "this build's CUDA backend is not wired in yet, so auto = cpu)");
+ABSL_FLAG(int, workers, 0, "serve: workers per model version (0 = model config, else automatic)");
+ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
+ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message accepted or sent");
+ABSL_FLAG(int, max_candidates, 16384, "serve: most candidates in one request (0 = no limit)");
+ABSL_FLAG(int64_t, max_ids_per_feature, 1 << 20,
+          "serve: most ids of one sparse feature in one request (0 = no limit)");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "serve: on SIGTERM, longest wait for admitted requests before exiting");
+ABSL_FLAG(std::string, log_level, "info", "serve: trace | debug | info | warn | error");
+
+namespace rankd::server {
+namespace {
+
+absl::Status CheckFlags() {
+  auto port_ok = [](int p, int min) { return p >= min && p <= 65535; };
+  if (!port_ok(absl::GetFlag(FLAGS_grpc_port), 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--grpc_port: must be in [0, 65535], got ",
+                                                   absl::GetFlag(FLAGS_grpc_port)));
+  }
+  if (!port_ok(absl::GetFlag(FLAGS_metrics_port), -1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_port: must be in [-1, 65535], got ",
+                                                   absl::GetFlag(FLAGS_metrics_port)));
+  }
+  const int64_t max_msg = absl::GetFlag(FLAGS_max_message_bytes);
+  if (max_msg < 1024 || max_msg > (int64_t{1} << 31) - 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_bytes: must be in [1024, 2147483647], got ", max_msg));
+  }
+  if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0 ||
+      absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0) {
+    return absl::InvalidArgumentError(
+        "--max_candidates, --max_ids_per_feature, --workers and --cpu_threads must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_drain_timeout) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--drain_timeout: must be >= 0");
+  }
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend != "auto" && backend != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend: \"", backend, "\" is not available in this build; use auto or cpu"));
+  }
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
+    return absl::InvalidArgumentError(absl::StrCat("--log_level: unknown level \"", level, "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunServe() {
+  // Block the stop signals before any thread starts, so every thread inherits
+  // the mask and only the sigwait below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::Status flags = CheckFlags();
+  if (!flags.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", std::string(flags.message()).c_str());
+    return 2;
+  }
+  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+  const std::string backend = "cpu";
+  spdlog::info("rankd {} starting: backend {}, model root {}", kRankdVersion, backend,
+               absl::GetFlag(FLAGS_model_root));
+
+  Metrics metrics(kRankdVersion, backend);
+  const std::string host = absl::GetFlag(FLAGS_host);
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    absl::Status s = metrics.StartExposer(absl::StrCat(host, ":", absl::GetFlag(FLAGS_metrics_port)));
+    if (!s.ok()) {
+      spdlog::error("{}", std::string(s.message()));
+      return 1;
+    }
+    spdlog::info("metrics on http://{}:{}/metrics", host, metrics.exposer_port());
+  }
+
+  ModelRegistry::Options registry_options;
+  registry_options.model_root = absl::GetFlag(FLAGS_model_root);
+  registry_options.workers_per_model = absl::GetFlag(FLAGS_workers);
+  registry_options.cpu_threads_per_worker = absl::GetFlag(FLAGS_cpu_threads);
+  auto registry = ModelRegistry::Create(
+      registry_options, &metrics, [&](const engine::Model& m) { metrics.AddModel(m); },
+      [&](const engine::Model& m) { metrics.SetModelReady(m.name, m.version, true); });
+  if (!registry.ok()) {
+    spdlog::error("cannot load models: {}", std::string(registry.status().message()));
+    return 1;
+  }
+
+  engine::RequestLimits limits;
+  limits.max_candidates = absl::GetFlag(FLAGS_max_candidates);
+  limits.max_ids_per_feature = absl::GetFlag(FLAGS_max_ids_per_feature);
+  RankingService service(registry->get(), &metrics, limits, backend);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  const std::string address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_grpc_port));
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port);
+  const int max_msg = static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.SetMaxReceiveMessageSize(max_msg);
+  builder.SetMaxSendMessageSize(max_msg);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    spdlog::error("--grpc_port: cannot listen on {}", address);
+    return 1;
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  auto set_health = [&](bool serving) {
+    health->SetServingStatus(serving);  // every service, "" included
+    for (const std::string& name : (*registry)->ModelNames()) {
+      health->SetServingStatus(name, serving);
+    }
+  };
+  set_health(true);
+  spdlog::info("serving {} model(s) on {}:{} (gRPC)", (*registry)->ModelNames().size(), host,
+               grpc_port);
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    std::ofstream f(port_file + ".tmp");
+    f << "grpc_port=" << grpc_port << "\nmetrics_port=" << metrics.exposer_port() << "\n";
+    f.close();
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
+  spdlog::info("{} received: not serving, draining admitted requests (up to {})",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", absl::FormatDuration(drain));
+  set_health(false);
+  const absl::Time drain_start = absl::Now();
+  // Stops accepting RPCs and waits for those in flight (queued in batchers,
+  // answered by workers); past the deadline the rest are cancelled.
+  server->Shutdown(absl::ToChronoTime(drain_start + drain));
+  (*registry)->Shutdown();
+  server->Wait();
+  spdlog::info("drained in {:.3f} s; exiting", absl::ToDoubleSeconds(absl::Now() - drain_start));
+  return 0;
+}
+
+}  // namespace rankd::server
