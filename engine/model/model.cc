@@ -21,7 +21,7 @@ int64_t Model::table_bytes() const {
   int64_t bytes = 0;
   for (const EmbeddingTable& t : tables) {
     bytes += t.rows.size;
-    if (t.dynamic) bytes += t.hash.bytes();
+    if (t.dynamic) bytes += t.keys.size + t.hash.bytes();
   }
   return bytes;
 }

@@ -96,7 +96,8 @@ struct Model {
   int dense_out_width() const {
     return bottom.empty() ? num_dense : bottom.back().out;
   }
-  // Host bytes of every table: rows, plus the hash arrays of DYNAMIC tables.
+  // Host bytes of every table: rows, plus keys and hash arrays of DYNAMIC
+  // tables.
   int64_t table_bytes() const;
 };
 

@@ -244,10 +244,11 @@ absl::Status LoadTable(const std::shared_ptr<const SafetensorsFile>& file,
                            kernels::RowTypeBytes(table->row_type));
   if (!table->dynamic) return absl::OkStatus();
 
-  const TensorInfo& keys_info = *file->Find(spec.keys->name);
-  ByteBuffer keys = RowsBuffer(file, keys_info, sizeof(int64_t));
+  // Kept (a view, like the rows): request generators and warmup need real
+  // keys, and GPU backends may rebuild their own tables from them.
+  table->keys = RowsBuffer(file, *file->Find(spec.keys->name), sizeof(int64_t));
   absl::Span<const int64_t> key_span(
-      reinterpret_cast<const int64_t*>(keys.data),
+      reinterpret_cast<const int64_t*>(table->keys.data),
       static_cast<size_t>(table->num_rows));
   absl::Status s =
       kernels::HashTable::Build(key_span, config.capacity(), &table->hash);

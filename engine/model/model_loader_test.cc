@@ -365,6 +365,9 @@ TEST(ModelLoaderTest, LoadsDynamicTable) {
   EXPECT_EQ(t.hash.size(), 6);
   EXPECT_GE(t.hash.num_slots(), 16);
   EXPECT_EQ(t.default_vector, (std::vector<float>{0.5f, -0.5f}));
+  ASSERT_EQ(t.keys.size, 6 * 8);
+  EXPECT_NE(t.keys.owner, nullptr);
+  EXPECT_EQ(std::memcmp(t.keys.data, tensors.at("emb_l.0.keys").bytes.data(), 48), 0);
   const kernels::HashTableView view = t.hash.view();
   for (int64_t r = 0; r < 6; ++r) {
     EXPECT_EQ(kernels::HashLookup(view, Key(r)), r);
@@ -375,7 +378,7 @@ TEST(ModelLoaderTest, LoadsDynamicTable) {
   ASSERT_NE(pool.default_vector, nullptr);
   EXPECT_EQ(pool.default_vector[1], -0.5f);
   EXPECT_EQ(m->tables[1].pool_view(&view).hash, nullptr);  // STATIC ignores it
-  EXPECT_EQ(m->table_bytes(), 6 * 8 + t.hash.bytes() + 3 * 8);
+  EXPECT_EQ(m->table_bytes(), 6 * 8 + 6 * 8 + t.hash.bytes() + 3 * 8);
   EXPECT_EQ(m->interaction_width, 2 + 3);
   EXPECT_EQ(m->top.size(), 1u);
 }

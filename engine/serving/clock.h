@@ -42,8 +42,7 @@ class FakeClock final : public Clock {
 
  private:
   mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) =
-      absl::FromUnixSeconds(1'700'000'000);
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'700'000'000);
 };
 
 }  // namespace rankd::engine

@@ -28,19 +28,20 @@ absl::Status CpuWorker::Execute(absl::Span<const Request* const> requests,
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
-    std::shared_ptr<const Model> model, int num_workers,
-    int threads_per_worker, int num_cores) {
+    std::shared_ptr<const Model> model, int num_workers, int threads_per_worker,
+    int num_cores) {
   if (num_workers < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "workers_per_device must be >= 0 (0 = automatic), got ", num_workers));
   }
   if (threads_per_worker < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cpu_threads_per_worker must be >= 0 (0 = automatic), got ",
-                     threads_per_worker));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cpu_threads_per_worker must be >= 0 (0 = automatic), got ",
+        threads_per_worker));
   }
   if (num_cores <= 0) {
-    num_cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    num_cores =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
   if (num_workers == 0) num_workers = std::max(1, num_cores / 4);
   if (threads_per_worker == 0) {

@@ -41,8 +41,8 @@ class CpuWorker final : public Worker {
 // least 1); threads_per_worker 0 = cores / workers (at least 1). `num_cores`
 // 0 = std::thread::hardware_concurrency().
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
-    std::shared_ptr<const Model> model, int num_workers,
-    int threads_per_worker, int num_cores = 0);
+    std::shared_ptr<const Model> model, int num_workers, int threads_per_worker,
+    int num_cores = 0);
 
 }  // namespace rankd::engine
 

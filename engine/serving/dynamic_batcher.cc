@@ -21,11 +21,11 @@ absl::Status DynamicBatcher::ValidateOptions(const Options& o) {
   }
   if (o.preferred_batch_candidates < 0 ||
       o.preferred_batch_candidates > o.max_batch_candidates) {
-    return error("preferred_batch_candidates",
-                 absl::StrCat("in [0, max_batch_candidates = ",
-                              o.max_batch_candidates,
-                              "] (0 = max_batch_candidates)"),
-                 o.preferred_batch_candidates);
+    return error(
+        "preferred_batch_candidates",
+        absl::StrCat("in [0, max_batch_candidates = ", o.max_batch_candidates,
+                     "] (0 = max_batch_candidates)"),
+        o.preferred_batch_candidates);
   }
   if (o.max_queue_requests <= 0) {
     return error("max_queue_requests", "> 0", o.max_queue_requests);
@@ -98,8 +98,9 @@ absl::Status DynamicBatcher::Enqueue(QueuedRequest item) {
   }
   if (queue_.size() >= static_cast<size_t>(options_.max_queue_requests)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "queue full: ", queue_.size(), " requests queued (max_queue_requests = ",
-        options_.max_queue_requests, ")"));
+        "queue full: ", queue_.size(),
+        " requests queued (max_queue_requests = ", options_.max_queue_requests,
+        ")"));
   }
   if (item.deadline == absl::InfiniteFuture()) {
     item.deadline = now + default_timeout_;
@@ -112,9 +113,9 @@ absl::Status DynamicBatcher::Enqueue(QueuedRequest item) {
   // forever on an empty queue, the batch may now be full, or this request
   // expires before the oldest one's delay runs out. Anything else is picked
   // up at the wake-up it already has, saving a context switch per request.
-  const bool wake = queue_.empty() ||
-                    queued_candidates_ + n >= preferred_candidates_ ||
-                    item.deadline < queue_.front().enqueue_time + max_queue_delay_;
+  const bool wake =
+      queue_.empty() || queued_candidates_ + n >= preferred_candidates_ ||
+      item.deadline < queue_.front().enqueue_time + max_queue_delay_;
   queued_candidates_ += n;
   queue_.push_back(std::move(item));
   ReportDepthLocked();
@@ -133,10 +134,9 @@ DynamicBatcher::CutResult DynamicBatcher::CutLocked(
     QueuedRequest& q = queue_[i];
     absl::Status why;
     if (now >= q.deadline) {
-      why = absl::DeadlineExceededError(
-          absl::StrCat("deadline exceeded after ",
-                       absl::FormatDuration(now - q.enqueue_time),
-                       " in the queue"));
+      why = absl::DeadlineExceededError(absl::StrCat(
+          "deadline exceeded after ",
+          absl::FormatDuration(now - q.enqueue_time), " in the queue"));
     } else if (q.cancelled && q.cancelled()) {
       why = absl::CancelledError("request cancelled while queued");
     }
@@ -152,11 +152,10 @@ DynamicBatcher::CutResult DynamicBatcher::CutLocked(
   queue_.erase(queue_.begin() + kept, queue_.end());
 
   CutResult result;
-  const bool due =
-      !queue_.empty() &&
-      (stopped_.load(std::memory_order_relaxed) ||
-       queued_candidates_ >= preferred_candidates_ ||
-       now >= queue_.front().enqueue_time + max_queue_delay_);
+  const bool due = !queue_.empty() &&
+                   (stopped_.load(std::memory_order_relaxed) ||
+                    queued_candidates_ >= preferred_candidates_ ||
+                    now >= queue_.front().enqueue_time + max_queue_delay_);
   if (!due) {
     if (!queue_.empty()) {
       result.wake_time = std::min(

@@ -62,8 +62,8 @@ struct RequestTiming {
 };
 
 // Runs once per admitted request. `status` is OK when the scores were written.
-using DoneCallback =
-    absl::AnyInvocable<void(absl::Status status, const RequestTiming& timing) &&>;
+using DoneCallback = absl::AnyInvocable<void(absl::Status status,
+                                             const RequestTiming& timing) &&>;
 
 // One request waiting in the batcher.
 struct QueuedRequest {
@@ -79,8 +79,9 @@ struct QueuedRequest {
   // none: Enqueue sets now + default_timeout_us.
   absl::Time deadline = absl::InfiniteFuture();
   // Optional; true once the client has gone away. Called under the batcher's
-  // lock, possibly many times: it must be cheap, thread-safe, non-blocking and
-  // must not call into the batcher (e.g. read an atomic the RPC's OnCancel sets).
+  // lock, possibly many times: it must be cheap, thread-safe, non-blocking
+  // and must not call into the batcher (e.g. read an atomic that the RPC's
+  // OnCancel sets).
   std::function<bool()> cancelled;
   // Required. Called exactly once if and only if Enqueue returned OK, on a
   // worker or batcher thread; it must not block (it delays the batch's other

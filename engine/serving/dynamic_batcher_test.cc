@@ -36,7 +36,8 @@ struct TestRequest {
 
 class BatcherTest : public ::testing::Test {
  protected:
-  std::unique_ptr<DynamicBatcher> MakeBatcher(const DynamicBatcher::Options& o) {
+  std::unique_ptr<DynamicBatcher> MakeBatcher(
+      const DynamicBatcher::Options& o) {
     auto batcher = DynamicBatcher::Create(
         o, &clock_, [this](int64_t requests, int64_t candidates) {
           depth_reports_.push_back({requests, candidates});
@@ -83,7 +84,8 @@ class BatcherTest : public ::testing::Test {
   static void Execute(Batch& batch) {
     std::vector<float> packed;
     for (const QueuedRequest& q : batch.requests) {
-      packed.insert(packed.end(), q.request.dense.begin(), q.request.dense.end());
+      packed.insert(packed.end(), q.request.dense.begin(),
+                    q.request.dense.end());
     }
     ASSERT_EQ(static_cast<int64_t>(packed.size()), batch.num_candidates);
     for (float& v : packed) v = v * 0.5f + 1.0f;
@@ -309,14 +311,17 @@ TEST_F(BatcherTest, RejectsMalformedItems) {
   TestRequest* r = NewRequest(2);
   QueuedRequest q = Item(r);
   q.scores = q.scores.subspan(0, 1);
-  EXPECT_EQ(b->Enqueue(std::move(q)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b->Enqueue(std::move(q)).code(),
+            absl::StatusCode::kInvalidArgument);
   q = Item(r);
   q.done = nullptr;
-  EXPECT_EQ(b->Enqueue(std::move(q)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b->Enqueue(std::move(q)).code(),
+            absl::StatusCode::kInvalidArgument);
   q = Item(r);
   q.request.num_candidates = 0;
   q.scores = {};
-  EXPECT_EQ(b->Enqueue(std::move(q)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b->Enqueue(std::move(q)).code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(r->done_calls, 0);
 }
 
@@ -385,13 +390,12 @@ TEST_F(BatcherTest, ReportsQueueDepth) {
   b->TryCutBatch(clock_.Now());  // drops `gone`; 3 < 5, no batch
   Add(*b, 3);
   b->TryCutBatch(clock_.Now());  // cuts all
-  EXPECT_THAT(depth_reports_,
-              ElementsAre(std::pair<int64_t, int64_t>{1, 2},
-                          std::pair<int64_t, int64_t>{2, 3},
-                          std::pair<int64_t, int64_t>{3, 4},
-                          std::pair<int64_t, int64_t>{2, 3},
-                          std::pair<int64_t, int64_t>{3, 6},
-                          std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_THAT(depth_reports_, ElementsAre(std::pair<int64_t, int64_t>{1, 2},
+                                          std::pair<int64_t, int64_t>{2, 3},
+                                          std::pair<int64_t, int64_t>{3, 4},
+                                          std::pair<int64_t, int64_t>{2, 3},
+                                          std::pair<int64_t, int64_t>{3, 6},
+                                          std::pair<int64_t, int64_t>{0, 0}));
 }
 
 TEST_F(BatcherTest, TimingCarriesEnqueueTime) {

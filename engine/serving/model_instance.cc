@@ -15,12 +15,15 @@ ModelInstance::Options ModelInstance::OptionsFromConfig(
   if (b.max_batch_candidates() != 0) {
     o.max_batch_candidates = b.max_batch_candidates();
   }
-  if (b.max_queue_delay_us() != 0) o.max_queue_delay_us = b.max_queue_delay_us();
+  if (b.max_queue_delay_us() != 0)
+    o.max_queue_delay_us = b.max_queue_delay_us();
   if (b.preferred_batch_candidates() != 0) {
     o.preferred_batch_candidates = b.preferred_batch_candidates();
   }
-  if (b.max_queue_requests() != 0) o.max_queue_requests = b.max_queue_requests();
-  if (b.default_timeout_us() != 0) o.default_timeout_us = b.default_timeout_us();
+  if (b.max_queue_requests() != 0)
+    o.max_queue_requests = b.max_queue_requests();
+  if (b.default_timeout_us() != 0)
+    o.default_timeout_us = b.default_timeout_us();
   return options;
 }
 
@@ -34,9 +37,9 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::Create(
   absl::Status valid = DynamicBatcher::ValidateOptions(options.batching);
   if (!valid.ok()) return valid;
   if (workers.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ModelInstance of ", model->name, " v", model->version,
-        ": workers must hold at least one worker"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ModelInstance of ", model->name, " v", model->version,
+                     ": workers must hold at least one worker"));
   }
   for (size_t i = 0; i < workers.size(); ++i) {
     if (workers[i] == nullptr) {
@@ -51,11 +54,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::Create(
 
   ModelInstance* self = instance.get();
   absl::StatusOr<std::unique_ptr<DynamicBatcher>> batcher =
-      DynamicBatcher::Create(
-          options.batching, clock,
-          [self](int64_t requests, int64_t candidates) {
-            self->observer_->OnQueueDepth(self->ref(), requests, candidates);
-          });
+      DynamicBatcher::Create(options.batching, clock,
+                             [self](int64_t requests, int64_t candidates) {
+                               self->observer_->OnQueueDepth(
+                                   self->ref(), requests, candidates);
+                             });
   if (!batcher.ok()) return batcher.status();
   instance->batcher_ = std::move(batcher).value();
 
@@ -90,9 +93,10 @@ absl::Status ModelInstance::Submit(QueuedRequest item) {
     // (a worker, or the batcher for expired / cancelled ones).
     item.done = [this, candidates, done = std::move(item.done)](
                     absl::Status s, const RequestTiming& timing) mutable {
-      observer_->OnRequestDone(
-          ref(), RequestEvent{s.code(), candidates, timing.queue,
-                              timing.compute, timing.total});
+      observer_->OnRequestDone(ref(),
+                               RequestEvent{s.code(), candidates, timing.queue,
+                                            timing.compute, timing.total,
+                                            /*admitted=*/true});
       std::move(done)(std::move(s), timing);
     };
     status = batcher_->Enqueue(std::move(item));
@@ -134,9 +138,9 @@ void ModelInstance::RunWorker(Worker* worker) {
     const absl::Time end = clock_->Now();
 
     const int32_t num_requests = static_cast<int32_t>(batch->requests.size());
-    observer_->OnBatch(model, BatchEvent{worker->name(), num_requests,
-                                         batch->num_candidates, end - start,
-                                         status.code()});
+    observer_->OnBatch(
+        model, BatchEvent{worker->name(), num_requests, batch->num_candidates,
+                          end - start, status.code()});
     if (status.ok()) {
       const size_t tables = std::min(stats.unresolved_ids_per_table.size(),
                                      model_->tables.size());

@@ -47,9 +47,8 @@ struct Gate {
   }
   void AwaitEntered(int n) {
     absl::MutexLock lock(&mu);
-    auto ready = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-      return entered >= n;
-    };
+    auto ready = [this, n]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return entered >= n; };
     mu.Await(absl::Condition(&ready));
   }
 };
@@ -88,9 +87,13 @@ class RecordingWorker final : public Worker {
       return batches;
     }
   };
-  RecordingWorker(Log* log, int num_dense, absl::Status result = absl::OkStatus(),
+  RecordingWorker(Log* log, int num_dense,
+                  absl::Status result = absl::OkStatus(),
                   FakeClock* clock = nullptr, absl::Duration compute = {})
-      : log_(log), num_dense_(num_dense), result_(result), clock_(clock),
+      : log_(log),
+        num_dense_(num_dense),
+        result_(result),
+        clock_(clock),
         compute_(compute) {}
   absl::string_view name() const override { return "recording"; }
   absl::Status Execute(absl::Span<const Request* const> requests,
@@ -238,11 +241,11 @@ TEST(ModelInstanceTest, BlockedWorkerFormsMultiRequestBatch) {
   observer.expected_name_ = "ids";
   // preferred 1: anything queued is due, so batching here comes only from
   // the worker being busy (never from the clock, which does not move).
-  auto instance = MakeInstance(
-      IdModel(), Batching(100, 1, 60'000'000),
-      One(std::make_unique<GatedWorker>(
-          std::make_unique<RecordingWorker>(&log, 1), &gate)),
-      &observer, &clock);
+  auto instance =
+      MakeInstance(IdModel(), Batching(100, 1, 60'000'000),
+                   One(std::make_unique<GatedWorker>(
+                       std::make_unique<RecordingWorker>(&log, 1), &gate)),
+                   &observer, &clock);
   std::vector<std::unique_ptr<Call>> calls;
   calls.push_back(IdCall(0, 1));
   ASSERT_TRUE(instance->Submit(calls[0]->Item()).ok());
@@ -304,13 +307,13 @@ TEST(ModelInstanceTest, ExecuteErrorFailsEveryRequestOfTheBatch) {
   RecordingWorker::Log log;
   RecordingObserver observer;
   observer.expected_name_ = "ids";
-  auto instance = MakeInstance(
-      IdModel(), Batching(100, 1, 60'000'000),
-      One(std::make_unique<GatedWorker>(
-          std::make_unique<RecordingWorker>(&log, 1,
-                                            absl::InternalError("device lost")),
-          &gate)),
-      &observer, &clock);
+  auto instance =
+      MakeInstance(IdModel(), Batching(100, 1, 60'000'000),
+                   One(std::make_unique<GatedWorker>(
+                       std::make_unique<RecordingWorker>(
+                           &log, 1, absl::InternalError("device lost")),
+                       &gate)),
+                   &observer, &clock);
   std::vector<std::unique_ptr<Call>> calls;
   for (int id = 0; id < 4; ++id) {
     calls.push_back(IdCall(id, 1 + id));
@@ -337,17 +340,18 @@ TEST(ModelInstanceTest, ExpiredAndCancelledAreNotExecuted) {
   FakeClock clock;
   Gate gate;
   RecordingWorker::Log log;
-  auto instance = MakeInstance(
-      IdModel(), Batching(100, 1, 60'000'000),
-      One(std::make_unique<GatedWorker>(
-          std::make_unique<RecordingWorker>(&log, 1), &gate)),
-      nullptr, &clock);
+  auto instance =
+      MakeInstance(IdModel(), Batching(100, 1, 60'000'000),
+                   One(std::make_unique<GatedWorker>(
+                       std::make_unique<RecordingWorker>(&log, 1), &gate)),
+                   nullptr, &clock);
   auto first = IdCall(0, 1);
   ASSERT_TRUE(instance->Submit(first->Item()).ok());
   gate.AwaitEntered(1);
   auto expiring = IdCall(1, 1);
   ASSERT_TRUE(
-      instance->Submit(expiring->Item(clock.Now() + absl::Milliseconds(1))).ok());
+      instance->Submit(expiring->Item(clock.Now() + absl::Milliseconds(1)))
+          .ok());
   auto cancelled = IdCall(2, 1);
   ASSERT_TRUE(instance->Submit(cancelled->Item()).ok());
   auto kept = IdCall(3, 1);
@@ -370,11 +374,11 @@ TEST(ModelInstanceTest, FullQueueAnswersAtOnceAndIsObserved) {
   RecordingWorker::Log log;
   RecordingObserver observer;
   observer.expected_name_ = "ids";
-  auto instance = MakeInstance(
-      IdModel(), Batching(100, 1, 60'000'000, /*max_queue=*/2),
-      One(std::make_unique<GatedWorker>(
-          std::make_unique<RecordingWorker>(&log, 1), &gate)),
-      &observer, &clock);
+  auto instance =
+      MakeInstance(IdModel(), Batching(100, 1, 60'000'000, /*max_queue=*/2),
+                   One(std::make_unique<GatedWorker>(
+                       std::make_unique<RecordingWorker>(&log, 1), &gate)),
+                   &observer, &clock);
   std::vector<std::unique_ptr<Call>> calls;
   for (int id = 0; id < 4; ++id) calls.push_back(IdCall(id, 1));
   ASSERT_TRUE(instance->Submit(calls[0]->Item()).ok());
@@ -388,23 +392,25 @@ TEST(ModelInstanceTest, FullQueueAnswersAtOnceAndIsObserved) {
     absl::MutexLock lock(&observer.mu_);
     ASSERT_EQ(observer.requests.size(), 1u);  // the rejection, at once
     EXPECT_EQ(observer.requests[0].code, absl::StatusCode::kResourceExhausted);
+    EXPECT_FALSE(observer.requests[0].admitted);
   }
   gate.release.Notify();
   instance->Shutdown();
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(calls[i]->status.ok());
   absl::MutexLock lock(&observer.mu_);
-  EXPECT_EQ(observer.requests.size(), 4u);
+  ASSERT_EQ(observer.requests.size(), 4u);
+  for (int i = 1; i < 4; ++i) EXPECT_TRUE(observer.requests[i].admitted);
 }
 
 TEST(ModelInstanceTest, ShutdownDrainsQueuedAndInFlightWork) {
   FakeClock clock;  // never advanced: only Stop can make the queue due
   Gate gate;
   RecordingWorker::Log log;
-  auto instance = MakeInstance(
-      IdModel(), Batching(4, 4, 60'000'000, /*max_queue=*/64),
-      One(std::make_unique<GatedWorker>(
-          std::make_unique<RecordingWorker>(&log, 1), &gate)),
-      nullptr, &clock);
+  auto instance =
+      MakeInstance(IdModel(), Batching(4, 4, 60'000'000, /*max_queue=*/64),
+                   One(std::make_unique<GatedWorker>(
+                       std::make_unique<RecordingWorker>(&log, 1), &gate)),
+                   nullptr, &clock);
   std::vector<std::unique_ptr<Call>> calls;
   calls.push_back(IdCall(0, 4));  // due at once (4 >= preferred)
   ASSERT_TRUE(instance->Submit(calls[0]->Item()).ok());
@@ -430,7 +436,8 @@ TEST(ModelInstanceTest, ShutdownDrainsQueuedAndInFlightWork) {
     }
     std::this_thread::yield();
   }
-  EXPECT_EQ(instance->queued_requests(), static_cast<int64_t>(calls.size()) - 1);
+  EXPECT_EQ(instance->queued_requests(),
+            static_cast<int64_t>(calls.size()) - 1);
   gate.release.Notify();
   shutdown.join();
   for (auto& c : calls) {
@@ -441,7 +448,7 @@ TEST(ModelInstanceTest, ShutdownDrainsQueuedAndInFlightWork) {
   ASSERT_GE(batches.size(), 3u);
   EXPECT_THAT(batches[0], ElementsAre(0));
   EXPECT_THAT(batches[1], ElementsAre(1, 2, 3, 4));  // FIFO, max 4
-  instance->Shutdown();  // idempotent
+  instance->Shutdown();                              // idempotent
 }
 
 TEST(ModelInstanceTest, CreateValidates) {
@@ -503,9 +510,8 @@ TEST(ModelInstanceTest, ValidatesWhenAsked) {
   observer.expected_name_ = model->name;
   ModelInstance::Options o = Batching(100, 1, 10);
   o.validate_requests = true;
-  auto instance =
-      MakeInstance(model, o, One(std::make_unique<RecordingWorker>(&log, 1)),
-                   &observer);
+  auto instance = MakeInstance(
+      model, o, One(std::make_unique<RecordingWorker>(&log, 1)), &observer);
   Call call;
   RandomRequestSpec spec;
   call.owned = MakeRandomRequest(*model, spec);
@@ -542,13 +548,15 @@ TEST(ModelInstanceTest, CpuWorkersMatchCpuEngineUnderConcurrentSubmits) {
   observer.expected_name_ = model->name;
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < 2; ++i) {
-    auto cpu = CpuWorker::Create(model, engine_options, "cpu:" + std::to_string(i));
+    auto cpu =
+        CpuWorker::Create(model, engine_options, "cpu:" + std::to_string(i));
     ASSERT_TRUE(cpu.ok()) << cpu.status();
-    workers.push_back(std::make_unique<GatedWorker>(std::move(cpu).value(), &gate));
+    workers.push_back(
+        std::make_unique<GatedWorker>(std::move(cpu).value(), &gate));
   }
   // Real clock: timing decides batch shapes in phase 3, never correctness.
-  auto instance =
-      MakeInstance(model, Batching(256, 64, 200), std::move(workers), &observer);
+  auto instance = MakeInstance(model, Batching(256, 64, 200),
+                               std::move(workers), &observer);
 
   constexpr int kThreads = 4;
   constexpr int kPerThread = 30;
@@ -647,8 +655,8 @@ TEST(CpuWorkersTest, ResolvesAutomaticCounts) {
   ASSERT_TRUE(workers.ok()) << workers.status();
   ASSERT_EQ(workers->size(), 2u);
   EXPECT_EQ((*workers)[1]->name(), "cpu:1");
-  EXPECT_EQ(static_cast<CpuWorker*>((*workers)[0].get())->engine().num_threads(),
-            4);
+  EXPECT_EQ(
+      static_cast<CpuWorker*>((*workers)[0].get())->engine().num_threads(), 4);
   workers = CreateCpuWorkers(model, 3, 1, 8);
   ASSERT_TRUE(workers.ok());
   EXPECT_EQ(workers->size(), 3u);

@@ -29,9 +29,15 @@ struct ModelVersionRef {
 struct RequestEvent {
   absl::StatusCode code = absl::StatusCode::kOk;
   int32_t candidates = 0;
-  absl::Duration queue;    // enqueue -> batch cut (or -> completion if never computed)
-  absl::Duration compute;  // its batch's Execute; zero if never computed
-  absl::Duration total;    // enqueue -> completion; zero if rejected at Submit
+  // Enqueue -> batch cut (or -> completion if never computed).
+  absl::Duration queue;
+  // Its batch's Execute; zero if never computed.
+  absl::Duration compute;
+  // Enqueue -> completion; zero if rejected at Submit.
+  absl::Duration total;
+  // Submit returned OK (the request was queued; its done callback ran).
+  // False for rejections answered by Submit itself.
+  bool admitted = false;
 };
 
 // One executed batch.

@@ -3,7 +3,14 @@
 #ifndef RANKD_SERVER_TOOLS_COMMANDS_H_
 #define RANKD_SERVER_TOOLS_COMMANDS_H_
 
+#include <cstdint>
+#include <string>
+
 namespace rankd::server {
+
+// The version a `<root>/<name>/<version>` directory holds: its last path
+// component when that is a positive integer, else 0.
+int64_t VersionFromDirectory(const std::string& directory);
 
 int RunServe();       // rankd serve (the default)
 int RunGenModel();     // rankd gen-model

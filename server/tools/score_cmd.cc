@@ -48,7 +48,7 @@ int RunScore() {
     std::cerr << "rankd score: --batch_requests: must be > 0, got " << batch_requests << "\n";
     return 2;
   }
-  auto model = engine::LoadModel(dir);
+  auto model = engine::LoadModel(dir, VersionFromDirectory(dir));
   if (!model.ok()) {
     std::cerr << "rankd score: " << model.status().message() << "\n";
     return 1;

@@ -27,6 +27,7 @@ sys.path.insert(0, HERE)
 import torch_reference as tr  # noqa: E402
 
 FAILURES = []
+HAVE_TORCH = False
 CHECKS = [0]
 
 
@@ -249,7 +250,7 @@ def torch_builder(device):
 
 def backends():
     out = [("numpy", numpy_builder)]
-    if tr.torch is not None:
+    if HAVE_TORCH:
         out.append(("torch-cpu", torch_builder("cpu")))
         if tr.torch.cuda.is_available():
             out.append(("torch-cuda", torch_builder("cuda:0")))
@@ -664,7 +665,9 @@ def test_random_cross(builders):
 
 
 def main():
-    print(f"numpy {np.__version__}; torch: {tr.torch.__version__ if tr.torch is not None else 'not importable'}; "
+    global HAVE_TORCH
+    HAVE_TORCH = tr.ensure_torch()
+    print(f"numpy {np.__version__}; torch: {tr.torch.__version__ if HAVE_TORCH else 'not importable'}; "
           f"safetensors: {'yes' if tr.st_torch is not None else 'no (numpy reader)'}")
     test_config_parsing()
     with tempfile.TemporaryDirectory() as tmp:
@@ -680,7 +683,7 @@ def main():
             test_random_cross(backends())
         except Exception:
             check(False, f"random cross-check crashed:\n{traceback.format_exc()}")
-        for backend in ["numpy"] + (["torch"] if tr.torch is not None else []):
+        for backend in ["numpy"] + (["torch"] if HAVE_TORCH else []):
             print(f"CLI, backend {backend}", flush=True)
             try:
                 # torch CLI runs cost seconds each (import, CUDA init): two cases suffice there

@@ -38,19 +38,34 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-try:  # torch is optional: the numpy backend runs without it.
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-except Exception:  # pragma: no cover - depends on the machine
-    torch = None
-    nn = None
-    F = None
+# torch is optional and imported on demand (ensure_torch): the numpy backend
+# runs without it, and does not pay for importing it.
+torch = None
+nn = None
+F = None
+st_torch = None  # safetensors.torch, when importable
 
-try:
-    import safetensors.torch as st_torch  # needs torch
-except Exception:  # pragma: no cover
-    st_torch = None
+
+def ensure_torch() -> bool:
+    """Imports torch (and safetensors.torch) and defines the torch modules.
+    False if torch is not importable."""
+    global torch, nn, F, st_torch
+    if torch is not None:
+        return True
+    try:
+        import torch as _torch
+        import torch.nn as _nn
+        import torch.nn.functional as _F
+    except Exception:  # pragma: no cover - depends on the machine
+        return False
+    torch, nn, F = _torch, _nn, _F
+    try:
+        import safetensors.torch as _st
+        st_torch = _st
+    except Exception:  # pragma: no cover
+        st_torch = None
+    _define_torch_classes()
+    return True
 
 
 class ModelError(Exception):
@@ -252,8 +267,8 @@ def parse_config(obj: Any, fallback_name: str = "") -> ModelSpec:
 
 def finish_spec(spec: ModelSpec) -> None:
     """Derived widths + the checks the reference relies on."""
-    if spec.num_dense <= 0:
-        raise ModelError(f"num_dense: must be > 0, got {spec.num_dense}")
+    if spec.num_dense < 0 or (spec.bottom_mlp and spec.num_dense == 0):
+        raise ModelError(f"num_dense: must be >= 0 (> 0 with a bottom MLP), got {spec.num_dense}")
     if not spec.features:
         raise ModelError("sparse_features: empty")
     for w in spec.bottom_mlp + spec.top_mlp:
@@ -359,13 +374,26 @@ def check_tensors(spec: ModelSpec, infos: Dict[str, Tuple[str, Tuple[int, ...]]]
                             f"{' or ' + str(list(shapes[1])) if len(shapes) > 1 else ''}, got {list(got_shape)}")
         if dtype is not None and got_dtype != dtype:
             problems.append(f"tensor {name!r}: expected dtype {dtype}, got {got_dtype}")
-        elif dtype is None and got_dtype not in _FLOAT_ST:
-            problems.append(f"tensor {name!r}: expected a float dtype, got {got_dtype}")
-        elif dtype is None and got_dtype != "F32":
-            warnings.append(f"tensor {name!r} is {got_dtype} (rankd expects F32)")
+        elif dtype is None and got_dtype != "F32":  # MLP / cross-layer tensors: rankd never casts
+            problems.append(f"tensor {name!r}: expected dtype F32, got {got_dtype}")
     if problems:
         raise ModelError(f"{path}: " + "; ".join(problems))
     return warnings
+
+
+def check_dense_values(name: str, finite: bool, path: str) -> None:
+    if not finite:
+        raise ModelError(f"{path}: tensor {name!r}: non-finite values (rankd rejects the model)")
+
+
+def check_keys(name: str, sorted_keys: np.ndarray, path: str) -> None:
+    """sorted_keys: the keys of a DYNAMIC table, sorted ascending."""
+    if sorted_keys.size and int(sorted_keys[0]) == _I64_MIN:
+        raise ModelError(f"{path}: tensor {name!r}: key INT64_MIN is reserved")
+    if sorted_keys.size > 1:
+        dup = sorted_keys[1:][sorted_keys[1:] == sorted_keys[:-1]]
+        if dup.size:
+            raise ModelError(f"{path}: tensor {name!r}: duplicate key {int(dup[0])}")
 
 
 # --------------------------------------------------------------------------
@@ -576,8 +604,11 @@ def parse_request(obj: Any, spec: ModelSpec) -> Request:
     missing = [f.name for f in spec.features if f.index not in seen]
     if missing:
         raise RequestError(f"sparse: missing features {missing}")
+    model = str(r.get("model", ""))
+    if model and spec.name and model != spec.name:
+        raise RequestError(f"model: {model!r} is not the loaded model {spec.name!r}")
     return Request(num_candidates=b, dense=dense, bags=[seen[i] for i in range(len(spec.features))],
-                   model=str(r.get("model", "")))
+                   model=model)
 
 
 def unresolved_error(spec: ModelSpec, feat: FeatureSpec, bad_id: int) -> RequestError:
@@ -625,16 +656,16 @@ class NumpyModel:
                 keys = np.asarray(tensors[p + ".keys"], dtype=np.int64)
                 perm = np.argsort(keys, kind="stable")
                 sk = keys[perm]
-                if sk.size > 1 and (sk[1:] == sk[:-1]).any():
-                    dup = int(sk[1:][sk[1:] == sk[:-1]][0])
-                    raise ModelError(f"{path}: {p}.keys: duplicate key {dup}")
+                check_keys(p + ".keys", sk, path)
                 self.sorted_keys.append((sk, perm))
             else:
                 self.sorted_keys.append(None)
 
         def f64(name):
             v = tensors[name]
-            return (v.to_float32() if isinstance(v, BF16Array) else np.asarray(v)).astype(np.float64)
+            a = (v.to_float32() if isinstance(v, BF16Array) else np.asarray(v)).astype(np.float64)
+            check_dense_values(name, bool(np.isfinite(a).all()), path)
+            return a
 
         bottom, top = mlp_names(spec)
         self.bottom = [(f64(p + ".weight"), f64(p + ".bias")) for p in bottom]
@@ -740,7 +771,11 @@ class NumpyModel:
 
 _POOL_MODE = {"SUM": "sum", "MEAN": "mean", "MAX": "max"}
 
-if torch is not None:
+def _define_torch_classes() -> None:
+    """Defines the torch modules as globals (called once torch is imported)."""
+    global _TORCH_TABLE_DTYPE, _TORCH_ST, _embedding_bag, _RefBase, _create_mlp, DLRMNetRef
+    global _Perceptron, _MLP, _DenseArch, _EmbeddingBagCollection, _SparseArch, _LowRankCrossNet
+    global _InterArch, _OverArch, DLRMDCNRef
     _TORCH_TABLE_DTYPE = {"FP32": torch.float32, "FP16": torch.float16, "BF16": torch.bfloat16}
     _TORCH_ST = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                  torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
@@ -759,16 +794,22 @@ if torch is not None:
 
         spec: ModelSpec
 
-        def prepare(self) -> None:
-            """After loading: sorted keys of DYNAMIC tables (key -> row via searchsorted)."""
+        def prepare(self, path: str) -> None:
+            """After loading: value checks, and the sorted keys of DYNAMIC
+            tables (key -> row via torch.searchsorted)."""
+            table_tensors = set()
             self._sorted: Dict[int, Tuple["torch.Tensor", "torch.Tensor"]] = {}
             for t in self.spec.tables:
+                eb = self._table(t.index)
+                table_tensors.add(id(eb.weight))
                 if t.dynamic:
-                    keys = self._table(t.index).keys
-                    sk, perm = torch.sort(keys, stable=True)
-                    if sk.numel() > 1 and bool((sk[1:] == sk[:-1]).any()):
-                        raise ModelError(f"{table_prefix(self.spec, t.index)}.keys: duplicate keys")
+                    table_tensors.add(id(eb.keys))
+                    sk, perm = torch.sort(eb.keys, stable=True)
+                    check_keys(table_prefix(self.spec, t.index) + ".keys", sk.cpu().numpy(), path)
                     self._sorted[t.index] = (sk, perm)
+            for name, p in self.named_parameters():
+                if id(p) not in table_tensors:
+                    check_dense_values(name, bool(torch.isfinite(p).all()), path)
 
         def _resolve(self, k: int, ids: "torch.Tensor") -> Tuple["torch.Tensor", "torch.Tensor"]:
             t = self.spec.tables[k]
@@ -1032,7 +1073,7 @@ def build_torch_model(spec: ModelSpec, state_dict: Dict[str, "torch.Tensor"], pa
         raise ModelError(f"{path}: not loaded: {bad} {result}")
     model = model.to(device).eval()
     model.requires_grad_(False)
-    model.prepare()
+    model.prepare(path)
     model.warnings = warnings
     return model
 
@@ -1045,6 +1086,9 @@ def logit_of(p: np.ndarray) -> np.ndarray:
     p = np.asarray(p, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(p) - np.log1p(-p)
+
+
+LOGIT_REL_FLOOR = 0.01
 
 
 class Stats:
@@ -1061,8 +1105,11 @@ class Stats:
         self.logit_max_rel = 0.0
         self.logit_skipped = 0  # got == 0 or 1: no finite logit
         self.nonfinite = 0
+        self.logit_from_prob = True
 
-    def update(self, req_index: int, got: np.ndarray, ref: np.ndarray, ref_logit: Optional[np.ndarray]) -> None:
+    def update(self, req_index: int, got: np.ndarray, ref: np.ndarray, ref_logit: Optional[np.ndarray],
+               got_logit: Optional[np.ndarray] = None) -> None:
+        """got_logit: None = recovered from the (fp32) probability `got`."""
         got = np.asarray(got, dtype=np.float64)
         ref = np.asarray(ref, dtype=np.float64)
         self.n += got.size
@@ -1078,14 +1125,18 @@ class Stats:
             if rel[i] > self.max_rel or self.where_rel is None:
                 self.max_rel, self.where_rel = float(rel[i]), (req_index, i, float(got[i]), float(ref[i]))
         if ref_logit is not None and got.size:
-            gl = logit_of(got)
+            gl = logit_of(got) if got_logit is None else np.asarray(got_logit, dtype=np.float64)
             ok = np.isfinite(gl) & np.isfinite(ref_logit)
             self.logit_skipped += int((~ok).sum())
             if ok.any():
                 le = np.abs(gl[ok] - ref_logit[ok])
                 self.logit_max_abs = max(self.logit_max_abs, float(le.max()))
-                self.logit_max_rel = max(self.logit_max_rel,
-                                         float((le / np.maximum(np.abs(ref_logit[ok]), 1e-30)).max()))
+                # relative error of logits near 0 says nothing: only |logit| >= LOGIT_REL_FLOOR
+                big = np.abs(ref_logit[ok]) >= LOGIT_REL_FLOOR
+                if big.any():
+                    self.logit_max_rel = max(self.logit_max_rel,
+                                             float((le[big] / np.abs(ref_logit[ok][big])).max()))
+        self.logit_from_prob = got_logit is None
 
     def lines(self) -> List[str]:
         out = [f"{self.label}: {self.n} scores, max abs err {self.max_abs:.3e}, max rel err {self.max_rel:.3e}"]
@@ -1095,8 +1146,9 @@ class Stats:
         if self.nonfinite:
             out.append(f"    NON-FINITE scores: {self.nonfinite}")
         if self.logit_max_abs or self.logit_max_rel or self.logit_skipped:
-            out.append(f"    logit (of the fp32 score) vs fp64 logit: max abs err {self.logit_max_abs:.3e}, "
-                       f"max rel err {self.logit_max_rel:.3e}"
+            src = "logit of the fp32 score" if self.logit_from_prob else "fp32 logit"
+            out.append(f"    {src} vs fp64 logit: max abs err {self.logit_max_abs:.3e}, "
+                       f"max rel err {self.logit_max_rel:.3e} (where |logit| >= {LOGIT_REL_FLOOR:g})"
                        + (f" ({self.logit_skipped} scores of 0/1 skipped)" if self.logit_skipped else ""))
         return out
 
@@ -1163,8 +1215,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ap.error("nothing to do: give --responses and/or --write-responses")
     backend = args.backend
     if backend == "auto":
-        backend = "torch" if torch is not None else "numpy"
-    if backend == "torch" and torch is None:
+        backend = "torch" if ensure_torch() else "numpy"
+    if backend == "torch" and not ensure_torch():
         print("error: --backend torch but torch is not importable", file=sys.stderr)
         return 2
 
@@ -1211,43 +1263,71 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"({tables_desc}), bottom {spec.bottom_mlp}, top {spec.top_mlp}")
     print(f"backend: {where}; loaded in {time.time() - t0:.2f} s")
 
-    failures: List[str] = []
-    if responses is not None and len(responses) != len(requests):
-        failures.append(f"{len(requests)} requests but {len(responses)} responses")
-    st64 = Stats("server vs fp64 reference")
-    st32 = Stats("server vs fp32 module")
-    st_int = Stats("fp32 module vs fp64 reference")
+    # Pass 1: the reference for every request (scores, or the reason it must be rejected).
+    results: List[Any] = []  # per request: (req, z64, p64, z32, p32) or an error string
     n_cand = 0
-    n_err_expected = 0
-    out_lines: List[str] = []
     t1 = time.time()
-    for i, robj in enumerate(requests):
+    for robj in requests:
         try:
             req = parse_request(robj, spec)
             z64, p64 = model.score(req, fp64=True)
             z32, p32 = model.score(req, fp64=False)
-            ref_err = None
-        except RequestError as e:
-            ref_err = str(e)
-        ref_scores = None
-        if ref_err is None:
+            results.append((req, z64, p64, z32, p32))
             n_cand += req.num_candidates
-            ref_scores = p64 if args.dtype_compute == "fp64" else p32
-            st_int.update(i, p32, p64, z64)
-            if req.model and spec.name and req.model != spec.name and i == 0:
-                print(f"note: request model {req.model!r} != config name {spec.name!r}", file=sys.stderr)
-            out_lines.append(json.dumps({"scores": [fmt_score(v) for v in ref_scores], "model": spec.name,
-                                         **({"version": version} if version.isdigit() else {})}))
-        else:
-            n_err_expected += 1
-            out_lines.append(json.dumps({"error": ref_err}))
-        if responses is None or i >= len(responses):
+        except RequestError as e:
+            results.append(str(e))
+    elapsed = time.time() - t1
+    n_rejected = sum(isinstance(r, str) for r in results)
+    print(f"requests: {len(requests)} ({n_rejected} rejected by the reference), candidates: {n_cand}, "
+          f"reference time {elapsed:.2f} s")
+
+    st_int = Stats("fp32 module vs fp64 reference")
+    out_lines: List[str] = []
+    for i, res in enumerate(results):
+        if isinstance(res, str):
+            out_lines.append(json.dumps({"error": res}))
             continue
-        got, got_err = response_scores(responses[i])
-        if ref_err is not None:
-            if got_err is None and got:
-                failures.append(f"request {i}: reference rejects it ({ref_err}) but the server scored it")
+        req, z64, p64, z32, p32 = res
+        st_int.update(i, p32, p64, z64, got_logit=z32)
+        ref_scores = p64 if args.dtype_compute == "fp64" else p32
+        out_lines.append(json.dumps({"scores": [fmt_score(v) for v in ref_scores], "model": spec.name,
+                                     **({"version": version} if version.isdigit() else {})}))
+    if args.write_responses:
+        with open(args.write_responses, "w", encoding="utf-8") as f:
+            f.write("\n".join(out_lines) + ("\n" if out_lines else ""))
+        print(f"wrote {len(out_lines)} reference responses ({args.dtype_compute}; "
+              f"{{\"error\": ...}} for rejected requests) to {args.write_responses}")
+    if responses is None:
+        for line in st_int.lines():
+            print(line)
+        return 0
+
+    # Pass 2: pair responses with requests. One line per request; or, as
+    # `rankd score --keep_going` writes, no line for the requests it rejects.
+    failures: List[str] = []
+    pairs: List[Tuple[int, Any]] = []
+    if len(responses) == len(requests):
+        pairs = list(enumerate(responses))
+    elif n_rejected and len(responses) == len(requests) - n_rejected:
+        print(f"note: {len(responses)} responses for {len(requests)} requests: taking them as the responses "
+              f"to the {len(responses)} requests the reference accepts (rejected requests left out)")
+        accepted = [i for i, r in enumerate(results) if not isinstance(r, str)]
+        pairs = list(zip(accepted, responses))
+    else:
+        failures.append(f"{len(requests)} requests but {len(responses)} responses "
+                        f"({n_rejected} rejected by the reference); comparing line by line")
+        pairs = list(enumerate(responses[: len(requests)]))
+
+    st64 = Stats("server vs fp64 reference")
+    st32 = Stats("server vs fp32 module")
+    for i, resp in pairs:
+        res = results[i]
+        got, got_err = response_scores(resp)
+        if isinstance(res, str):
+            if got_err is None:
+                failures.append(f"request {i}: reference rejects it ({res}) but the server scored it")
             continue
+        req, z64, p64, z32, p32 = res
         if got_err is not None:
             failures.append(f"request {i}: server error ({got_err}) but the reference scores it")
             continue
@@ -1257,22 +1337,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         g = np.array(got, dtype=np.float64)
         st64.update(i, g, p64, z64)
         st32.update(i, g, p32, None)
-    elapsed = time.time() - t1
 
-    print(f"requests: {len(requests)} ({n_err_expected} rejected by the reference), candidates: {n_cand}, "
-          f"reference time {elapsed:.2f} s")
-    if args.write_responses:
-        with open(args.write_responses, "w", encoding="utf-8") as f:
-            f.write("\n".join(out_lines) + ("\n" if out_lines else ""))
-        print(f"wrote {len(out_lines)} reference responses ({args.dtype_compute}) to {args.write_responses}")
-    for line in st_int.lines():
-        print(line)
-    if responses is None:
-        return 0
-    for st in (st64, st32):
+    gate, other = (st64, st32) if args.dtype_compute == "fp64" else (st32, st64)
+    for st in (gate, other, st_int):  # the gated comparison first
         for line in st.lines():
             print(line)
-    gate = st64 if args.dtype_compute == "fp64" else st32
     if gate.nonfinite:
         failures.append(f"{gate.nonfinite} non-finite scores")
     if gate.max_rel > args.tolerance:
@@ -1283,7 +1352,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"FAIL: ... and {len(failures) - 20} more")
     if failures:
         return 1
-    print(f"PASS: max rel err {gate.max_rel:.3e} <= {args.tolerance:g} ({gate.label})")
+    print(f"PASS: max rel err {gate.max_rel:.3e} <= {args.tolerance:g} ({gate.label}), "
+          f"{gate.n} scores of {len(pairs) - sum(isinstance(results[i], str) for i, _ in pairs)} requests")
     return 0
 
 

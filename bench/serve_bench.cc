@@ -1,0 +1,129 @@
+// serve_bench: closed-loop latency / throughput of a running rankd server.
+// `--concurrency` virtual clients each send their next request as soon as
+// the previous one is answered, for `--duration_s` after a warm-up. Prints
+// p50/p90/p99/max latency and requests/s. (rankload, in loadtest/, is the full
+// open-loop harness; this is the quick number for bench/NOTES.md.)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/ranking_client.h"
+#include "google/protobuf/util/json_util.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:8500", "rankd address");
+ABSL_FLAG(std::string, requests, "", "ScoreRequest JSON lines to send round-robin");
+ABSL_FLAG(int, concurrency, 1, "requests in flight");
+ABSL_FLAG(int, connections, 1, "gRPC connections");
+ABSL_FLAG(double, duration_s, 5, "measured seconds");
+ABSL_FLAG(double, warmup_s, 1, "seconds before measuring");
+ABSL_FLAG(std::string, label, "", "label printed in the result line");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct State {
+  std::vector<std::shared_ptr<const rankd::v1::ScoreRequest>> requests;
+  std::vector<std::unique_ptr<rankd::client::RankingClient>> clients;
+  Clock::time_point measure_start, measure_end;
+  std::atomic<int64_t> next{0};
+  std::atomic<int> active{0};
+  absl::Mutex mu;
+  std::vector<double> latencies_us;  // measured window only
+  int64_t errors = 0;
+  absl::Notification all_done;
+};
+
+void SendNext(State* s, int user) {
+  const Clock::time_point now = Clock::now();
+  if (now >= s->measure_end) {
+    if (s->active.fetch_sub(1) == 1) s->all_done.Notify();
+    return;
+  }
+  const int64_t i = s->next.fetch_add(1);
+  auto& client = s->clients[user % s->clients.size()];
+  client->ScoreAsync(s->requests[i % s->requests.size()],
+                     [s, user, now](absl::StatusOr<rankd::v1::ScoreResponse> r) {
+                       const Clock::time_point end = Clock::now();
+                       if (now >= s->measure_start) {
+                         absl::MutexLock lock(&s->mu);
+                         if (r.ok()) {
+                           s->latencies_us.push_back(
+                               std::chrono::duration<double, std::micro>(end - now).count());
+                         } else {
+                           ++s->errors;
+                         }
+                       }
+                       SendNext(s, user);
+                     });
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  State s;
+  std::ifstream in(absl::GetFlag(FLAGS_requests));
+  std::string line;
+  while (std::getline(in, line)) {
+    auto req = std::make_shared<rankd::v1::ScoreRequest>();
+    if (!google::protobuf::util::JsonStringToMessage(line, req.get()).ok()) {
+      std::cerr << "serve_bench: --requests: bad line\n";
+      return 2;
+    }
+    s.requests.push_back(std::move(req));
+  }
+  if (s.requests.empty()) {
+    std::cerr << "serve_bench: --requests: no requests read\n";
+    return 2;
+  }
+  for (int c = 0; c < std::max(1, absl::GetFlag(FLAGS_connections)); ++c) {
+    rankd::client::RankingClient::Options o;
+    o.target = absl::GetFlag(FLAGS_target);
+    o.dedicated_connection = true;
+    o.deadline_ms = 10000;
+    auto client = rankd::client::RankingClient::Create(o);
+    if (!client.ok()) {
+      std::cerr << "serve_bench: " << client.status() << "\n";
+      return 1;
+    }
+    s.clients.push_back(std::move(*client));
+  }
+  const auto start = Clock::now();
+  s.measure_start = start + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(absl::GetFlag(FLAGS_warmup_s)));
+  s.measure_end = s.measure_start + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(absl::GetFlag(FLAGS_duration_s)));
+  const int users = absl::GetFlag(FLAGS_concurrency);
+  s.active = users;
+  for (int u = 0; u < users; ++u) SendNext(&s, u);
+  s.all_done.WaitForNotification();
+  absl::MutexLock lock(&s.mu);
+  const double secs = absl::GetFlag(FLAGS_duration_s);
+  const size_t n = s.latencies_us.size();
+  const int64_t candidates = s.requests[0]->num_candidates();
+  std::printf("%-28s conc %3d  %8.0f req/s  %10.0f cand/s  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us  errors %lld\n",
+              absl::GetFlag(FLAGS_label).c_str(), users, n / secs, n * candidates / secs,
+              Percentile(s.latencies_us, 0.5), Percentile(s.latencies_us, 0.9),
+              Percentile(s.latencies_us, 0.99),
+              n ? *std::max_element(s.latencies_us.begin(), s.latencies_us.end()) : 0.0,
+              static_cast<long long>(s.errors));
+  return 0;
+}
