@@ -7,6 +7,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "server/tools/commands.h"
 
 namespace {
@@ -60,8 +61,14 @@ int main(int argc, char** argv) {
     std::vector<char*> args = {argv[0]};
     for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
     absl::FlagsUsageConfig config;
+    // `rankd <command> --help` lists that command's flags and the shared ones.
+    static std::string help_file;
+    help_file = name == "serve" ? "server/serve_cmd.cc"
+                                : "server/tools/" + name.substr(0, name.find('-')) +
+                                      (name.find('-') == std::string::npos ? "" : "_" + name.substr(name.find('-') + 1)) +
+                                      "_cmd.cc";
     config.contains_help_flags = [](absl::string_view file) {
-      return file.find("server/") != absl::string_view::npos;
+      return absl::EndsWith(file, help_file) || absl::EndsWith(file, "server/tools/common_flags.cc");
     };
     absl::SetFlagsUsageConfig(config);
     std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <string>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "engine/generator/model_generator.h"
@@ -12,7 +13,7 @@
 ABSL_FLAG(std::string, preset, "mini", "gen-model: mini | kaggle | terabyte | mlperf");
 ABSL_FLAG(std::string, out, "", "gen-model: version directory to write (e.g. models/mini/1)");
 ABSL_FLAG(double, scale, 1.0, "gen-model: multiply every table's rows by this, in (0, 1]");
-ABSL_FLAG(uint64_t, seed, 1, "gen-model / gen-requests: random seed (same seed, same bytes)");
+ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_FLAG(std::string, dtype, "fp32", "gen-model: table row type: fp32 | fp16 | bf16");
 ABSL_FLAG(std::string, name, "", "gen-model: model name (default: the preset's name)");
 ABSL_FLAG(int, num_tables, 0, "gen-model: mini preset only, 3..16 tables (n_sparse sweep); 0 = 3");

@@ -24,7 +24,7 @@ ABSL_FLAG(double, zipf, 1.05,
 ABSL_FLAG(int, bag_size, 0,
           "gen-requests: ids per bag; 0 = each feature's typical_ids_per_bag");
 ABSL_FLAG(bool, weighted, false, "gen-requests: add per-id weights in [0.5, 1.5)");
-ABSL_FLAG(std::string, output, "-", "gen-requests / score: output file, - = stdout");
+ABSL_DECLARE_FLAG(std::string, output);
 
 namespace rankd::server {
 namespace {

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,7 +15,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "server/tools/commands.h"
 
-ABSL_FLAG(std::string, model, "", "gen-requests / score / inspect: model version directory (holding model.pbtxt)");
+ABSL_DECLARE_FLAG(std::string, model);
 ABSL_FLAG(bool, json, false, "inspect: print the resolved config (defaults filled) as proto3 JSON");
 
 namespace rankd::server {

@@ -2,7 +2,14 @@
 # End to end: every class of bad ScoreRequest gets INVALID_ARGUMENT naming the
 # field (unknown model / version: NOT_FOUND), each followed by a good request
 # that must still be scored bit-exactly (the server keeps serving), and the
-# server's rankd_requests_total counts exactly what was sent.
+# server's rankd_requests_total counts exactly what was sent (and nothing bad
+# was computed: rankd_candidates_total). Classes (e2e_util.py bad_requests):
+# unknown feature, feature sent twice, missing feature, wrong lengths count,
+# negative length, ids count != sum(lengths), weights count mismatch, dense
+# count wrong, NaN dense ("NaN" in JSON), -Infinity dense, NaN weight,
+# out-of-range id, num_candidates 0, num_candidates above --max_candidates;
+# unknown model and unknown version -> NOT_FOUND. Checked through rankctl
+# (stderr `file:line: CODE: message`) and through the Python client.
 source "$(dirname "$0")/lib.sh"
 
 MAX_CANDIDATES=100
@@ -19,7 +26,7 @@ TOTAL=$(wc -l <"$TMP/cases.jsonl")
 N_OK=$(grep -c '"code": "OK"' "$TMP/cases.jsonl")
 N_INVALID=$(grep -c '"code": "INVALID_ARGUMENT"' "$TMP/cases.jsonl")
 N_NOT_FOUND=$(grep -c '"code": "NOT_FOUND"' "$TMP/cases.jsonl")
-expect_eq "bad request classes" "$N_INVALID" 12
+expect_eq "bad request classes" "$N_INVALID" 14
 expect_eq "NOT_FOUND classes" "$N_NOT_FOUND" 2
 
 start_rankd "$MODELS" --max_candidates "$MAX_CANDIDATES"

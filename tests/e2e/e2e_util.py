@@ -164,6 +164,17 @@ def bad_requests(good, num_dense, big_good=None):
     case("NaN dense value", "INVALID_ARGUMENT", "dense[%d] (candidate 1" % (num_dense + 2),
          dense_nan)
 
+    def dense_inf(r):
+        r["dense"][2 * num_dense] = "-Infinity"
+    case("infinite dense value", "INVALID_ARGUMENT", "dense[%d] (candidate 2, feature 0)" % (2 * num_dense),
+         dense_inf)
+
+    def weight_nan(r):
+        f = r["sparse"][f0]
+        f["weights"] = [1.0] * len(f["ids"])
+        f["weights"][1] = "NaN"
+    case("NaN weight", "INVALID_ARGUMENT", '"%s".weights[1]: nan is not a finite' % name0, weight_nan)
+
     def id_out_of_range(r):
         r["sparse"][f0]["ids"][0] = str(1 << 40)
     case("out-of-range id", "INVALID_ARGUMENT", '"%s".ids[0]: id %d is out of range' % (name0, 1 << 40),

@@ -47,6 +47,6 @@ stop_rankd
 expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
 expect_grep "drain logged" "$RANKD_LOG" 'SIGTERM received'
 # Gone: health now fails with UNAVAILABLE (exit 3).
-rankctl health >/dev/null 2>"$TMP/health.err"
+run_bounded 30 "$RANKCTL" health --target "$TARGET" >/dev/null 2>"$TMP/health.err"
 expect_eq "health after exit: exit code" "$?" 3
 finish

@@ -206,8 +206,8 @@ metric() {
     }' "$file"
 }
 
-# metric_int FILE NAME LABELS...: metric() as an integer ("" stays "", 0 when absent
-# would hide bugs, so absent is "").
+# metric_int FILE NAME LABELS...: metric() as an integer; a missing series
+# stays "" (never 0, which could make a wrong expectation pass).
 metric_int() {
   local v
   v="$(metric "$@")"

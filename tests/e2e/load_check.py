@@ -128,9 +128,10 @@ def cmd_flood(args, stub, requests, expected):
         summary["lone_call_s"] = round(lone, 4)
         # At once: a rejection never waits for compute. The median one is
         # answered in a fraction of a batch; even the last one (behind every
-        # other request's bytes on the connection) well within one batch.
+        # other request's bytes on the connection, on 2 busy cores) well
+        # within one batch.
         check(p50 < lone / 4, "median rejection %.4f s < 1/4 of a batch (%.4f s)" % (p50, lone))
-        check(worst < lone, "slowest rejection %.4f s < one batch (%.4f s)" % (worst, lone))
+        check(worst < lone / 2, "slowest rejection %.4f s < 1/2 of a batch (%.4f s)" % (worst, lone))
         slowest_ok = max(c.latency for c in ok) if ok else 0
         check(worst < slowest_ok, "rejections (max %.4f s) end before the admitted calls "
               "(max %.4f s)" % (worst, slowest_ok))

@@ -221,6 +221,19 @@ CASES = [
 ]
 
 
+# Cases whose request differs from base_request (not used by the CLI test).
+#   CAT with num_dense 0 and no bottom MLP: R = [e0, e1]
+#     c0: [2, 2.25, 0, 0.25], c1: [0, -2, 0, 0.25]; top W = [1, -1, 2, 4], b = 0
+#     c0: 2 - 2.25 + 1 = 0.75      c1: 2 + 1 = 3
+_cfg_nodense = base_config("CAT")
+_cfg_nodense.update(num_dense=0, bottom_mlp=[])
+_t_nodense = dlrm_tensors([[1, -1, 2, 4]], [0])
+del _t_nodense["bot_l.0.weight"], _t_nodense["bot_l.0.bias"]
+_req_nodense = base_request()
+_req_nodense.pop("dense")
+EXTRA_CASES = [("CAT no dense", _cfg_nodense, _t_nodense, _req_nodense, [0.75, 3.0])]
+
+
 # ---------------------------------------------------------------------------
 # Backends under test
 # ---------------------------------------------------------------------------
@@ -262,7 +275,7 @@ def sigmoid(z):
 
 
 def test_cases(bname, build):
-    for name, cfg, tensors, req, want in CASES:
+    for name, cfg, tensors, req, want in CASES + EXTRA_CASES:
         spec = tr.parse_config(cfg)
         model = build(spec, tensors)
         r = tr.parse_request(req, spec)
@@ -358,6 +371,10 @@ def test_request_errors(bname, build):
                   f"[{bname}] NaN dense")
     expect_raises(tr.RequestError, lambda: run(mutate(lambda r: r.update(dense=[1, 2, 3]))), f"[{bname}] dense size")
     expect_raises(tr.RequestError, lambda: run(mutate(lambda r: r.pop("numCandidates"))), f"[{bname}] no candidates")
+    expect_raises(tr.RequestError, lambda: run(mutate(lambda r: r.update(model="other"))), f"[{bname}] other model")
+    expect_raises(tr.RequestError, lambda: run(mutate(lambda r: r["sparse"][1].update(weights=[1, "Infinity", 1, 1]))),
+                  f"[{bname}] infinite weight")
+    run(mutate(lambda r: r.pop("model")))  # no model name: fine
     # id policy ERROR (the STATIC default): id 5 of t0 is out of range
     cfg_err = base_config("DOT")
     del cfg_err["tables"][0]["id_policy"]
@@ -394,6 +411,9 @@ def test_strict_names(bname, build):
         "table dtype": dict(good, **{"emb_l.1.weight": T1.copy()}),  # FP32 for an FP16 table
         "keys dtype": dict(good, **{"emb_l.1.keys": KEYS.astype(np.int32)}),
         "duplicate keys": dict(good, **{"emb_l.1.keys": np.array([7, 7], np.int64)}),
+        "INT64_MIN key": dict(good, **{"emb_l.1.keys": np.array([7, -(1 << 63)], np.int64)}),
+        "F16 MLP weight": dict(good, **{"top_l.0.weight": good["top_l.0.weight"].astype(np.float16)}),
+        "NaN MLP weight": dict(good, **{"bot_l.0.bias": np.array([0, np.nan], np.float32)}),
     }
     for what, tens in bad_sets.items():
         expect_raises(tr.ModelError, lambda: build(spec, tens), f"[{bname}] strict load rejects: {what}")
@@ -540,11 +560,22 @@ def test_cli(tmp, backend, cases):
         rc, out = run_cli(common + ["--responses", srv_path])
         check(rc == 1 and "request 2" in out and "request 3" in out,
               f"[cli {backend}] {name}: error mismatches fail: rc {rc}\n{out}")
+        # `rankd score --keep_going` leaves the rejected request's line out: still aligned
+        with open(srv_path, "w") as f:
+            f.write("\n".join(json.dumps(l) for l in server[:2] + server[3:]) + "\n")
+        rc, out = run_cli(common + ["--responses", srv_path])
+        check(rc == 0 and "rejected requests left out" in out,
+              f"[cli {backend}] {name}: keep_going alignment: rc {rc}\n{out}")
         # too few responses -> exit 1
         with open(srv_path, "w") as f:
-            f.write("\n".join(json.dumps(l) for l in server[:3]) + "\n")
+            f.write("\n".join(json.dumps(l) for l in server[:2]) + "\n")
         rc, out = run_cli(common + ["--responses", srv_path])
-        check(rc == 1, f"[cli {backend}] {name}: missing response fails: rc {rc}\n{out}")
+        check(rc == 1 and "4 requests but 2 responses" in out,
+              f"[cli {backend}] {name}: missing response fails: rc {rc}\n{out}")
+        # the first "max rel err" printed is the gated one (tests/gpu/run_on_device.sh greps it)
+        rc, out = run_cli(common + ["--responses", ref_path])
+        first = [l for l in out.splitlines() if "max rel err" in l][0]
+        check(first.startswith("server vs fp64 reference"), f"[cli {backend}] gated line first: {first}")
     # a bad weights file -> exit 2
     d = os.path.join(tmp, backend, "bad", "hand", "1")
     os.makedirs(d)

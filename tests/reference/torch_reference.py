@@ -596,6 +596,8 @@ def parse_request(obj: Any, spec: ModelSpec) -> Request:
             raise RequestError(f"{name}.lengths: sum {sum(lengths)} != number of ids {len(ids)}")
         if weights and len(weights) != len(ids):
             raise RequestError(f"{name}.weights: {len(weights)} values for {len(ids)} ids")
+        if weights and not all(math.isfinite(w) for w in weights):
+            raise RequestError(f"{name}.weights: not finite")
         if feat.max_ids_per_bag > 0 and any(n > feat.max_ids_per_bag for n in lengths):
             raise RequestError(f"{name}.lengths: a bag exceeds max_ids_per_bag={feat.max_ids_per_bag}")
         seen[fi] = Bag(ids=np.array(ids, dtype=np.int64),

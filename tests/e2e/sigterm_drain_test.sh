@@ -1,0 +1,82 @@
+#!/bin/bash
+# End to end: SIGTERM during load loses no admitted request.
+# rankctl keeps 16 heavy calls in flight against a single worker; once some
+# have completed, the test snapshots /metrics (OK so far: M; admitted and
+# waiting in the batcher: Q) and sends SIGTERM. Then:
+#   - rankd exits 0, within the bound, after logging the drain;
+#   - every line either succeeded with the scores of `rankd score`
+#     (bit-exact) or failed UNAVAILABLE / CANCELLED (never admitted);
+#   - at least M + Q lines succeeded: everything admitted before SIGTERM
+#     (the Q queued ones included) got its scores;
+#   - some lines did fail (the signal really came during the load).
+source "$(dirname "$0")/lib.sh"
+
+MODELS="$TMP/models"
+gen_model "$MODELS" kaggle --preset kaggle --scale 0.001
+# One request per batch (256 candidates): the calls in flight then wait in
+# the batcher's queue, where /metrics shows them (rankd_queue_requests),
+# rather than inside one big executing batch, which it does not.
+set_model_options "$MODELS/kaggle/1" \
+  "batching { max_batch_candidates: 256 } instances { workers_per_device: 1 }"
+gen_requests "$MODELS/kaggle/1" "$TMP/req1.jsonl" --count 25 --candidates 256 --seed 51
+reference_scores "$MODELS/kaggle/1" "$TMP/req1.jsonl" "$TMP/want1.jsonl"
+: >"$TMP/req.jsonl"
+: >"$TMP/want.jsonl"
+for _ in $(seq 12); do  # 300 lines, far more than the drain leaves time for
+  cat "$TMP/req1.jsonl" >>"$TMP/req.jsonl"
+  cat "$TMP/want1.jsonl" >>"$TMP/want.jsonl"
+done
+TOTAL=$(wc -l <"$TMP/req.jsonl")
+
+start_rankd "$MODELS" --drain_timeout 30s
+
+rankctl score --input "$TMP/req.jsonl" --output "$TMP/got.jsonl" --concurrency 16 \
+  --deadline_ms 60000 2>"$TMP/rankctl.err" &
+CTL_PID=$!
+track_pid "$CTL_PID"
+
+# Wait (bounded) until the load is well under way.
+OK_SO_FAR=0
+for ((i = 0; i < 300; i++)); do
+  scrape "$TMP/metrics_poll.txt"
+  OK_SO_FAR="$(metric_int "$TMP/metrics_poll.txt" rankd_requests_total 'model="kaggle"' 'code="OK"')"
+  [[ -n "$OK_SO_FAR" && "$OK_SO_FAR" -ge 40 ]] && break
+  sleep 0.05
+done
+[[ -n "$OK_SO_FAR" && "$OK_SO_FAR" -ge 40 ]] || die "load did not get going: $OK_SO_FAR OK"
+
+scrape "$TMP/metrics_before.txt"
+M="$(metric_int "$TMP/metrics_before.txt" rankd_requests_total 'model="kaggle"' 'code="OK"')"
+Q="$(metric_int "$TMP/metrics_before.txt" rankd_queue_requests 'model="kaggle"')"
+log "before SIGTERM: $M OK, $Q queued in the batcher"
+[[ "$Q" -ge 4 ]] || fail "only $Q queued when SIGTERM was sent (16 in flight): the test proves little"
+T0=$SECONDS
+stop_rankd TERM
+expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
+[[ $((SECONDS - T0)) -le 15 ]] || fail "rankd took $((SECONDS - T0)) s to drain"
+expect_grep "drain logged" "$RANKD_LOG" 'SIGTERM received: not serving, draining'
+expect_grep "exit logged" "$RANKD_LOG" 'drained in .* s; exiting'
+
+# rankctl finishes quickly once the server is gone (UNAVAILABLE).
+for ((i = 0; i < 600; i++)); do kill -0 "$CTL_PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$CTL_PID" 2>/dev/null && die "rankctl still running 60 s after rankd exited"
+wait "$CTL_PID"
+CTL_RC=$?
+
+"$PY" "$E2E_DIR/e2e_util.py" rankctl-errors --stderr "$TMP/rankctl.err" >"$TMP/failed.txt"
+FAILED=$(wc -l <"$TMP/failed.txt")
+N_OK=$(wc -l <"$TMP/got.jsonl")
+log "rankctl exit $CTL_RC: $N_OK ok, $FAILED failed of $TOTAL; codes: $(awk '{print $2}' "$TMP/failed.txt" | sort | uniq -c | tr '\n' ' ')"
+expect_eq "every line answered" "$((N_OK + FAILED))" "$TOTAL"
+BAD_CODES="$(awk '$2 != "UNAVAILABLE" && $2 != "CANCELLED"' "$TMP/failed.txt" | head -5)"
+[[ -z "$BAD_CODES" ]] || fail "lines failed with codes other than UNAVAILABLE/CANCELLED: $BAD_CODES"
+[[ "$FAILED" -ge 1 ]] || fail "no line failed: the load ended before SIGTERM, the test proves nothing"
+[[ "$N_OK" -ge $((M + Q)) ]] ||
+  fail "admitted requests lost: $N_OK lines OK, but $M were OK and $Q more admitted before SIGTERM"
+expect_eq "rankctl exit code (UNAVAILABLE lines)" "$CTL_RC" 3
+compare_scores "responses through the drain" "$TMP/want.jsonl" "$TMP/got.jsonl" \
+  "$(awk '{print $1}' "$TMP/failed.txt" | paste -sd, -)"
+# Informational: over one HTTP/2 connection the OK lines are normally a prefix.
+FIRST_FAILED="$(head -n 1 "$TMP/failed.txt" | awk '{print $1}')"
+log "first failed line: ${FIRST_FAILED:-none}; OK lines: $N_OK"
+finish
