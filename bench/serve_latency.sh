@@ -10,7 +10,8 @@ dur=${1:-5}
 bazel build //server:rankd //bench:serve_bench >/dev/null 2>&1
 bin=$(bazel info bazel-bin 2>/dev/null)
 work=$(mktemp -d)
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+pid=
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 "$bin/server/rankd" gen-model --preset mini --out "$work/models/mini/1" 2>/dev/null
 "$bin/server/rankd" gen-model --preset kaggle --scale 0.01 --out "$work/models/kaggle/1" 2>/dev/null
 "$bin/server/rankd" gen-requests --model "$work/models/mini/1" --count 200 --candidates 1 --output "$work/mini1.jsonl"

@@ -7,7 +7,10 @@
 namespace rankd::engine {
 
 inline constexpr int32_t kDefaultMaxBatchCandidates = 4096;
-inline constexpr int64_t kDefaultMaxQueueDelayUs = 500;
+// 0: a free worker takes whatever is queued at once (as Triton's default); under
+// load requests queue while workers are busy, so batches still form, and an
+// idle server adds no delay. Set a delay to trade latency for bigger batches.
+inline constexpr int64_t kDefaultMaxQueueDelayUs = 0;
 inline constexpr int32_t kDefaultMaxQueueRequests = 1024;
 inline constexpr int64_t kDefaultTimeoutUs = 10'000'000;
 

@@ -77,7 +77,7 @@ TEST(ModelConfigTest, MiniIsValidAndDefaultsAreFilled) {
   }
   EXPECT_EQ(config.interaction().kind(), rankd::v1::DOT);
   EXPECT_EQ(config.batching().max_batch_candidates(), 4096);
-  EXPECT_EQ(config.batching().max_queue_delay_us(), 500);
+  EXPECT_EQ(config.batching().max_queue_delay_us(), 0);
   EXPECT_EQ(config.batching().preferred_batch_candidates(), 4096);
   EXPECT_EQ(config.batching().max_queue_requests(), 1024);
   EXPECT_EQ(config.batching().default_timeout_us(), 10000000);
@@ -399,7 +399,7 @@ TEST(ModelConfigTest, BatchingAndInstances) {
   EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
                 c->mutable_batching()->set_max_queue_delay_us(-5);
               }),
-              HasSubstr("batching.max_queue_delay_us: must be > 0, got -5"));
+              HasSubstr("batching.max_queue_delay_us: must be >= 0 (0 = no wait), got -5"));
   EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
                 c->mutable_batching()->set_max_queue_requests(-2);
               }),

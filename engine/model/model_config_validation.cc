@@ -217,7 +217,10 @@ void CheckPositive(T value, const char* field, ErrorList* e) {
 
 void CheckBatching(const rankd::v1::BatchingConfig& b, ErrorList* e) {
   CheckPositive(b.max_batch_candidates(), "batching.max_batch_candidates", e);
-  CheckPositive(b.max_queue_delay_us(), "batching.max_queue_delay_us", e);
+  if (b.max_queue_delay_us() < 0) {
+    e->Addf("batching.max_queue_delay_us: must be >= 0 (0 = no wait), got ",
+            b.max_queue_delay_us());
+  }
   CheckPositive(b.preferred_batch_candidates(),
                 "batching.preferred_batch_candidates", e);
   CheckPositive(b.max_queue_requests(), "batching.max_queue_requests", e);

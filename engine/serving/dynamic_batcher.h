@@ -106,7 +106,7 @@ class DynamicBatcher {
     int32_t max_batch_candidates = 4096;
     // Longest the oldest queued request waits for its batch to fill. 0 = cut
     // whatever is queued as soon as a worker asks.
-    int64_t max_queue_delay_us = 500;
+    int64_t max_queue_delay_us = 0;
     // Cut as soon as this many candidates are queued; 0 = max_batch_candidates.
     int32_t preferred_batch_candidates = 0;
     // Queue bound in requests; Enqueue beyond it answers RESOURCE_EXHAUSTED.

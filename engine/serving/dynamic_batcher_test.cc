@@ -121,7 +121,7 @@ DynamicBatcher::Options Opts(int max, int preferred, int64_t delay_us) {
 TEST_F(BatcherTest, DefaultsAreDocumentedValues) {
   DynamicBatcher::Options o;
   EXPECT_EQ(o.max_batch_candidates, 4096);
-  EXPECT_EQ(o.max_queue_delay_us, 500);
+  EXPECT_EQ(o.max_queue_delay_us, 0);
   EXPECT_EQ(o.preferred_batch_candidates, 0);
   EXPECT_EQ(o.max_queue_requests, 1024);
   EXPECT_EQ(o.default_timeout_us, 10'000'000);
