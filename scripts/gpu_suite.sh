@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # Builds everything the GPU machine runs and bundles it into .gpu/bundle
-# (git-ignored, carried by the device tool). Then, on the GPU machine, from
-# the repository root:   bash tests/gpu/run_on_device.sh
-# (the device tool: command "bash tests/gpu/run_on_device.sh", carry [".gpu"]).
+# (git-ignored): rankd, rankctl, every GPU test (targets tagged "gpu") and the
+# GPU benchmarks. Then, on the GPU machine, from the repository root:
+#     bash tests/gpu/run_on_device.sh
+# (with the device tool: command "bash tests/gpu/run_on_device.sh", carry [".gpu"];
+# SECTIONS="..." selects parts, see that script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
-targets=(//server:rankd)
+gpu_tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
+benches=$(bazel query 'attr(tags, "manual", kind(cc_binary, //bench/...))' 2>/dev/null)
+targets=(//server:rankd //client:rankctl $gpu_tests $benches)
+echo "building: ${targets[*]}"
 bazel build "${targets[@]}"
 bin=$(bazel info bazel-bin 2>/dev/null)
+paths=()
+for t in "${targets[@]}"; do
+  pkg=${t#//}; pkg=${pkg%%:*}; name=${t##*:}
+  paths+=("$bin/$pkg/$name")
+done
 rm -rf .gpu/bundle
 bundle=../shared/tools/gpu-bundle
 [ -x "$bundle" ] || bundle=shared/tools/gpu-bundle
-"$bundle" .gpu/bundle "$bin/server/rankd"
-echo "bundle ready: run 'bash tests/gpu/run_on_device.sh' on the GPU machine with .gpu carried"
+"$bundle" .gpu/bundle "${paths[@]}"
+echo "bundle ready (.gpu/bundle): run 'bash tests/gpu/run_on_device.sh' on the GPU machine with .gpu carried"

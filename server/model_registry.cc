@@ -1,5 +1,7 @@
 #include "server/model_registry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/model_loader.h"
@@ -37,7 +39,18 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
                                                       : instances.workers_per_device();
     const int threads = options.cpu_threads_per_worker > 0 ? options.cpu_threads_per_worker
                                                            : instances.cpu_threads_per_worker();
-    auto cpu_workers = engine::CreateCpuWorkers(*model, workers, threads);
+    absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> cpu_workers;
+    if (options.backend == "cuda") {
+      engine::cuda::CudaWorker::Options cuda = options.cuda;
+      // Slices as big as the model's batches, so a batch runs in one go.
+      cuda.max_rows = std::max(cuda.max_rows,
+                               static_cast<int>((*model)->config.batching().max_batch_candidates()));
+      const int per_gpu = options.gpu_workers_per_device > 0 ? options.gpu_workers_per_device
+                                                             : instances.workers_per_device();
+      cpu_workers = engine::cuda::CreateCudaWorkers(*model, cuda, per_gpu);
+    } else {
+      cpu_workers = engine::CreateCpuWorkers(*model, workers, threads);
+    }
     if (!cpu_workers.ok()) {
       return absl::Status(cpu_workers.status().code(),
                           absl::StrCat(v.directory, ": ", cpu_workers.status().message()));
@@ -52,8 +65,8 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
     }
     absl::Status warm = engine::WarmUp(**instance, options.warmup_candidates);
     if (!warm.ok()) return warm;
-    spdlog::info("model {} version {} ready: {} tables, {} workers, loaded and warmed up in {:.3f} s ({})",
-                 v.name, v.version, (*model)->tables.size(), num_workers,
+    spdlog::info("model {} version {} ready: {} tables, {} {} workers, loaded and warmed up in {:.3f} s ({})",
+                 v.name, v.version, (*model)->tables.size(), num_workers, options.backend,
                  absl::ToDoubleSeconds(absl::Now() - start), v.directory);
     on_version_ready(**model);
     registry->models_[v.name][v.version] = std::move(*instance);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/cuda/cuda_worker.h"
 #include "engine/serving/model_instance.h"
 #include "engine/serving/observer.h"
 
@@ -32,6 +33,12 @@ class ModelRegistry {
     int cpu_threads_per_worker = 0;
     // Candidate counts of the warm-up requests sent before a version is ready.
     std::vector<int32_t> warmup_candidates = {1, 64};
+    // "cpu" or "cuda" (resolved; no "auto" here).
+    std::string backend = "cpu";
+    // CUDA backend: workers per GPU (0 = the model's instances setting, else 2)
+    // and the worker options (math mode, rows per slice, graphs).
+    int gpu_workers_per_device = 0;
+    engine::cuda::CudaWorker::Options cuda;
   };
 
   // Loads every `<root>/<name>/<version>/` (ListModelVersions). Any model that

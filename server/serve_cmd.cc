@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "engine/cuda/cuda_worker.h"
 #include "engine/serving/observer.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -30,8 +31,13 @@ ABSL_FLAG(int, grpc_port, 8500, "serve: gRPC port (0 = any free port; see --port
 ABSL_FLAG(int, metrics_port, 8502, "serve: Prometheus /metrics port (0 = any free port, -1 = off)");
 ABSL_FLAG(std::string, port_file, "",
           "serve: once serving, write \"grpc_port=N\\nmetrics_port=M\\n\" to this file");
-ABSL_FLAG(std::string, backend, "auto", "serve: auto | cpu (auto = cuda when a GPU is present; "
-          "this build's CUDA backend is not wired in yet, so auto = cpu)");
+ABSL_FLAG(std::string, backend, "auto",
+          "serve: auto | cpu | cuda (auto = cuda when a usable GPU is present, else cpu)");
+ABSL_FLAG(int, gpu_workers, 0, "serve: CUDA workers per GPU per model version (0 = model config, else 2)");
+ABSL_FLAG(std::string, gpu_math, "fp32",
+          "serve: MLP math on the GPU: fp32 (exact, matches the CPU engine to 1e-5) | tf32 "
+          "(tensor cores, ~1e-3)");
+ABSL_FLAG(bool, gpu_graphs, true, "serve: replay CUDA graphs per batch-size bucket");
 ABSL_FLAG(int, workers, 0, "serve: workers per model version (0 = model config, else automatic)");
 ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message accepted or sent");
@@ -69,9 +75,17 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError("--drain_timeout: must be >= 0");
   }
   const std::string backend = absl::GetFlag(FLAGS_backend);
-  if (backend != "auto" && backend != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--backend: \"", backend, "\" is not available in this build; use auto or cpu"));
+  if (backend != "auto" && backend != "cpu" && backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend: expected auto, cpu or cuda, got \"", backend, "\""));
+  }
+  const std::string math = absl::GetFlag(FLAGS_gpu_math);
+  if (math != "fp32" && math != "tf32") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_math: expected fp32 or tf32, got \"", math, "\""));
+  }
+  if (absl::GetFlag(FLAGS_gpu_workers) < 0) {
+    return absl::InvalidArgumentError("--gpu_workers: must be >= 0");
   }
   const std::string level = absl::GetFlag(FLAGS_log_level);
   if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
@@ -98,8 +112,16 @@ int RunServe() {
   }
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
-  const std::string backend = "cpu";
-  spdlog::info("rankd {} starting: backend {}, model root {}", kRankdVersion, backend,
+  std::string backend = absl::GetFlag(FLAGS_backend);
+  std::string why_no_gpu;
+  const int gpus = engine::cuda::UsableCudaDevices(&why_no_gpu);
+  if (backend == "auto") backend = gpus > 0 ? "cuda" : "cpu";
+  if (backend == "cuda" && gpus == 0) {
+    spdlog::error("--backend=cuda: no usable GPU ({})", why_no_gpu);
+    return 1;
+  }
+  spdlog::info("rankd {} starting: backend {} ({} GPU(s){}), model root {}", kRankdVersion,
+               backend, gpus, gpus == 0 ? ": " + why_no_gpu : "",
                absl::GetFlag(FLAGS_model_root));
 
   Metrics metrics(kRankdVersion, backend);
@@ -117,6 +139,12 @@ int RunServe() {
   registry_options.model_root = absl::GetFlag(FLAGS_model_root);
   registry_options.workers_per_model = absl::GetFlag(FLAGS_workers);
   registry_options.cpu_threads_per_worker = absl::GetFlag(FLAGS_cpu_threads);
+  registry_options.backend = backend;
+  registry_options.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
+  registry_options.cuda.math = absl::GetFlag(FLAGS_gpu_math) == "tf32"
+                                   ? kernels::cuda::MathMode::kTf32
+                                   : kernels::cuda::MathMode::kFp32;
+  registry_options.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
   auto registry = ModelRegistry::Create(
       registry_options, &metrics, [&](const engine::Model& m) { metrics.AddModel(m); },
       [&](const engine::Model& m) { metrics.SetModelReady(m.name, m.version, true); });

@@ -37,6 +37,10 @@ def _pkg_config_impl(ctx):
             if flag and flag not in seen:
                 seen[flag] = True
                 linkopts.append(flag)
+    for d in ctx.attr.include_dirs:
+        target = "include_%d" % len(includes)
+        ctx.symlink(d, target)
+        includes.append(target)
     linkopts = linkopts + ctx.attr.extra_linkopts
     if "-pthread" in copts and "-pthread" not in linkopts:
         linkopts.append("-pthread")
@@ -46,7 +50,7 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "lib",
-    hdrs = glob([{hdr_globs}], allow_empty = True),
+    hdrs = glob([{hdr_globs}], exclude = ["include_*/cccl/**"], allow_empty = True),
     includes = {includes},
     defines = {defines},
     linkopts = {linkopts},
@@ -63,6 +67,8 @@ pkg_config_repo = repository_rule(
     attrs = {
         "modules": attr.string_list(),
         "extra_linkopts": attr.string_list(),
+        # Extra include directories (absolute), exported like pkg-config's -I.
+        "include_dirs": attr.string_list(),
     },
     local = True,
 )
@@ -105,6 +111,10 @@ def system_libs():
     pkg_config_repo(
         name = "system_cuda",
         modules = [],
+        # Host code that includes CUDA headers (cuda_runtime_api.h; cuda_fp16.h
+        # needs <nv/target> from cccl/). The cccl/ copy under include/ is left
+        # out of the header glob so each header is declared once.
+        include_dirs = ["/usr/local/cuda/include", "/usr/local/cuda/include/cccl"],
         # Static cudart so binaries run on GPU machines without a CUDA install.
         extra_linkopts = ["-L/usr/local/cuda/lib64", "-lcudart_static", "-ldl", "-lrt", "-lpthread"],
     )

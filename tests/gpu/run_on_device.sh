@@ -1,53 +1,133 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with the bundle that
-# scripts/gpu_suite.sh built carried in .gpu/bundle. Writes logs under $OUT
-# (or /tmp/rankd_gpu when $OUT is unset) and prints a short table last.
-#
-# Part 1 (now): reference check of the CPU engine against PyTorch on the
-# GPU machine's PyTorch: presets mini, kaggle (scaled), mlperf (scaled) and
-# variants (dynamic tables, fp16/bf16 rows), `rankd score` vs torch_reference.py.
+# scripts/gpu_suite.sh built carried in .gpu/bundle: the GPU test suite, the
+# reference checks and the benchmarks. Logs go under $OUT (or /tmp/rankd_gpu);
+# a short table is printed last.
+#   SECTIONS="kernels sanitizer engine serve bench lookup reference"  (default: all
+#   but reference, which re-checks the CPU engine against PyTorch)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
 mkdir -p "$out"
-work=$(mktemp -d)
-run() { .gpu/bundle/run "$@"; }
+work=${WORK:-$(mktemp -d)}
+bundle=.gpu/bundle
+run() { "$bundle/run" "$@"; }
 export PYTHONUNBUFFERED=1
-
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
-python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())' >> "$out/gpu.txt" 2>&1
-cat "$out/gpu.txt"
-
+sections=${SECTIONS:-"kernels sanitizer engine serve bench lookup"}
+want() { [[ " $sections " == *" $1 "* ]]; }
 table="$out/table.txt"
-printf "%-34s %-6s %10s %12s %s\n" "case" "result" "requests" "max_rel_err" "note" > "$table"
+: > "$table"
+row() { printf "%-44s %s\n" "$1" "$2" | tee -a "$table"; }
 
-ref_case() {  # name preset scale requests candidates [gen-model flags...]
-  local name=$1 preset=$2 scale=$3 count=$4 cand=$5; shift 5
-  local dir="$work/models/$name/1"
-  {
-    run rankd gen-model --preset "$preset" --scale "$scale" --name "$name" --out "$dir" "$@" &&
-    run rankd gen-requests --model "$dir" --count "$count" --candidates "$cand" --zipf 1.05 \
-      --output "$work/$name.req.jsonl" &&
-    run rankd inspect --model "$dir" --json > "$work/$name.json" &&
-    run rankd score --model "$dir" --input "$work/$name.req.jsonl" --output "$work/$name.resp.jsonl" &&
-    python3 tests/reference/torch_reference.py --model "$dir" --config "$work/$name.json" \
-      --requests "$work/$name.req.jsonl" --responses "$work/$name.resp.jsonl" --device cuda
-  } > "$out/ref_$name.log" 2>&1
-  local rc=$?
-  local err
-  err=$(grep -m1 -oE 'max rel err [0-9.eE+-]+' "$out/ref_$name.log" | awk '{print $4}')
-  printf "%-34s %-6s %10s %12s %s\n" "$name" "$([ $rc -eq 0 ] && echo PASS || echo FAIL)" "$count" "${err:-?}" "$preset scale $scale $*" >> "$table"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+
+# --- kernels: every CUDA kernel against its CPU twin --------------------------
+if want kernels; then
+  for t in "$bundle"/bin/*_gpu_test; do
+    n=$(basename "$t")
+    run "$n" > "$out/$n.log" 2>&1
+    rc=$?
+    row "test $n" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)") $(grep -oE '\[  PASSED  \] [0-9]+ tests?' "$out/$n.log")"
+  done
+fi
+
+# --- sanitizer: compute-sanitizer memcheck on the kernel tests ----------------
+if want sanitizer; then
+  for n in embedding_lookup_gpu_test interaction_gpu_test dense_layers_gpu_test; do
+    [ -x "$bundle/bin/$n" ] || continue
+    LD_LIBRARY_PATH="$bundle/lib" timeout 300 compute-sanitizer --tool memcheck --error-exitcode 7 \
+      "$bundle/bin/$n" --gtest_brief=1 > "$out/memcheck_$n.log" 2>&1
+    rc=$?
+    row "memcheck $n" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)") $(grep -m1 -oE 'ERROR SUMMARY: [0-9]+ errors' "$out/memcheck_$n.log")"
+  done
+fi
+
+# Models and requests shared by the engine and bench sections.
+gen() {  # name preset scale [flags]
+  local name=$1 preset=$2 scale=$3; shift 3
+  [ -f "$work/models/$name/1/model.pbtxt" ] ||
+    run rankd gen-model --preset "$preset" --scale "$scale" --name "$name" \
+      --out "$work/models/$name/1" "$@" > /dev/null 2>&1
+  [ -f "$work/$name.json" ] || run rankd inspect --model "$work/models/$name/1" --json > "$work/$name.json"
+}
+reqs() {  # name batch
+  local f="$work/$1.b$2.jsonl"
+  [ -f "$f" ] || run rankd gen-requests --model "$work/models/$1/1" --count 1 --candidates "$2" \
+    --seed 7 --output "$f"
+  echo "$f"
 }
 
-ref_case mini mini 1 200 64
-ref_case mini16_dyn_bf16 mini 1 100 64 --num_tables 16 --dynamic_tables 4 --dtype bf16
-ref_case kaggle kaggle 0.01 100 64
-ref_case kaggle_fp16_dyn kaggle 0.001 50 64 --dtype fp16 --dynamic_tables 3
-ref_case terabyte terabyte 0.001 50 64
-ref_case mlperf mlperf 0.001 30 64
-ref_case mlperf_bf16 mlperf 0.0005 20 32 --dtype bf16
+# --- engine: whole CUDA engine vs the CPU engine ------------------------------
+if want engine; then
+  gen mini mini 1
+  gen mini8 mini 1 --num_tables 8
+  gen mini16dyn mini 1 --num_tables 16 --dynamic_tables 4 --dtype bf16
+  gen kaggle_s kaggle 0.01
+  gen kaggle_fp16 kaggle 0.001 --dtype fp16 --dynamic_tables 3
+  gen terabyte_s terabyte 0.001
+  gen mlperf_s mlperf 0.0005
+  for m in mini mini8 mini16dyn kaggle_s kaggle_fp16 terabyte_s mlperf_s; do
+    for b in 1 100 2048; do
+      for math in fp32 tf32; do
+        tol=1e-5; [ $math = tf32 ] && tol=1e-3
+        r=$(run forward_bench --model "$work/models/$m/1" --request "$(reqs $m $b)" --math $math \
+            --tolerance $tol --iters 5 --warmup 1 --label check 2>&1 | tail -1)
+        echo "$r" >> "$out/engine.log"
+        row "engine $m b=$b $math" "$(echo "$r" | grep -oE 'max_rel_err=[^ ]+ .*(PASS|FAIL)$' | sed 's/forward_us=[^ ]* execute_us=[^ ]* //' || echo "ERROR: $r")"
+      done
+    done
+  done
+fi
+
+# --- serve: rankd serve --backend cuda end to end -----------------------------
+if want serve; then
+  bash tests/gpu/serve_check.sh "$bundle" "$work/serve" > "$out/serve_check.log" 2>&1
+  row "serve --backend cuda checks" "$(grep -c ^PASS "$out/serve_check.log") passed, $(grep -c ^FAIL "$out/serve_check.log") failed"
+fi
+
+# --- bench: engine forward vs PyTorch on the same weights and inputs ----------
+if want bench; then
+  bench_pair() {  # name batch math [torch flags]
+    local m=$1 b=$2 math=$3; shift 3
+    local f; f=$(reqs "$m" "$b")
+    local r t
+    r=$(run forward_bench --model "$work/models/$m/1" --request "$f" --math "$math" \
+        --tolerance 1 --label "$m" 2>&1 | tail -1)
+    echo "$r" >> "$out/bench.log"
+    t=$(python3 bench/gpu/torch_bench.py forward --model "$work/models/$m/1" --config "$work/$m.json" \
+        --request "$f" --math "$math" --label "$m" "$@" 2>> "$out/torch_err.log")
+    echo "$t" >> "$out/bench.log"
+    local fw ex eg cg cd
+    fw=$(echo "$r" | grep -oE 'forward_us=[0-9.]+' | cut -d= -f2)
+    ex=$(echo "$r" | grep -oE 'execute_us=[0-9.]+' | cut -d= -f2)
+    eg=$(echo "$t" | grep 'variant=eager' | grep -oE 'us=[0-9.]+' | cut -d= -f2)
+    cg=$(echo "$t" | grep 'variant=cuda_graph' | grep -oE 'us=[0-9.]+' | cut -d= -f2)
+    cd=$(echo "$t" | grep 'variant=compile_default' | grep -oE ' us=[0-9.]+' | cut -d= -f2)
+    row "bench $m b=$b $math" "rankd fwd ${fw}us (execute ${ex}us) | torch eager ${eg}us graph ${cg}us compile ${cd}us"
+  }
+  gen mini mini 1
+  gen mini8 mini 1 --num_tables 8
+  gen mini16 mini 1 --num_tables 16
+  for b in 256 1024 2048 4096; do bench_pair mini $b fp32; done
+  for b in 2048; do bench_pair mini8 $b fp32; bench_pair mini16 $b fp32; done
+  gen kaggle kaggle 1
+  for b in 256 2048 16384 65536; do bench_pair kaggle $b tf32; done
+  bench_pair kaggle 2048 fp32
+fi
+
+# --- lookup: pooled lookup and hash lookup vs embedding_bag and copy bandwidth -
+if want lookup; then
+  [ -x "$bundle/bin/lookup_bench" ] && run lookup_bench > "$out/lookup_bench.log" 2>&1
+  python3 bench/gpu/torch_bench.py lookup > "$out/torch_lookup.log" 2>&1
+  while read -r l; do row "lookup rankd" "$l"; done < <(grep -E "^RESULT|keys/s" "$out/lookup_bench.log" | tail -8)
+  while read -r l; do row "lookup torch" "${l#TORCH lookup }"; done < <(grep ^TORCH "$out/torch_lookup.log")
+fi
+
+if want reference; then
+  bash tests/gpu/reference_check.sh "$bundle" "$work/ref" "$out" > "$out/reference.log" 2>&1
+  row "reference (CPU engine vs PyTorch fp64)" "$(grep -c ' PASS ' "$out/reference.log") pass, $(grep -c ' FAIL ' "$out/reference.log") fail"
+fi
 
 echo
-echo "== reference check: rankd (CPU engine) vs PyTorch, fp64 reference =="
+echo "================ rankd GPU suite: $(head -1 "$out/gpu.txt") ================"
 cat "$table"
-rm -rf "$work"

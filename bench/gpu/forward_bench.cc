@@ -1,0 +1,162 @@
+// forward_bench: the CUDA engine's forward on one GPU, checked against the CPU
+// engine and timed. Reads one ScoreRequest (JSON line; `rankd gen-requests`)
+// of B candidates, runs it through a CudaWorker once (packs, copies, captures
+// the bucket's CUDA graph), compares the scores with the CPU engine, then
+// times:
+//   forward  replays of the captured forward with the inputs already on the
+//            device (CUDA events, median of --iters after --warmup);
+//   execute  the whole Execute() call: pack on the host, one copy in, forward,
+//            one copy out, synchronize (host clock, median).
+// Prints one line: model, batch, math, max rel error, forward us, execute us.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/cuda/cuda_worker.h"
+#include "engine/model/model_loader.h"
+#include "google/protobuf/util/json_util.h"
+#include "rankd/v1/ranking.pb.h"
+#include "server/request_conversion.h"
+
+ABSL_FLAG(std::string, model, "", "model version directory");
+ABSL_FLAG(std::string, request, "", "JSON lines file; the first line is used");
+ABSL_FLAG(std::string, math, "fp32", "fp32 | tf32");
+ABSL_FLAG(int, iters, 200, "timed iterations");
+ABSL_FLAG(int, warmup, 20, "untimed iterations first");
+ABSL_FLAG(double, tolerance, 1e-5, "max relative error vs the CPU engine (exit 1 beyond)");
+ABSL_FLAG(bool, fused, true, "allow the fused tiny-model kernel");
+ABSL_FLAG(std::string, label, "", "label for the result line");
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+#define CHECK_CUDA(x)                                                          \
+  do {                                                                         \
+    cudaError_t e = (x);                                                       \
+    if (e != cudaSuccess) {                                                    \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e));             \
+      std::exit(2);                                                            \
+    }                                                                          \
+  } while (0)
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  auto model = rankd::engine::LoadModel(absl::GetFlag(FLAGS_model));
+  if (!model.ok()) {
+    std::cerr << model.status() << "\n";
+    return 2;
+  }
+  std::ifstream in(absl::GetFlag(FLAGS_request));
+  std::string line;
+  std::getline(in, line);
+  rankd::v1::ScoreRequest wire;
+  if (!google::protobuf::util::JsonStringToMessage(line, &wire).ok()) {
+    std::cerr << "--request: cannot parse the first line\n";
+    return 2;
+  }
+  auto req = rankd::server::ToEngineRequest(**model, wire);
+  if (!req.ok()) {
+    std::cerr << req.status() << "\n";
+    return 2;
+  }
+  const int b = req->num_candidates;
+
+  // Reference: the CPU engine.
+  rankd::engine::CpuEngine::Options co;
+  auto cpu = rankd::engine::CpuEngine::Create(*model, co);
+  auto want = (*cpu)->Score(*req);
+  if (!want.ok()) {
+    std::cerr << want.status() << "\n";
+    return 2;
+  }
+
+  rankd::engine::cuda::DeviceModel::Options dmo;
+  auto dm = rankd::engine::cuda::DeviceModel::Create(*model, dmo);
+  if (!dm.ok()) {
+    std::cerr << dm.status() << "\n";
+    return 2;
+  }
+  rankd::engine::cuda::CudaWorker::Options wo;
+  wo.max_rows = std::max(b, 16);
+  wo.math = absl::GetFlag(FLAGS_math) == "tf32" ? rankd::kernels::cuda::MathMode::kTf32
+                                                : rankd::kernels::cuda::MathMode::kFp32;
+  wo.allow_fused_tiny = absl::GetFlag(FLAGS_fused);
+  auto worker = rankd::engine::cuda::CudaWorker::Create(*dm, wo, "bench");
+  if (!worker.ok()) {
+    std::cerr << worker.status() << "\n";
+    return 2;
+  }
+  std::vector<float> got(b, std::nanf(""));
+  const rankd::engine::Request* reqs[] = {&*req};
+  absl::Span<float> outs[] = {absl::MakeSpan(got)};
+  // Twice: the first captures the graph, the second replays it.
+  for (int i = 0; i < 2; ++i) {
+    std::fill(got.begin(), got.end(), std::nanf(""));
+    absl::Status s = (*worker)->Execute(reqs, outs, nullptr);
+    if (!s.ok()) {
+      std::cerr << s << "\n";
+      return 2;
+    }
+  }
+  double max_rel = 0;
+  for (int i = 0; i < b; ++i) {
+    const double ref = (*want)[i];
+    const double err = std::isnan(got[i]) ? INFINITY : std::abs(got[i] - ref) / std::max(std::abs(ref), 1e-30);
+    max_rel = std::max(max_rel, err);
+  }
+
+  cudaStream_t stream = (*worker)->stream();
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<double> fwd;
+  for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters); ++i) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    absl::Status s = (*worker)->ReplayLastForward();
+    if (!s.ok()) {
+      std::cerr << s << "\n";
+      return 2;
+    }
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (i >= absl::GetFlag(FLAGS_warmup)) fwd.push_back(ms * 1000.0);
+  }
+  std::vector<double> exec;
+  for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters) / 2; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = (*worker)->Execute(reqs, outs, nullptr);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!s.ok()) {
+      std::cerr << s << "\n";
+      return 2;
+    }
+    if (i >= absl::GetFlag(FLAGS_warmup)) {
+      exec.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+  }
+  const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance);
+  std::printf("RESULT label=%s model=%s batch=%d math=%s fused=%d max_rel_err=%.3e forward_us=%.2f "
+              "execute_us=%.2f %s\n",
+              absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b,
+              absl::GetFlag(FLAGS_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0, max_rel,
+              Median(fwd), Median(exec), ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}

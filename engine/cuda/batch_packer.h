@@ -1,0 +1,82 @@
+// Packs a slice of a batch (rows [row_begin, row_end) over its requests) into
+// one contiguous host arena in the layout the GPU kernels read, so a worker
+// copies it to the device with a single cudaMemcpyAsync. Plain C++ (no CUDA
+// calls): tested on machines without a GPU.
+//
+// Arena layout (each region 16-byte aligned, in this order). Offsets depend
+// only on (padded_rows, ids_capacity), never on the batch's contents, so a
+// CUDA graph captured for a bucket stays valid for every batch of that bucket:
+//   dense     float   [padded_rows, num_dense]  rows past `rows` are zeros
+//   bag_ids   int64   [padded_rows * F + F]     absolute into ids; per feature
+//                                               num_bags_f + 1 entries used
+//   bag_rows  int32   [padded_rows * F + F]     slice-local rows
+//   features  kernels::cuda::DeviceFeature [F]
+//   bag_prefix int64  [F + 1]
+//   ids       int64   [ids_capacity]            all features' ids (total_ids used)
+//   weights   float   [ids_capacity]            1.0 where a request sent none
+// The used bytes are two ranges: [0, ids_offset + 8 * total_ids) and the
+// weights' first 4 * total_ids bytes (only needed when some feature is weighted).
+// A request's shared bag (one `lengths` entry) becomes one bag covering all of
+// its candidates' rows, so it is pooled once and broadcast by the kernel.
+#ifndef RANKD_ENGINE_CUDA_BATCH_PACKER_H_
+#define RANKD_ENGINE_CUDA_BATCH_PACKER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/model/model.h"
+#include "engine/request.h"
+
+namespace rankd::engine::cuda {
+
+struct PackedLayout {
+  int64_t rows = 0;         // real rows in this slice
+  int64_t padded_rows = 0;  // rows the dense and bag regions hold
+  int64_t ids_capacity = 0;
+  int64_t total_ids = 0;    // set by PackSlice
+  int64_t total_bags = 0;   // set by PackSlice: sum of num_bags (no sentinels)
+  bool any_weighted = false;  // set by PackSlice
+  size_t dense_offset = 0;
+  size_t ids_offset = 0;
+  size_t weights_offset = 0;
+  size_t bag_ids_offset = 0;
+  size_t bag_rows_offset = 0;
+  size_t features_offset = 0;
+  size_t bag_prefix_offset = 0;
+  size_t bytes = 0;         // arena size for this (padded_rows, ids_capacity)
+  // Upper bound of bags: every row one bag per feature.
+  int64_t max_bags() const { return max_bags_value; }
+  int64_t max_bags_value = 0;
+};
+
+// Per-request bag offsets (prefix sums of lengths), computed once per batch
+// and reused by every slice.
+struct RequestOffsets {
+  // offsets[r][f]: lengths.size() + 1 entries.
+  std::vector<std::vector<std::vector<int64_t>>> offsets;
+  std::vector<int64_t> row_start;  // [R + 1]
+};
+RequestOffsets ComputeRequestOffsets(const Model& model,
+                                     absl::Span<const Request* const> requests);
+
+// Ids of rows [row_begin, row_end) over all features (a shared bag counts once).
+int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> requests,
+                      const RequestOffsets& offsets, int64_t row_begin, int64_t row_end);
+
+// The fixed layout for a bucket of `padded_rows` rows and `ids_capacity` ids.
+PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity);
+
+// Writes rows [row_begin, row_end) (at most layout.padded_rows rows, at most
+// layout.ids_capacity ids) into `arena` (layout.bytes bytes) and fills the
+// layout's rows / total_ids / total_bags / any_weighted. `feat_col[f]` is the
+// first column of feature f in the interaction input rows.
+void PackSlice(const Model& model, absl::Span<const Request* const> requests,
+               const RequestOffsets& offsets, int64_t row_begin, int64_t row_end,
+               absl::Span<const int> feat_col, PackedLayout* layout, uint8_t* arena);
+
+}  // namespace rankd::engine::cuda
+
+#endif  // RANKD_ENGINE_CUDA_BATCH_PACKER_H_

@@ -1,0 +1,435 @@
+#include "engine/cuda/cuda_worker.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/types.h"
+#include "kernels/cuda/dense_layers.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/interaction.h"
+
+namespace rankd::engine::cuda {
+namespace {
+
+using kernels::Activation;
+namespace kc = kernels::cuda;
+
+absl::Status LaunchStatus(cudaError_t err, const char* what) { return CudaStatus(err, what); }
+
+}  // namespace
+
+CudaWorker::CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options,
+                       std::string name)
+    : dm_(std::move(model)), options_(options), name_(std::move(name)) {}
+
+CudaWorker::~CudaWorker() {
+  cudaSetDevice(dm_->device());
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  DropGraphs();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void CudaWorker::DropGraphs() {
+  for (auto& [rows, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(
+    std::shared_ptr<const DeviceModel> model, const Options& options, std::string name) {
+  if (options.max_rows <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaWorker: max_rows must be > 0, got ", options.max_rows));
+  }
+  std::unique_ptr<CudaWorker> w(new CudaWorker(std::move(model), options, std::move(name)));
+  absl::Status s = w->Init();
+  if (!s.ok()) return s;
+  return w;
+}
+
+int64_t CudaWorker::Bucket(int64_t rows) const {
+  int64_t b = kernels::kRowQuantum;
+  while (b < rows) b *= 2;
+  return std::min<int64_t>(b, kernels::RoundUpRows(options_.max_rows));
+}
+
+absl::Status CudaWorker::Init() {
+  const Model& m = dm_->model();
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                             "cudaStreamCreate");
+  auto linear = kc::LinearRunner::Create(options_.math);
+  if (!linear.ok()) return linear.status();
+  linear_ = std::move(*linear);
+
+  int col = m.dense_out_width();
+  for (const SparseFeature& f : m.features) {
+    feat_col_.push_back(col);
+    col += m.tables[f.table].dim;
+  }
+  feat_width_ = col;
+  max_width_ = std::max({m.num_dense, m.interaction_width, feat_width_});
+  for (const Linear& l : m.bottom) max_width_ = std::max(max_width_, l.out);
+  for (const Linear& l : m.top) max_width_ = std::max(max_width_, l.out);
+
+  const int64_t rows = kernels::RoundUpRows(options_.max_rows);
+  auto alloc = [&](DeviceBuffer& b, int64_t floats, const char* what) -> absl::Status {
+    absl::Status s = b.Allocate(sizeof(float) * std::max<int64_t>(floats, 1), what);
+    if (!s.ok()) return s;
+    // Padding rows are computed too: keep them finite from the start.
+    return CudaStatus(cudaMemset(b.get(), 0, b.bytes()), what);
+  };
+  absl::Status s;
+  if (!(s = alloc(feats_, rows * feat_width_, "interaction input")).ok()) return s;
+  if (!(s = alloc(ping_, rows * max_width_, "activations")).ok()) return s;
+  if (!(s = alloc(pong_, rows * max_width_, "activations")).ok()) return s;
+  if (m.interaction == rankd::v1::DOT) {
+    if (!(s = alloc(top_in_, rows * m.interaction_width, "dot interaction output")).ok()) return s;
+  }
+  if (!m.cross.empty()) {
+    const int64_t n = m.cross[0].n;
+    if (!(s = alloc(cross_a_, rows * n, "cross x")).ok()) return s;
+    if (!(s = alloc(cross_b_, rows * n, "cross x")).ok()) return s;
+    if (!(s = alloc(cross_t_, rows * n, "cross t")).ok()) return s;
+    if (!(s = alloc(cross_r_, rows * m.cross[0].rank, "cross low-rank")).ok()) return s;
+  }
+  counters_offset_ = (sizeof(float) * rows + 15) & ~size_t{15};
+  // Counters per table (general path) or per feature (fused path).
+  const size_t out_bytes = counters_offset_ + 8 * std::max(m.tables.size(), m.features.size());
+  if (!(s = out_.Allocate(out_bytes, "scores")).ok()) return s;
+  if (!(s = host_out_.Allocate(out_bytes, "scores (host)")).ok()) return s;
+  if (options_.allow_fused_tiny) {
+    s = InitTiny();
+    if (!s.ok()) return s;
+  }
+  // Typical bags are small: start with 4 ids per row and feature; grows on demand.
+  return EnsureArena(rows, rows * static_cast<int64_t>(m.features.size()) * 4);
+}
+
+absl::Status CudaWorker::EnsureArena(int64_t padded_rows, int64_t ids) {
+  if (ids <= ids_capacity_ && host_arena_.bytes() > 0) return absl::OkStatus();
+  const int64_t capacity = std::max(ids, 2 * ids_capacity_);
+  const PackedLayout biggest =
+      MakeLayout(dm_->model(), kernels::RoundUpRows(options_.max_rows), capacity);
+  (void)padded_rows;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  DropGraphs();  // they point into the old arena
+  absl::Status s = host_arena_.Allocate(biggest.bytes, "staging arena");
+  if (!s.ok()) return s;
+  s = device_arena_.Allocate(biggest.bytes, "device arena");
+  if (!s.ok()) return s;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(device_arena_.get(), 0, biggest.bytes), "arena memset");
+  ids_capacity_ = capacity;
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::Forward(const PackedLayout& l) {
+  const Model& m = dm_->model();
+  uint8_t* arena = device_arena_.as<uint8_t>();
+  const int64_t rows = l.padded_rows;
+  const int fw = feat_width_;
+  const int nt = static_cast<int>(m.tables.size());
+  auto* counters = reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(counters, 0, 8 * nt, stream_), "counters memset");
+
+  // 1. Bottom MLP; the last layer writes x into columns [0, xw) of feats.
+  const float* dense = reinterpret_cast<const float*>(arena + l.dense_offset);
+  float* feats = feats_.as<float>();
+  if (dm_->bottom().empty()) {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaMemcpy2DAsync(feats, sizeof(float) * fw, dense, sizeof(float) * m.num_dense,
+                          sizeof(float) * m.num_dense, rows, cudaMemcpyDeviceToDevice, stream_),
+        "dense -> interaction input");
+  } else {
+    const float* in = dense;
+    int64_t in_ld = m.num_dense;
+    for (size_t i = 0; i < dm_->bottom().size(); ++i) {
+      const bool last = i + 1 == dm_->bottom().size();
+      float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
+      const int64_t out_ld = last ? fw : dm_->bottom()[i].out;
+      absl::Status s = linear_->Run(dm_->bottom()[i], in, in_ld, rows, Activation::kRelu, out,
+                                    out_ld, stream_);
+      if (!s.ok()) return s;
+      in = out;
+      in_ld = out_ld;
+    }
+  }
+
+  // 2. All features' pooled embeddings, one launch, into their columns.
+  kc::PooledLookupArgs args;
+  args.tables = dm_->device_tables();
+  args.features = reinterpret_cast<const kc::DeviceFeature*>(arena + l.features_offset);
+  args.num_features = static_cast<int32_t>(m.features.size());
+  args.ids = reinterpret_cast<const int64_t*>(arena + l.ids_offset);
+  args.weights = reinterpret_cast<const float*>(arena + l.weights_offset);
+  args.bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
+  args.bag_rows = reinterpret_cast<const int32_t*>(arena + l.bag_rows_offset);
+  args.total_bags = l.max_bags();  // upper bound: the same launch for every batch of the bucket
+  args.out = feats;
+  args.out_stride = fw;
+  args.unresolved = counters;
+  absl::Status s = LaunchStatus(
+      kc::LaunchPooledLookup(args, reinterpret_cast<const int64_t*>(arena + l.bag_prefix_offset),
+                             stream_),
+      "pooled embedding lookup");
+  if (!s.ok()) return s;
+
+  // 3. Interaction.
+  const float* top_in = feats;
+  int64_t top_ld = fw;
+  if (m.interaction == rankd::v1::DOT) {
+    s = LaunchStatus(kc::LaunchDotInteraction(feats, fw, rows,
+                                              1 + static_cast<int>(m.features.size()),
+                                              m.dense_out_width(), m.self_interaction,
+                                              top_in_.as<float>(), m.interaction_width, stream_),
+                     "dot interaction");
+    if (!s.ok()) return s;
+    top_in = top_in_.as<float>();
+    top_ld = m.interaction_width;
+  } else if (m.interaction == rankd::v1::DCN_V2) {
+    const float* x = feats;
+    for (size_t i = 0; i < dm_->cross().size(); ++i) {
+      const auto& c = dm_->cross()[i];
+      const int n = c.v.in;
+      s = linear_->Run(c.v, x, n, rows, Activation::kNone, cross_r_.as<float>(), c.v.out, stream_);
+      if (!s.ok()) return s;
+      s = linear_->Run(c.w, cross_r_.as<float>(), c.w.in, rows, Activation::kNone,
+                       cross_t_.as<float>(), n, stream_);
+      if (!s.ok()) return s;
+      float* next = (i % 2 == 0) ? cross_a_.as<float>() : cross_b_.as<float>();
+      s = LaunchStatus(kc::LaunchCrossCombine(feats, x, cross_t_.as<float>(), rows, n, next,
+                                              stream_),
+                       "cross combine");
+      if (!s.ok()) return s;
+      x = next;
+    }
+    top_in = x;
+    top_ld = fw;
+  }
+
+  // 4. Top MLP; the last (1-wide) layer fused with the sigmoid.
+  const float* in = top_in;
+  int64_t in_ld = top_ld;
+  const auto& top = dm_->top();
+  for (size_t i = 0; i + 1 < top.size(); ++i) {
+    float* out = (in == ping_.as<float>()) ? pong_.as<float>() : ping_.as<float>();
+    s = linear_->Run(top[i], in, in_ld, rows, Activation::kRelu, out, top[i].out, stream_);
+    if (!s.ok()) return s;
+    in = out;
+    in_ld = top[i].out;
+  }
+  return LaunchStatus(kc::LaunchFinalLogitSigmoid(in, in_ld, rows, top.back().weight,
+                                                  top.back().bias, top.back().in,
+                                                  out_.as<float>(), stream_),
+                      "final layer + sigmoid");
+}
+
+absl::Status CudaWorker::InitTiny() {
+  const Model& m = dm_->model();
+  if (m.interaction != rankd::v1::DOT || m.bottom.size() > kc::kTinyDlrmMaxLayers ||
+      m.top.size() > kc::kTinyDlrmMaxLayers ||
+      m.features.size() > static_cast<size_t>(kc::kTinyDlrmMaxFeatures)) {
+    return absl::OkStatus();
+  }
+  kc::TinyDlrmShape& s = tiny_shape_;
+  s.num_dense = m.num_dense;
+  s.num_bottom = static_cast<int>(m.bottom.size());
+  for (int i = 0; i < s.num_bottom; ++i) s.bottom[i] = m.bottom[i].out;
+  s.dim = m.dense_out_width();
+  s.num_features = static_cast<int>(m.features.size());
+  s.num_top = static_cast<int>(m.top.size());
+  for (int i = 0; i < s.num_top; ++i) s.top[i] = m.top[i].out;
+  s.self_interaction = m.self_interaction;
+  if (!kc::TinyDlrmSupported(s)) return absl::OkStatus();
+  std::vector<kernels::LinearView> bottom, top;
+  for (const Linear& l : m.bottom) bottom.push_back(l.view());
+  for (const Linear& l : m.top) top.push_back(l.view());
+  const std::vector<float> packed = kc::PackTinyDlrmWeights(
+      s, bottom.data(), static_cast<int>(bottom.size()), top.data(), static_cast<int>(top.size()));
+  if (packed.empty()) return absl::OkStatus();
+  absl::Status st = tiny_weights_.Allocate(4 * packed.size(), "fused-kernel weights");
+  if (!st.ok()) return st;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(tiny_weights_.get(), packed.data(), 4 * packed.size(),
+                                        cudaMemcpyHostToDevice),
+                             "copy fused-kernel weights");
+  fused_tiny_ = true;
+  return absl::OkStatus();
+}
+
+bool CudaWorker::CanRunTiny(const PackedLayout& l) const {
+  return fused_tiny_ &&
+         l.total_bags == l.rows * static_cast<int64_t>(dm_->model().features.size());
+}
+
+absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
+  const Model& m = dm_->model();
+  uint8_t* arena = device_arena_.as<uint8_t>();
+  const auto* host_features = reinterpret_cast<const kc::DeviceFeature*>(
+      host_arena_.as<uint8_t>() + l.features_offset);
+  kc::TinyDlrmArgs args;
+  args.dense = reinterpret_cast<const float*>(arena + l.dense_offset);
+  args.weights = tiny_weights_.as<float>();
+  args.rows = l.rows;
+  args.scores = out_.as<float>();
+  auto* counters = reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_);
+  args.unresolved = counters;
+  const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
+  for (size_t f = 0; f < m.features.size(); ++f) {
+    kc::TinyDlrmFeature& tf = args.features[f];
+    tf.table = dm_->host_tables()[m.features[f].table];
+    tf.ids = reinterpret_cast<const int64_t*>(arena + l.ids_offset);
+    // Per-candidate bags: the feature's bag entries are its [rows + 1] offsets.
+    tf.offsets = bag_ids + host_features[f].bag_begin;
+    tf.weights = host_features[f].weighted ? reinterpret_cast<const float*>(arena + l.weights_offset)
+                                           : nullptr;
+  }
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(counters, 0, 8 * m.features.size(), stream_),
+                             "counters memset");
+  return CudaStatus(kc::LaunchTinyDlrm(tiny_shape_, args, stream_), "fused tiny-model forward");
+}
+
+absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
+                                  const RequestOffsets& offsets, int64_t row_begin,
+                                  int64_t row_end) {
+  const Model& m = dm_->model();
+  const int64_t padded = Bucket(row_end - row_begin);
+  absl::Status s =
+      EnsureArena(padded, CountSliceIds(m, requests, offsets, row_begin, row_end));
+  if (!s.ok()) return s;
+  layout_ = MakeLayout(m, padded, ids_capacity_);
+  PackSlice(m, requests, offsets, row_begin, row_end, feat_col_, &layout_,
+            host_arena_.as<uint8_t>());
+  uint8_t* host = host_arena_.as<uint8_t>();
+  uint8_t* dev = device_arena_.as<uint8_t>();
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(dev, host, layout_.ids_offset + 8 * layout_.total_ids,
+                      cudaMemcpyHostToDevice, stream_),
+      "batch host -> device");
+  if (layout_.any_weighted) {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(dev + layout_.weights_offset, host + layout_.weights_offset,
+                        4 * layout_.total_ids, cudaMemcpyHostToDevice, stream_),
+        "weights host -> device");
+  }
+  last_was_tiny_ = CanRunTiny(layout_);
+  if (last_was_tiny_) {
+    // One kernel: a graph would save nothing, and its pointers vary per batch.
+    s = ForwardTiny(layout_);
+    if (!s.ok()) return s;
+  } else if (options_.use_graphs) {
+    auto it = graphs_.find(padded);
+    if (it != graphs_.end()) {
+      RANKD_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");
+    } else {
+      // First batch of this bucket: run directly (cuBLASLt plans are made
+      // here, outside any capture), then capture the same work for replays.
+      s = Forward(layout_);
+      if (!s.ok()) return s;
+      cudaGraph_t graph = nullptr;
+      RANKD_RETURN_IF_CUDA_ERROR(
+          cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
+      absl::Status captured = Forward(layout_);
+      const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+      if (!captured.ok()) return captured;
+      RANKD_RETURN_IF_CUDA_ERROR(end, "end capture");
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      RANKD_RETURN_IF_CUDA_ERROR(inst, "cudaGraphInstantiate");
+      graphs_[padded] = exec;
+    }
+  } else {
+    s = Forward(layout_);
+    if (!s.ok()) return s;
+  }
+  const size_t score_bytes = sizeof(float) * layout_.rows;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(host_out_.as<uint8_t>(), out_.get(), score_bytes,
+                                             cudaMemcpyDeviceToHost, stream_),
+                             "scores device -> host");
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(host_out_.as<uint8_t>() + counters_offset_,
+                      out_.as<uint8_t>() + counters_offset_,
+                      8 * std::max(m.tables.size(), m.features.size()),
+                      cudaMemcpyDeviceToHost, stream_),
+      "counters device -> host");
+  return CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
+}
+
+absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
+                                 absl::Span<const absl::Span<float>> scores, BatchStats* stats) {
+  const Model& m = dm_->model();
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
+  const RequestOffsets offsets = ComputeRequestOffsets(m, requests);
+  const int64_t total = offsets.row_start.back();
+  if (stats != nullptr) stats->unresolved_ids_per_table.assign(m.tables.size(), 0);
+  size_t r = 0;
+  for (int64_t begin = 0; begin < total; begin += options_.max_rows) {
+    const int64_t end = std::min<int64_t>(total, begin + options_.max_rows);
+    absl::Status s = RunSlice(requests, offsets, begin, end);
+    if (!s.ok()) return s;
+    const float* host_scores = host_out_.as<float>();
+    for (int64_t row = begin; row < end;) {
+      while (offsets.row_start[r + 1] <= row) ++r;
+      const int64_t c = row - offsets.row_start[r];
+      const int64_t take = std::min(end, offsets.row_start[r + 1]) - row;
+      std::memcpy(scores[r].data() + c, host_scores + (row - begin), sizeof(float) * take);
+      row += take;
+    }
+    if (stats != nullptr) {
+      const auto* counts =
+          reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
+      if (last_was_tiny_) {  // counted per feature
+        for (size_t f = 0; f < m.features.size(); ++f) {
+          stats->unresolved_ids_per_table[m.features[f].table] += counts[f];
+        }
+      } else {
+        for (size_t t = 0; t < m.tables.size(); ++t) stats->unresolved_ids_per_table[t] += counts[t];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::ReplayLastForward() {
+  if (last_was_tiny_) return ForwardTiny(layout_);
+  auto it = graphs_.find(layout_.padded_rows);
+  if (it != graphs_.end()) return CudaStatus(cudaGraphLaunch(it->second, stream_), "replay");
+  return Forward(layout_);
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
+    std::shared_ptr<const Model> model, const CudaWorker::Options& options,
+    int workers_per_device, std::vector<int> devices) {
+  if (workers_per_device < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workers per GPU must be >= 0 (0 = 2), got ", workers_per_device));
+  }
+  if (workers_per_device == 0) workers_per_device = 2;
+  if (devices.empty()) {
+    std::string why;
+    const int n = UsableCudaDevices(&why);
+    if (n == 0) return absl::FailedPreconditionError(absl::StrCat("no usable GPU: ", why));
+    for (int d = 0; d < n; ++d) devices.push_back(d);
+  }
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int d : devices) {
+    DeviceModel::Options dmo;
+    dmo.device = d;
+    auto dm = DeviceModel::Create(model, dmo);
+    if (!dm.ok()) return dm.status();
+    for (int i = 0; i < workers_per_device; ++i) {
+      auto w = CudaWorker::Create(*dm, options, absl::StrCat("cuda:", d, ":", i));
+      if (!w.ok()) return w.status();
+      workers.push_back(std::move(*w));
+    }
+  }
+  return workers;
+}
+
+int UsableCudaDevices(std::string* why_none) {
+  const kc::DeviceQuery q = kc::QueryDevices();
+  if (q.devices.empty() && why_none != nullptr) *why_none = q.note;
+  return static_cast<int>(q.devices.size());
+}
+
+}  // namespace rankd::engine::cuda

@@ -1,0 +1,123 @@
+// CudaWorker: one execution context on one GPU, implementing the engine's
+// Worker interface (engine/serving/worker.h).
+//
+// Per worker: a CUDA stream, a pinned host staging arena the batch is packed
+// into (batch_packer.h), the matching device arena (one host->device copy per
+// batch slice), activation buffers sized for `max_rows`, a cuBLASLt runner
+// (handle + workspace), and a CUDA graph per row bucket captured on first use
+// and replayed after. Scores (and unresolved-id counters) come back in one
+// device->host copy. Batches larger than `max_rows` run in slices.
+//
+// Ownership and threading: shares the DeviceModel (read-only) with the other
+// workers of its GPU; owns everything else. Execute is called by one thread
+// at a time (the ModelInstance's worker thread); workers of the same GPU run
+// concurrently on their own streams.
+#ifndef RANKD_ENGINE_CUDA_CUDA_WORKER_H_
+#define RANKD_ENGINE_CUDA_CUDA_WORKER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/cuda/batch_packer.h"
+#include "engine/cuda/cuda_util.h"
+#include "engine/cuda/device_model.h"
+#include "engine/serving/worker.h"
+#include "kernels/cuda/cublaslt.h"
+#include "kernels/cuda/tiny_dlrm.h"
+
+namespace rankd::engine::cuda {
+
+class CudaWorker final : public Worker {
+ public:
+  struct Options {
+    // Rows one slice computes (buffers are sized for it); larger batches run
+    // in several slices.
+    int max_rows = 4096;
+    // fp32: exact products (matches the CPU engine within 1e-5); tf32: tensor
+    // cores for the MLPs (within ~1e-3).
+    kernels::cuda::MathMode math = kernels::cuda::MathMode::kFp32;
+    // Replay a CUDA graph per row bucket after the first batch of a bucket.
+    bool use_graphs = true;
+    // Use the single fused kernel for models small enough (mini and its sweep).
+    bool allow_fused_tiny = true;
+  };
+
+  static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(
+      std::shared_ptr<const DeviceModel> model, const Options& options, std::string name);
+  ~CudaWorker() override;
+
+  absl::string_view name() const override { return name_; }
+  absl::Status Execute(absl::Span<const Request* const> requests,
+                       absl::Span<const absl::Span<float>> scores,
+                       BatchStats* stats) override;
+
+  // For benchmarks: runs the forward of the slice already in the device arena
+  // (as last packed) once more on the stream, without copies or sync.
+  absl::Status ReplayLastForward();
+  cudaStream_t stream() const { return stream_; }
+  bool uses_fused_tiny() const { return fused_tiny_; }
+
+ private:
+  CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options, std::string name);
+  absl::Status Init();
+  absl::Status EnsureArena(int64_t padded_rows, int64_t ids);
+  absl::Status RunSlice(absl::Span<const Request* const> requests, const RequestOffsets& offsets,
+                        int64_t row_begin, int64_t row_end);
+  absl::Status Forward(const PackedLayout& layout);  // kernels only, on stream_
+  // The fused single-kernel forward, when the model is tiny and the slice has
+  // no shared bags (the kernel takes per-candidate bags only).
+  bool CanRunTiny(const PackedLayout& layout) const;
+  absl::Status ForwardTiny(const PackedLayout& layout);
+  absl::Status InitTiny();
+  int64_t Bucket(int64_t rows) const;
+
+  std::shared_ptr<const DeviceModel> dm_;
+  const Options options_;
+  const std::string name_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<kernels::cuda::LinearRunner> linear_;
+  bool fused_tiny_ = false;
+
+  // Interaction input layout: x at column 0, feature f at feat_col_[f].
+  std::vector<int> feat_col_;
+  int feat_width_ = 0;
+  int max_width_ = 0;
+
+  // Staging.
+  int64_t ids_capacity_ = 0;
+  PinnedBuffer host_arena_;
+  DeviceBuffer device_arena_;
+  PackedLayout layout_;  // of the last packed slice
+
+  // Activations, sized for max_rows.
+  DeviceBuffer feats_, ping_, pong_, top_in_, cross_a_, cross_b_, cross_t_, cross_r_;
+  DeviceBuffer out_;  // scores [max_rows] then counters [num_tables] (u64)
+  PinnedBuffer host_out_;
+  size_t counters_offset_ = 0;
+
+  // Fused tiny path.
+  kernels::cuda::TinyDlrmShape tiny_shape_;
+  DeviceBuffer tiny_weights_;
+  bool last_was_tiny_ = false;
+
+  // One graph per padded row count, valid for the current arena.
+  std::map<int64_t, cudaGraphExec_t> graphs_;
+  void DropGraphs();
+};
+
+// Workers for every visible GPU (or `devices` when not empty): one
+// DeviceModel per GPU shared by `workers_per_device` workers (0 = 2).
+absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
+    std::shared_ptr<const Model> model, const CudaWorker::Options& options,
+    int workers_per_device, std::vector<int> devices = {});
+
+// Number of CUDA devices this process can use (0 without GPU or driver), and
+// why there are none.
+int UsableCudaDevices(std::string* why_none = nullptr);
+
+}  // namespace rankd::engine::cuda
+
+#endif  // RANKD_ENGINE_CUDA_CUDA_WORKER_H_

@@ -1,0 +1,129 @@
+#include "engine/cuda/device_model.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace rankd::engine::cuda {
+namespace {
+
+int64_t LinearBytes(const Linear& l) { return 4 * (int64_t{l.in} * l.out + l.out); }
+
+}  // namespace
+
+int64_t DeviceModel::RequiredBytes(const Model& m) {
+  int64_t bytes = 0;
+  for (const EmbeddingTable& t : m.tables) {
+    bytes += t.rows.size + 4 * static_cast<int64_t>(t.default_vector.size());
+    if (t.dynamic) bytes += t.hash.bytes();
+  }
+  for (const Linear& l : m.bottom) bytes += LinearBytes(l);
+  for (const Linear& l : m.top) bytes += LinearBytes(l);
+  for (const CrossLayer& c : m.cross) bytes += 4 * (2 * int64_t{c.n} * c.rank + c.n);
+  return bytes;
+}
+
+absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
+    std::shared_ptr<const Model> model, const Options& options) {
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(options.device),
+                             absl::StrCat("cudaSetDevice(", options.device, ")"));
+  size_t free_bytes = 0, total_bytes = 0;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  const int64_t need = RequiredBytes(*model);
+  const int64_t usable = static_cast<int64_t>(free_bytes) - options.reserve_bytes;
+  if (need > usable) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "model \"%s\" version %d needs %.2f GiB of GPU memory for its weights, but GPU %d has "
+        "%.2f GiB free of %.2f GiB and %.2f GiB is kept for workers: it does not fit on one GPU "
+        "(tables in pinned host memory, placement HOST, are not available in this build)",
+        model->name, model->version, need / 1073741824.0, options.device,
+        free_bytes / 1073741824.0, total_bytes / 1073741824.0,
+        options.reserve_bytes / 1073741824.0));
+  }
+  std::shared_ptr<DeviceModel> dm(new DeviceModel());
+  dm->model_ = model;
+  dm->device_ = options.device;
+  auto upload = [&](const void* data, size_t bytes, const std::string& what) -> absl::StatusOr<void*> {
+    DeviceBuffer buf;
+    absl::Status s = buf.Allocate(bytes, what);
+    if (!s.ok()) return s;
+    if (bytes > 0) {
+      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(buf.get(), data, bytes, cudaMemcpyHostToDevice),
+                                 absl::StrCat("copy ", what, " to GPU ", options.device));
+    }
+    void* p = buf.get();
+    dm->buffers_.push_back(std::move(buf));
+    return p;
+  };
+  for (const EmbeddingTable& t : model->tables) {
+    kernels::cuda::DeviceTable d;
+    auto rows = upload(t.rows.data, t.rows.size, absl::StrCat("table ", t.name));
+    if (!rows.ok()) return rows.status();
+    d.rows = *rows;
+    d.row_type = t.row_type;
+    d.pooling = t.pooling;
+    d.dim = t.dim;
+    d.num_rows = t.num_rows;
+    if (!t.default_vector.empty()) {
+      auto dv = upload(t.default_vector.data(), 4 * t.default_vector.size(),
+                       absl::StrCat("default vector of ", t.name));
+      if (!dv.ok()) return dv.status();
+      d.default_vector = static_cast<const float*>(*dv);
+    }
+    if (t.dynamic) {
+      const kernels::HashTableView h = t.hash.view();
+      const size_t slots = static_cast<size_t>(t.hash.num_slots());
+      auto keys = upload(h.keys, 8 * slots, absl::StrCat("hash keys of ", t.name));
+      if (!keys.ok()) return keys.status();
+      auto hrows = upload(h.rows, 8 * slots, absl::StrCat("hash rows of ", t.name));
+      if (!hrows.ok()) return hrows.status();
+      d.hash.keys = static_cast<const int64_t*>(*keys);
+      d.hash.rows = static_cast<const int64_t*>(*hrows);
+      d.hash.num_buckets = h.num_buckets;
+    }
+    dm->host_tables_.push_back(d);
+  }
+  {
+    const size_t bytes = sizeof(kernels::cuda::DeviceTable) * dm->host_tables_.size();
+    absl::Status s = dm->tables_.Allocate(bytes, "table descriptors");
+    if (!s.ok()) return s;
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(dm->tables_.get(), dm->host_tables_.data(), bytes,
+                                          cudaMemcpyHostToDevice),
+                               "copy table descriptors to the GPU");
+  }
+  auto linear = [&](const Linear& l, const std::string& what)
+      -> absl::StatusOr<kernels::cuda::DeviceLinear> {
+    auto w = upload(l.weight.data(), 4 * l.weight.size(), what + ".weight");
+    if (!w.ok()) return w.status();
+    auto b = upload(l.bias.data(), 4 * l.bias.size(), what + ".bias");
+    if (!b.ok()) return b.status();
+    return kernels::cuda::DeviceLinear{static_cast<const float*>(*w),
+                                       static_cast<const float*>(*b), l.in, l.out};
+  };
+  for (size_t i = 0; i < model->bottom.size(); ++i) {
+    auto l = linear(model->bottom[i], absl::StrCat("bottom[", i, "]"));
+    if (!l.ok()) return l.status();
+    dm->bottom_.push_back(*l);
+  }
+  for (size_t i = 0; i < model->top.size(); ++i) {
+    auto l = linear(model->top[i], absl::StrCat("top[", i, "]"));
+    if (!l.ok()) return l.status();
+    dm->top_.push_back(*l);
+  }
+  for (size_t i = 0; i < model->cross.size(); ++i) {
+    const CrossLayer& c = model->cross[i];
+    auto v = upload(c.v.data(), 4 * c.v.size(), absl::StrCat("cross[", i, "].V"));
+    auto w = upload(c.w.data(), 4 * c.w.size(), absl::StrCat("cross[", i, "].W"));
+    auto b = upload(c.bias.data(), 4 * c.bias.size(), absl::StrCat("cross[", i, "].bias"));
+    if (!v.ok()) return v.status();
+    if (!w.ok()) return w.status();
+    if (!b.ok()) return b.status();
+    DeviceCross dc;
+    // V [rank, n] is a Linear n -> rank; W [n, rank] is a Linear rank -> n.
+    dc.v = {static_cast<const float*>(*v), nullptr, c.n, c.rank};
+    dc.w = {static_cast<const float*>(*w), static_cast<const float*>(*b), c.rank, c.n};
+    dm->cross_.push_back(dc);
+  }
+  return std::shared_ptr<const DeviceModel>(std::move(dm));
+}
+
+}  // namespace rankd::engine::cuda

@@ -1,0 +1,487 @@
+// Pooled embedding lookup and hash lookup kernels (see embedding_lookup.h).
+// CPU twins: kernels/cpu/embedding_pool.cc (PoolEmbeddings) and
+// kernels/cpu/hash_table.cc (HashLookup / HashLookupBatch).
+//
+// PooledLookupKernel: one warp per bag slot (grid-stride over all features'
+// bags). The warp finds its feature by a binary search over bag_prefix, then
+// pools the bag:
+//   * The row is split into 16-byte chunks (4 fp32 or 8 fp16/bf16 values; 8-
+//     or 2/4-byte chunks when the dim or the table's alignment forbids 16),
+//     one chunk per lane. A "group" of G lanes (G = chunks rounded up to a
+//     power of two, at most 32) covers one row; the warp holds 32 / G groups,
+//     which read different ids of the same bag at once (dim 16 fp32: G = 4, 8
+//     rows at once). Rows wider than 32 chunks take several column passes.
+//   * Ids come in batches of 32: lane i loads id i (coalesced), resolves it
+//     (bounds check, or a hash probe for DYNAMIC tables) and its weight, and
+//     the groups fetch (row, weight) by shuffle. Each lane issues kUnroll row
+//     loads before it accumulates any, so kUnroll * 32 / G rows of a warp are
+//     in flight.
+//   * Groups are combined by xor-shuffles; every lane then holds the pooled
+//     chunk of its column, and the groups write the rows of a shared bag in
+//     parallel (16-byte stores when the output is aligned).
+//   * Unresolved ids are not loaded: each lane keeps the count, weight sum
+//     (SUM/MEAN) and weight max/min (MAX) of its unresolved ids, reduced over
+//     the warp once per bag. sum_i w_i * d = (sum_i w_i) * d up to rounding,
+//     and max_i w_i * d = (max w) * d for d >= 0, (min w) * d for d < 0
+//     exactly (rounding is monotonic), so MAX stays bit-identical to the CPU.
+//
+// HashLookupKernel: one thread per key. A bucket is 16 keys = 128 bytes; the
+// thread reads its first half (64 bytes, four 16-byte loads, issued together),
+// and the second half only when the first has neither the key nor an empty
+// slot. At load factor 0.5 most probes end in the first half, so a lookup
+// moves about 64 bytes of keys + one 32-byte sector of rows, against 128 + 32
+// for a half-warp reading the whole bucket.
+#include "kernels/cuda/embedding_lookup.h"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "kernels/cpu/hash_table.h"
+#include "kernels/cpu/types.h"
+
+namespace rankd::kernels::cuda {
+namespace {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpSize = 32;
+constexpr int kPoolWarpsPerBlock = 4;
+constexpr int kPoolThreads = kWarpSize * kPoolWarpsPerBlock;
+// Row loads each lane issues before it uses the first (ids in flight per group).
+constexpr int kUnroll = 8;
+constexpr int kHashThreads = 256;
+
+// ---------------------------------------------------------------------------
+// Hash probe (device twin of kernels::HashLookup).
+
+// Checks 8 consecutive slots (keys k[0..7] at slot `slot0`). Returns true when
+// the probe ends here, with *row set.
+__device__ __forceinline__ bool CheckSlots(const int64_t (&k)[8], int64_t key,
+                                           const int64_t* __restrict__ rows,
+                                           int64_t slot0, int64_t* row) {
+  unsigned match = 0, empty = 0;
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    match |= static_cast<unsigned>(k[s] == key) << s;
+    empty |= static_cast<unsigned>(k[s] == kEmptyKey) << s;
+  }
+  const unsigned stop = match | empty;
+  if (stop == 0) return false;
+  const int s = __ffs(stop) - 1;  // first slot that is the key or empty
+  *row = ((match >> s) & 1u) ? __ldg(rows + slot0 + s) : kMissingRow;
+  return true;
+}
+
+// kVector: keys is 16-byte aligned (every bucket then is: 128-byte buckets).
+template <bool kVector>
+__device__ __forceinline__ int64_t ProbeRow(const int64_t* __restrict__ keys,
+                                            const int64_t* __restrict__ rows,
+                                            int64_t num_buckets, int64_t key) {
+  if (key == kEmptyKey || num_buckets <= 0) return kMissingRow;
+  const uint64_t mask = static_cast<uint64_t>(num_buckets) - 1;
+  uint64_t bucket = HashKey(key) & mask;
+  // At most num_buckets buckets, like the CPU: a full table has no empty slot
+  // to end the probe of a missing key.
+  for (int64_t probe = 0; probe < num_buckets; ++probe) {
+    const int64_t base = static_cast<int64_t>(bucket) * kBucketSlots;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t slot0 = base + half * 8;
+      int64_t k[8];
+      if constexpr (kVector) {
+        const longlong2* p = reinterpret_cast<const longlong2*>(keys + slot0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const longlong2 v = __ldg(p + j);
+          k[2 * j] = v.x;
+          k[2 * j + 1] = v.y;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) k[j] = __ldg(keys + slot0 + j);
+      }
+      int64_t row;
+      if (CheckSlots(k, key, rows, slot0, &row)) return row;
+    }
+    bucket = (bucket + 1) & mask;
+  }
+  return kMissingRow;
+}
+
+__device__ __forceinline__ bool Aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+// ---------------------------------------------------------------------------
+// Pooled lookup.
+
+// Everything a warp needs about its bag (warp-uniform values).
+struct BagJob {
+  const void* rows;
+  int64_t num_rows;
+  int dim;
+  bool mean;
+  bool dynamic;
+  bool hash_vector;  // hash keys 16-byte aligned
+  HashTableView hash;
+  const float* default_vector;
+  const int64_t* ids;
+  const float* weights;  // nullptr: unweighted
+  int64_t id_begin, id_end;
+  int32_t row_begin, row_end;  // output rows
+  bool rows32;  // num_rows fits in int32: row indices shuffled as 32 bits
+  float* out;  // args.out + out_col
+  int64_t out_stride;
+  bool out_vec;  // out and out_stride allow 16-byte stores at 4-aligned columns
+  unsigned long long* unresolved;  // nullptr: not counted
+};
+
+// Loads kBytes (2, 4, 8 or 16) read-only bytes into 32-bit words. Rows are
+// gathered at random and rarely reused by the same SM, so they skip L1
+// (L1::no_allocate) and leave it to ids, bag offsets and table descriptors.
+template <int kBytes>
+__device__ __forceinline__ void LoadRaw(const void* p, uint32_t (&r)[(kBytes + 3) / 4]) {
+  if constexpr (kBytes == 16) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "l"(p));
+  } else if constexpr (kBytes == 8) {
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "l"(p));
+  } else if constexpr (kBytes == 4) {
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r[0]) : "l"(p));
+  } else {
+    static_assert(kBytes == 2, "2, 4, 8 or 16 bytes");
+    unsigned short h;
+    asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(h) : "l"(p));
+    r[0] = h;
+  }
+}
+
+// Raw words -> kVec floats (exact for all three storage types).
+template <RowType kType, int kVec>
+__device__ __forceinline__ void RawToFloat(const uint32_t* r, float (&f)[kVec]) {
+  if constexpr (kType == RowType::kFp32) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) f[i] = __uint_as_float(r[i]);
+  } else if constexpr (kVec == 1) {
+    f[0] = kType == RowType::kBf16
+               ? __uint_as_float(r[0] << 16)
+               : __half2float(__ushort_as_half(static_cast<unsigned short>(r[0])));
+  } else {
+    // Two 16-bit values per word, element 2i in the low half (little endian).
+#pragma unroll
+    for (int i = 0; i < kVec / 2; ++i) {
+      if constexpr (kType == RowType::kBf16) {
+        f[2 * i] = __uint_as_float(r[i] << 16);
+        f[2 * i + 1] = __uint_as_float(r[i] & 0xffff0000u);
+      } else {
+        f[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(r[i] & 0xffffu)));
+        f[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(r[i] >> 16)));
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ int64_t ResolveRow(const BagJob& job, int64_t id) {
+  int64_t row;
+  if (job.dynamic) {
+    row = job.hash_vector
+              ? ProbeRow<true>(job.hash.keys, job.hash.rows, job.hash.num_buckets, id)
+              : ProbeRow<false>(job.hash.keys, job.hash.rows, job.hash.num_buckets, id);
+  } else {
+    row = id;
+  }
+  return (row >= 0 && row < job.num_rows) ? row : kMissingRow;
+}
+
+// Pools one bag with the whole warp. kVec values of kType per lane load.
+template <RowType kType, int kVec, bool kMax>
+__device__ __forceinline__ void PoolBag(const BagJob& job, int lane) {
+  constexpr int kElemBytes = kType == RowType::kFp32 ? 4 : 2;
+  constexpr int kBytes = kVec * kElemBytes;
+  constexpr int kWords = (kBytes + 3) / 4;
+  const float init = kMax ? -INFINITY : 0.0f;
+
+  const int dim = job.dim;
+  const int chunks = (dim + kVec - 1) / kVec;
+  int group_lanes = 1;
+  while (group_lanes < chunks && group_lanes < kWarpSize) group_lanes <<= 1;
+  const int log_group = __ffs(group_lanes) - 1;
+  const int num_groups = kWarpSize >> log_group;
+  const int group = lane >> log_group;
+  const int group_lane = lane & (group_lanes - 1);
+  const int cols_per_pass = group_lanes * kVec;
+  const int64_t bag_size = job.id_end - job.id_begin;
+  const char* __restrict__ table_rows = static_cast<const char*>(job.rows);
+  const int64_t row_bytes = static_cast<int64_t>(dim) * kElemBytes;
+
+  for (int col0 = 0; col0 < dim; col0 += cols_per_pass) {
+    const int col = col0 + group_lane * kVec;
+    const bool col_ok = col < dim;
+    const char* __restrict__ col_base = table_rows + static_cast<int64_t>(col) * kElemBytes;
+    float acc[kVec];
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[i] = init;
+    // This lane's unresolved ids (of its own id slots).
+    unsigned miss = 0;
+    float miss_wsum = 0.0f, miss_wmax = -INFINITY, miss_wmin = INFINITY;
+
+    for (int64_t batch = job.id_begin; batch < job.id_end; batch += kWarpSize) {
+      const int batch_size = static_cast<int>(min(static_cast<int64_t>(kWarpSize), job.id_end - batch));
+      int64_t my_row = kMissingRow;
+      float my_w = 1.0f;
+      if (lane < batch_size) {
+        const int64_t id = __ldg(job.ids + batch + lane);
+        if (job.weights != nullptr) my_w = __ldg(job.weights + batch + lane);
+        my_row = ResolveRow(job, id);
+        if (my_row < 0) {
+          ++miss;
+          miss_wsum += my_w;
+          miss_wmax = fmaxf(miss_wmax, my_w);
+          miss_wmin = fminf(miss_wmin, my_w);
+        }
+      }
+      // Group `group` takes ids group, group + num_groups, ... of the batch.
+      for (int k = 0; k < group_lanes && k * num_groups < batch_size; k += kUnroll) {
+        uint32_t raw[kUnroll][kWords];
+        float w[kUnroll];
+        bool ok[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int idx = (k + u) * num_groups + group;
+          const int src = idx & (kWarpSize - 1);
+          const int64_t r = job.rows32 ? static_cast<int64_t>(__shfl_sync(
+                                             kFullMask, static_cast<int32_t>(my_row), src))
+                                       : __shfl_sync(kFullMask, my_row, src);
+          w[u] = __shfl_sync(kFullMask, my_w, src);
+          ok[u] = (k + u < group_lanes) && idx < batch_size && r >= 0 && col_ok;
+          if (ok[u]) {
+            LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kWords; ++j) raw[u][j] = 0;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (!ok[u]) continue;
+          float f[kVec];
+          RawToFloat<kType, kVec>(raw[u], f);
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            acc[i] = kMax ? fmaxf(acc[i], w[u] * f[i]) : fmaf(w[u], f[i], acc[i]);
+          }
+        }
+      }
+    }
+
+    // Combine the groups (lanes with the same group_lane hold the same columns).
+    for (int offset = group_lanes; offset < kWarpSize; offset <<= 1) {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const float other = __shfl_xor_sync(kFullMask, acc[i], offset);
+        acc[i] = kMax ? fmaxf(acc[i], other) : acc[i] + other;
+      }
+    }
+
+    // Unresolved ids: default vector (or zeros) times their weights.
+    const unsigned miss_total = __reduce_add_sync(kFullMask, miss);
+    if (miss_total > 0) {
+#pragma unroll
+      for (int offset = 1; offset < kWarpSize; offset <<= 1) {
+        miss_wsum += __shfl_xor_sync(kFullMask, miss_wsum, offset);
+        miss_wmax = fmaxf(miss_wmax, __shfl_xor_sync(kFullMask, miss_wmax, offset));
+        miss_wmin = fminf(miss_wmin, __shfl_xor_sync(kFullMask, miss_wmin, offset));
+      }
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        float d = 0.0f;
+        if (job.default_vector != nullptr && col + i < dim) d = __ldg(job.default_vector + col + i);
+        if (kMax) {
+          acc[i] = fmaxf(acc[i], (d >= 0.0f ? miss_wmax : miss_wmin) * d);
+        } else {
+          acc[i] = fmaf(miss_wsum, d, acc[i]);
+        }
+      }
+      if (col0 == 0 && lane == 0 && job.unresolved != nullptr) {
+        atomicAdd(job.unresolved, static_cast<unsigned long long>(miss_total));
+      }
+    }
+
+    if (bag_size == 0) {
+      // torch: an empty bag pools to zeros in every mode.
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
+    } else if (job.mean) {
+      const float n = static_cast<float>(bag_size);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[i] = acc[i] / n;
+    }
+
+    // Write the pooled chunk to every output row of the bag, groups in parallel.
+    if (col_ok) {
+      float* __restrict__ out_col = job.out + col;
+      for (int32_t r = job.row_begin + group; r < job.row_end; r += num_groups) {
+        float* __restrict__ dst = out_col + static_cast<int64_t>(r) * job.out_stride;
+        if constexpr (kVec % 4 == 0) {
+          if (job.out_vec) {
+#pragma unroll
+            for (int i = 0; i < kVec; i += 4) {
+              *reinterpret_cast<float4*>(dst + i) =
+                  make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+            }
+            continue;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          if (col + i < dim) dst[i] = acc[i];
+        }
+      }
+    }
+  }
+}
+
+template <RowType kType, int kVec>
+__device__ __forceinline__ void PoolBagDispatchMax(const BagJob& job, Pooling pooling, int lane) {
+  if (pooling == Pooling::kMax) {
+    PoolBag<kType, kVec, true>(job, lane);
+  } else {
+    PoolBag<kType, kVec, false>(job, lane);
+  }
+}
+
+__global__ void __launch_bounds__(kPoolThreads)
+    PooledLookupKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix) {
+  const int lane = threadIdx.x & (kWarpSize - 1);
+  const int num_features = args.num_features;
+  const int64_t num_bags = min(args.total_bags, __ldg(bag_prefix + num_features));
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kPoolWarpsPerBlock;
+  for (int64_t slot = static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock +
+                      threadIdx.x / kWarpSize;
+       slot < num_bags; slot += warps) {
+    // Last feature whose prefix is <= slot (features without bags have equal
+    // prefixes and are skipped by taking the last).
+    int lo = 0, hi = num_features - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (__ldg(bag_prefix + mid) <= slot) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const DeviceFeature& feature = args.features[lo];
+    const int64_t bag = feature.bag_begin + (slot - __ldg(bag_prefix + lo));
+    const DeviceTable& table = args.tables[feature.table];
+
+    BagJob job;
+    job.rows = table.rows;
+    job.num_rows = table.num_rows;
+    job.rows32 = table.num_rows <= INT32_MAX;
+    job.dim = table.dim;
+    job.mean = table.pooling == Pooling::kMean;
+    job.hash = table.hash;
+    job.dynamic = table.hash.num_buckets > 0;
+    job.hash_vector = Aligned16(table.hash.keys);
+    job.default_vector = table.default_vector;
+    job.ids = args.ids;
+    job.weights = feature.weighted ? args.weights : nullptr;
+    job.id_begin = __ldg(args.bag_ids + bag);
+    job.id_end = __ldg(args.bag_ids + bag + 1);
+    job.row_begin = __ldg(args.bag_rows + bag);
+    job.row_end = __ldg(args.bag_rows + bag + 1);
+    job.out = args.out + feature.out_col;
+    job.out_stride = args.out_stride;
+    job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
+    job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
+    if (job.dim <= 0) continue;
+
+    const Pooling pooling = table.pooling;
+    const bool rows16 = Aligned16(table.rows);
+    const bool rows8 = (reinterpret_cast<uintptr_t>(table.rows) & 7) == 0;
+    switch (table.row_type) {
+      case RowType::kFp32:
+        if (job.dim % 4 == 0 && rows16) {
+          PoolBagDispatchMax<RowType::kFp32, 4>(job, pooling, lane);
+        } else {
+          PoolBagDispatchMax<RowType::kFp32, 1>(job, pooling, lane);
+        }
+        break;
+      case RowType::kFp16:
+        if (job.dim % 8 == 0 && rows16) {
+          PoolBagDispatchMax<RowType::kFp16, 8>(job, pooling, lane);
+        } else if (job.dim % 4 == 0 && rows8) {
+          PoolBagDispatchMax<RowType::kFp16, 4>(job, pooling, lane);
+        } else {
+          PoolBagDispatchMax<RowType::kFp16, 1>(job, pooling, lane);
+        }
+        break;
+      case RowType::kBf16:
+        if (job.dim % 8 == 0 && rows16) {
+          PoolBagDispatchMax<RowType::kBf16, 8>(job, pooling, lane);
+        } else if (job.dim % 4 == 0 && rows8) {
+          PoolBagDispatchMax<RowType::kBf16, 4>(job, pooling, lane);
+        } else {
+          PoolBagDispatchMax<RowType::kBf16, 1>(job, pooling, lane);
+        }
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Hash lookup.
+
+template <bool kVector>
+__global__ void __launch_bounds__(kHashThreads)
+    HashLookupKernel(const HashTableView table, const int64_t* __restrict__ keys, int64_t n,
+                     int64_t* __restrict__ rows_out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kHashThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kHashThreads + threadIdx.x; i < n;
+       i += stride) {
+    rows_out[i] = ProbeRow<kVector>(table.keys, table.rows, table.num_buckets, __ldg(keys + i));
+  }
+}
+
+unsigned int GridFor(int64_t items, int per_block) {
+  const int64_t blocks = (items + per_block - 1) / per_block;
+  return static_cast<unsigned int>(blocks < INT_MAX ? blocks : INT_MAX);
+}
+
+}  // namespace
+
+cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_prefix,
+                               cudaStream_t stream) {
+  if (args.total_bags <= 0 || args.num_features <= 0) return cudaSuccess;
+  if (bag_prefix == nullptr || args.tables == nullptr || args.features == nullptr ||
+      args.bag_ids == nullptr || args.bag_rows == nullptr || args.out == nullptr ||
+      args.out_stride <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  PooledLookupKernel<<<GridFor(args.total_bags, kPoolWarpsPerBlock), kPoolThreads, 0, stream>>>(
+      args, bag_prefix);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchHashLookup(const HashTableView& table, const int64_t* keys, int64_t n,
+                             int64_t* rows_out, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (keys == nullptr || rows_out == nullptr) return cudaErrorInvalidValue;
+  if (table.num_buckets > 0 && (table.keys == nullptr || table.rows == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  const unsigned int grid = GridFor(n, kHashThreads);
+  if ((reinterpret_cast<uintptr_t>(table.keys) & 15) == 0) {
+    HashLookupKernel<true><<<grid, kHashThreads, 0, stream>>>(table, keys, n, rows_out);
+  } else {
+    HashLookupKernel<false><<<grid, kHashThreads, 0, stream>>>(table, keys, n, rows_out);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace rankd::kernels::cuda

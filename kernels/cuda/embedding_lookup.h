@@ -1,0 +1,79 @@
+// Table-batched pooled embedding lookup on the GPU: every bag of every
+// feature of a batch in one launch, written straight into the interaction
+// input rows. CPU twin: kernels/cpu/embedding_pool.h (PoolEmbeddings, one
+// table at a time); semantics are identical (fp32 accumulation, SUM / MEAN /
+// MAX, per-id weights, unresolved ids -> default vector, empty bag -> zeros).
+//
+// Bags. Feature f owns bags [bag_begin, bag_begin + num_bags) of the global
+// bag arrays, which hold num_bags + 1 entries per feature (a sentinel):
+//   ids of bag b:   ids[bag_ids[b] .. bag_ids[b + 1])        (absolute indices)
+//   rows of bag b:  output rows [bag_rows[b], bag_rows[b + 1])
+// A per-candidate bag covers one row; a request-level (shared) bag covers all
+// of its request's candidates, which are consecutive rows: it is pooled once
+// and its vector written to each of them. The last sentinel of a feature's
+// bag_rows is the number of rows it covers (the batch size).
+#ifndef RANKD_KERNELS_CUDA_EMBEDDING_LOOKUP_H_
+#define RANKD_KERNELS_CUDA_EMBEDDING_LOOKUP_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/hash_table.h"
+#include "kernels/cpu/types.h"
+
+namespace rankd::kernels::cuda {
+
+// One table in device memory (or mapped pinned host memory, issue 5).
+struct DeviceTable {
+  const void* rows = nullptr;  // [num_rows, dim] of row_type
+  RowType row_type = RowType::kFp32;
+  Pooling pooling = Pooling::kSum;
+  int dim = 0;                 // multiple of 4 for 16-byte loads, or any (slower path)
+  int64_t num_rows = 0;
+  HashTableView hash;          // DYNAMIC: device arrays; num_buckets == 0: STATIC
+  const float* default_vector = nullptr;  // device, dim floats, or nullptr = zeros
+};
+
+// One feature of the batch.
+struct DeviceFeature {
+  int32_t table = 0;       // index into the tables array
+  int32_t out_col = 0;     // first column of its vector in each output row
+  int64_t bag_begin = 0;   // first entry of this feature in bag_ids / bag_rows
+  int64_t num_bags = 0;
+  int32_t weighted = 0;    // 1: weights[] holds one weight per id of this feature
+};
+
+struct PooledLookupArgs {
+  const DeviceTable* tables = nullptr;      // device array [num_tables]
+  const DeviceFeature* features = nullptr;  // device array [num_features]
+  int32_t num_features = 0;
+  const int64_t* ids = nullptr;             // all features' ids
+  const float* weights = nullptr;           // parallel to ids (read only where weighted)
+  const int64_t* bag_ids = nullptr;         // see above
+  const int32_t* bag_rows = nullptr;        // see above
+  // Total bags over all features (sum of num_bags), an upper bound is fine:
+  // the launch covers this many bag slots.
+  int64_t total_bags = 0;
+  float* out = nullptr;                     // [rows, out_stride]
+  int64_t out_stride = 0;                   // floats
+  // Device counters [num_tables]: unresolved ids per table are added here
+  // (atomicAdd); nullptr = not counted.
+  unsigned long long* unresolved = nullptr;
+};
+
+// Host-side copy of the features array is needed by the launcher to map a
+// global bag slot to its feature; it is passed as the device array plus the
+// per-feature prefix of bag counts in `bag_prefix` (device, num_features + 1
+// entries: bag_prefix[f] = sum of num_bags of features before f).
+cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_prefix,
+                               cudaStream_t stream);
+
+// keys -> rows through a device hash table (kMissingRow when absent). Twin of
+// kernels::HashLookupBatch.
+cudaError_t LaunchHashLookup(const HashTableView& table, const int64_t* keys, int64_t n,
+                             int64_t* rows_out, cudaStream_t stream);
+
+}  // namespace rankd::kernels::cuda
+
+#endif  // RANKD_KERNELS_CUDA_EMBEDDING_LOOKUP_H_
