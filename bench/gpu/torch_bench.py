@@ -119,7 +119,7 @@ def forward_bench(args):
             out = model(dense, indices, offsets)
         print(f"TORCH {label} variant=cuda_graph us={median_us(g.replay, args.iters, args.warmup):.2f}", flush=True)
 
-        modes = ["default"] + (["max-autotune"] if args.max_autotune else [])
+        modes = [] if args.no_compile else ["default"] + (["max-autotune"] if args.max_autotune else [])
         for mode in modes:
             try:
                 t0 = time.time()
@@ -169,6 +169,7 @@ def main():
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--max-autotune", action="store_true")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (saves minutes)")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
     return forward_bench(args) if args.mode == "forward" else lookup_bench(args)

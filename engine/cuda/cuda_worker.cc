@@ -61,6 +61,11 @@ absl::Status CudaWorker::Init() {
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
+  if (!m.cross.empty()) {
+    auto cross = kc::LinearRunner::Create(kc::MathMode::kFp32);
+    if (!cross.ok()) return cross.status();
+    cross_linear_ = std::move(*cross);
+  }
 
   int col = m.dense_out_width();
   for (const SparseFeature& f : m.features) {
@@ -191,9 +196,10 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
     for (size_t i = 0; i < dm_->cross().size(); ++i) {
       const auto& c = dm_->cross()[i];
       const int n = c.v.in;
-      s = linear_->Run(c.v, x, n, rows, Activation::kNone, cross_r_.as<float>(), c.v.out, stream_);
+      s = cross_linear_->Run(c.v, x, n, rows, Activation::kNone, cross_r_.as<float>(), c.v.out,
+                             stream_);
       if (!s.ok()) return s;
-      s = linear_->Run(c.w, cross_r_.as<float>(), c.w.in, rows, Activation::kNone,
+      s = cross_linear_->Run(c.w, cross_r_.as<float>(), c.w.in, rows, Activation::kNone,
                        cross_t_.as<float>(), n, stream_);
       if (!s.ok()) return s;
       float* next = (i % 2 == 0) ? cross_a_.as<float>() : cross_b_.as<float>();

@@ -123,11 +123,12 @@ TinyDlrmShape Shape(int num_dense, std::vector<int> bottom, int dim, int feature
   TinyDlrmShape s;
   s.num_dense = num_dense;
   s.num_bottom = static_cast<int>(bottom.size());
-  for (size_t i = 0; i < bottom.size(); ++i) s.bottom[i] = bottom[i];
+  // More than kTinyDlrmMaxLayers layers: the count says so, the widths are cut.
+  for (size_t i = 0; i < bottom.size() && i < kTinyDlrmMaxLayers; ++i) s.bottom[i] = bottom[i];
   s.dim = dim;
   s.num_features = features;
   s.num_top = static_cast<int>(top.size());
-  for (size_t i = 0; i < top.size(); ++i) s.top[i] = top[i];
+  for (size_t i = 0; i < top.size() && i < kTinyDlrmMaxLayers; ++i) s.top[i] = top[i];
   s.self_interaction = self;
   return s;
 }

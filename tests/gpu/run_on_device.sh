@@ -66,7 +66,7 @@ if want engine; then
   gen kaggle_fp16 kaggle 0.001 --dtype fp16 --dynamic_tables 3
   gen terabyte_s terabyte 0.001
   gen mlperf_s mlperf 0.0005
-  for m in mini mini8 mini16dyn kaggle_s kaggle_fp16 terabyte_s mlperf_s; do
+  for m in ${ENGINE_MODELS:-mini mini8 mini16dyn kaggle_s kaggle_fp16 terabyte_s mlperf_s}; do
     for b in 1 100 2048; do
       for math in fp32 tf32; do
         tol=1e-5; [ $math = tf32 ] && tol=1e-3
@@ -108,11 +108,16 @@ if want bench; then
   gen mini mini 1
   gen mini8 mini 1 --num_tables 8
   gen mini16 mini 1 --num_tables 16
-  for b in 256 1024 2048 4096; do bench_pair mini $b fp32; done
-  for b in 2048; do bench_pair mini8 $b fp32; bench_pair mini16 $b fp32; done
+  # torch.compile takes ~30 s per shape (max-autotune minutes): only on the
+  # headline shapes; MAX_AUTOTUNE=1 adds max-autotune there.
+  headline=(); [ "${MAX_AUTOTUNE:-0}" = 1 ] && headline=(--max-autotune)
+  for b in 256 1024 4096; do bench_pair mini $b fp32 --no-compile; done
+  bench_pair mini 2048 fp32 "${headline[@]}"
+  bench_pair mini8 2048 fp32 --no-compile
+  bench_pair mini16 2048 fp32 --no-compile
   gen kaggle kaggle 1
-  for b in 256 2048 16384 65536; do bench_pair kaggle $b tf32; done
-  bench_pair kaggle 2048 fp32
+  for b in 256 2048 16384 65536; do bench_pair kaggle $b tf32 "${headline[@]}"; done
+  bench_pair kaggle 2048 fp32 --no-compile
 fi
 
 # --- lookup: pooled lookup and hash lookup vs embedding_bag and copy bandwidth -

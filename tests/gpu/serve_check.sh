@@ -20,7 +20,8 @@ for m in mini kaggle minidyn; do
   run rankd score --model "$work/models/$m/1" --input "$work/$m.req.jsonl" \
     --output "$work/$m.cpu.jsonl" 2>/dev/null
 done
-run rankd serve --model_root "$work/models" --backend cuda --host 127.0.0.1 --grpc_port 0 \
+# Not through run(): a backgrounded shell function is a subshell, and SIGTERM must reach rankd.
+"$bundle/run" rankd serve --model_root "$work/models" --backend cuda --host 127.0.0.1 --grpc_port 0 \
   --metrics_port 0 --port_file "$work/ports" > "$work/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 300); do [ -s "$work/ports" ] && break; sleep 0.2; done
