@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
   }
 
   rankd::engine::cuda::DeviceModel::Options dmo;
+  rankd::kernels::cuda::TinyDlrmShape tiny;
+  dmo.pad_inputs = !(absl::GetFlag(FLAGS_fused) && rankd::engine::cuda::TinyShapeFor(**model, &tiny));
   auto dm = rankd::engine::cuda::DeviceModel::Create(*model, dmo);
   if (!dm.ok()) {
     std::cerr << dm.status() << "\n";
@@ -152,11 +154,32 @@ int main(int argc, char** argv) {
       exec.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
   }
+  // Per-stage device times (direct launches, no graph), median over runs.
+  std::string stages = "-";
+  {
+    std::vector<std::vector<double>> runs;
+    for (int i = 0; i < 30; ++i) {
+      auto st = (*worker)->ProfileLastForward();
+      if (!st.ok() || st->empty()) break;
+      runs.push_back(*st);
+    }
+    if (!runs.empty()) {
+      stages.clear();
+      const char* names[] = {"bottom", "lookup", "interaction", "top"};
+      for (size_t k = 0; k < runs[0].size() && k < 4; ++k) {
+        std::vector<double> v;
+        for (auto& r : runs) v.push_back(r[k]);
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%s%s=%.1f", stages.empty() ? "" : ",", names[k], Median(v));
+        stages += buf;
+      }
+    }
+  }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance);
   std::printf("RESULT label=%s model=%s batch=%d math=%s fused=%d max_rel_err=%.3e forward_us=%.2f "
-              "execute_us=%.2f %s\n",
+              "execute_us=%.2f stages_us=%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b,
               absl::GetFlag(FLAGS_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0, max_rel,
-              Median(fwd), Median(exec), ok ? "PASS" : "FAIL");
+              Median(fwd), Median(exec), stages.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -69,8 +69,10 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
   return total;
 }
 
-PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity) {
+PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity,
+                        int dense_ld) {
   PackedLayout l;
+  l.dense_ld = std::max(dense_ld, model.num_dense);
   l.padded_rows = padded_rows;
   l.ids_capacity = ids_capacity;
   const int64_t nf = static_cast<int64_t>(model.features.size());
@@ -78,7 +80,7 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
   l.max_bags_value = padded_rows * nf;
   size_t at = 0;
   l.dense_offset = at;
-  at = Align16(at + sizeof(float) * padded_rows * model.num_dense);
+  at = Align16(at + sizeof(float) * padded_rows * l.dense_ld);
   l.bag_ids_offset = at;
   at = Align16(at + sizeof(int64_t) * entries);
   l.bag_rows_offset = at;
@@ -103,13 +105,21 @@ void PackSlice(const Model& model, absl::Span<const Request* const> requests,
   l.any_weighted = false;
   const std::vector<Segment> segments = Segments(o, row_begin, row_end);
   const int nd = model.num_dense;
+  const int ld = l.dense_ld;
   float* dense = reinterpret_cast<float*>(arena + l.dense_offset);
   for (const Segment& s : segments) {
-    std::memcpy(dense + s.local_row * nd,
-                requests[s.request]->dense.data() + s.first_candidate * nd,
-                sizeof(float) * s.count * nd);
+    const float* src = requests[s.request]->dense.data() + s.first_candidate * nd;
+    if (ld == nd) {
+      std::memcpy(dense + s.local_row * ld, src, sizeof(float) * s.count * nd);
+    } else {
+      for (int64_t i = 0; i < s.count; ++i) {
+        float* dst = dense + (s.local_row + i) * ld;
+        std::memcpy(dst, src + i * nd, sizeof(float) * nd);
+        std::fill(dst + nd, dst + ld, 0.0f);
+      }
+    }
   }
-  std::fill(dense + l.rows * nd, dense + l.padded_rows * nd, 0.0f);
+  std::fill(dense + l.rows * ld, dense + l.padded_rows * ld, 0.0f);
 
   int64_t* ids = reinterpret_cast<int64_t*>(arena + l.ids_offset);
   float* weights = reinterpret_cast<float*>(arena + l.weights_offset);

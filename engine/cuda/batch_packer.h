@@ -6,7 +6,8 @@
 // Arena layout (each region 16-byte aligned, in this order). Offsets depend
 // only on (padded_rows, ids_capacity), never on the batch's contents, so a
 // CUDA graph captured for a bucket stays valid for every batch of that bucket:
-//   dense     float   [padded_rows, num_dense]  rows past `rows` are zeros
+//   dense     float   [padded_rows, dense_ld]   rows past `rows` and columns
+//                                               past num_dense are zeros
 //   bag_ids   int64   [padded_rows * F + F]     absolute into ids; per feature
 //                                               num_bags_f + 1 entries used
 //   bag_rows  int32   [padded_rows * F + F]     slice-local rows
@@ -36,6 +37,7 @@ struct PackedLayout {
   int64_t rows = 0;         // real rows in this slice
   int64_t padded_rows = 0;  // rows the dense and bag regions hold
   int64_t ids_capacity = 0;
+  int dense_ld = 0;         // floats per dense row (>= num_dense)
   int64_t total_ids = 0;    // set by PackSlice
   int64_t total_bags = 0;   // set by PackSlice: sum of num_bags (no sentinels)
   bool any_weighted = false;  // set by PackSlice
@@ -66,8 +68,10 @@ RequestOffsets ComputeRequestOffsets(const Model& model,
 int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> requests,
                       const RequestOffsets& offsets, int64_t row_begin, int64_t row_end);
 
-// The fixed layout for a bucket of `padded_rows` rows and `ids_capacity` ids.
-PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity);
+// The fixed layout for a bucket of `padded_rows` rows and `ids_capacity` ids;
+// dense rows are `dense_ld` floats apart (0 = num_dense).
+PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity,
+                        int dense_ld = 0);
 
 // Writes rows [row_begin, row_end) (at most layout.padded_rows rows, at most
 // layout.ids_capacity ids) into `arena` (layout.bytes bytes) and fills the

@@ -17,10 +17,10 @@ using testing::OwnedRequest;
 // Unpacks the arena and checks that every row of every feature gets exactly
 // the ids (and weights) of its request's bag, and the dense rows match.
 void CheckSlice(const Model& m, const std::vector<const Request*>& reqs, int64_t begin,
-                int64_t end, int64_t padded) {
+                int64_t end, int64_t padded, int dense_ld = 0) {
   const RequestOffsets o = ComputeRequestOffsets(m, reqs);
   const int64_t ids = CountSliceIds(m, reqs, o, begin, end);
-  PackedLayout l = MakeLayout(m, padded, ids + 3);
+  PackedLayout l = MakeLayout(m, padded, ids + 3, dense_ld);
   std::vector<uint8_t> arena(l.bytes, 0xAB);  // poison
   std::vector<int> feat_col;
   for (size_t f = 0; f < m.features.size(); ++f) feat_col.push_back(100 + 10 * f);
@@ -42,8 +42,11 @@ void CheckSlice(const Model& m, const std::vector<const Request*>& reqs, int64_t
     while (o.row_start[r + 1] <= row) ++r;
     const int64_t c = row - o.row_start[r];
     const Request& req = *reqs[r];
-    ASSERT_EQ(0, std::memcmp(dense + (row - begin) * m.num_dense,
+    ASSERT_EQ(0, std::memcmp(dense + (row - begin) * l.dense_ld,
                              req.dense.data() + c * m.num_dense, 4 * m.num_dense));
+    for (int k = m.num_dense; k < l.dense_ld; ++k) {
+      ASSERT_EQ(dense[(row - begin) * l.dense_ld + k], 0.0f) << "pad columns must be zeros";
+    }
     for (size_t f = 0; f < m.features.size(); ++f) {
       const auto& df = feats[f];
       // Find the bag covering this row.
@@ -62,7 +65,7 @@ void CheckSlice(const Model& m, const std::vector<const Request*>& reqs, int64_t
       }
     }
   }
-  for (int64_t i = (end - begin) * m.num_dense; i < padded * m.num_dense; ++i) {
+  for (int64_t i = (end - begin) * l.dense_ld; i < padded * l.dense_ld; ++i) {
     ASSERT_EQ(dense[i], 0.0f) << "padding rows must be zeros";
   }
   int64_t bags = 0;
@@ -103,6 +106,7 @@ TEST(BatchPackerTest, SlicesOfMixedRequestsRoundTrip) {
   CheckSlice(*model, reqs, 0, 16, 16);
   CheckSlice(*model, reqs, 5, 40, 64);  // starts and ends inside requests
   CheckSlice(*model, reqs, total - 3, total, 16);
+  CheckSlice(*model, reqs, 3, 50, 64, /*dense_ld=*/8);  // num_dense 5 padded to 8
 }
 
 TEST(BatchPackerTest, LayoutDependsOnlyOnBucketAndCapacity) {

@@ -72,8 +72,9 @@ absl::Status CudaWorker::Init() {
     feat_col_.push_back(col);
     col += m.tables[f.table].dim;
   }
-  feat_width_ = col;
-  max_width_ = std::max({m.num_dense, m.interaction_width, feat_width_});
+  // CAT feeds feats straight to the top MLP, whose K may be padded.
+  feat_width_ = m.interaction == rankd::v1::CAT ? dm_->top_in_ld() : col;
+  max_width_ = std::max({dm_->dense_ld(), dm_->top_in_ld(), feat_width_});
   for (const Linear& l : m.bottom) max_width_ = std::max(max_width_, l.out);
   for (const Linear& l : m.top) max_width_ = std::max(max_width_, l.out);
 
@@ -89,7 +90,7 @@ absl::Status CudaWorker::Init() {
   if (!(s = alloc(ping_, rows * max_width_, "activations")).ok()) return s;
   if (!(s = alloc(pong_, rows * max_width_, "activations")).ok()) return s;
   if (m.interaction == rankd::v1::DOT) {
-    if (!(s = alloc(top_in_, rows * m.interaction_width, "dot interaction output")).ok()) return s;
+    if (!(s = alloc(top_in_, rows * dm_->top_in_ld(), "dot interaction output")).ok()) return s;
   }
   if (!m.cross.empty()) {
     const int64_t n = m.cross[0].n;
@@ -99,9 +100,11 @@ absl::Status CudaWorker::Init() {
     if (!(s = alloc(cross_r_, rows * m.cross[0].rank, "cross low-rank")).ok()) return s;
   }
   counters_offset_ = (sizeof(float) * rows + 15) & ~size_t{15};
-  // Counters per table (general path) or per feature (fused path).
-  const size_t out_bytes = counters_offset_ + 8 * std::max(m.tables.size(), m.features.size());
+  const size_t num_counters = m.tables.size() + m.features.size();
+  last_counts_.assign(num_counters, 0);
+  const size_t out_bytes = counters_offset_ + 8 * num_counters;
   if (!(s = out_.Allocate(out_bytes, "scores")).ok()) return s;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(out_.get(), 0, out_bytes), "zero counters");
   if (!(s = host_out_.Allocate(out_bytes, "scores (host)")).ok()) return s;
   if (options_.allow_fused_tiny) {
     s = InitTiny();
@@ -115,7 +118,7 @@ absl::Status CudaWorker::EnsureArena(int64_t padded_rows, int64_t ids) {
   if (ids <= ids_capacity_ && host_arena_.bytes() > 0) return absl::OkStatus();
   const int64_t capacity = std::max(ids, 2 * ids_capacity_);
   const PackedLayout biggest =
-      MakeLayout(dm_->model(), kernels::RoundUpRows(options_.max_rows), capacity);
+      MakeLayout(dm_->model(), kernels::RoundUpRows(options_.max_rows), capacity, dm_->dense_ld());
   (void)padded_rows;
   RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   DropGraphs();  // they point into the old arena
@@ -135,19 +138,19 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
   const int fw = feat_width_;
   const int nt = static_cast<int>(m.tables.size());
   auto* counters = reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(counters, 0, 8 * nt, stream_), "counters memset");
+  (void)nt;
 
   // 1. Bottom MLP; the last layer writes x into columns [0, xw) of feats.
   const float* dense = reinterpret_cast<const float*>(arena + l.dense_offset);
   float* feats = feats_.as<float>();
   if (dm_->bottom().empty()) {
     RANKD_RETURN_IF_CUDA_ERROR(
-        cudaMemcpy2DAsync(feats, sizeof(float) * fw, dense, sizeof(float) * m.num_dense,
+        cudaMemcpy2DAsync(feats, sizeof(float) * fw, dense, sizeof(float) * l.dense_ld,
                           sizeof(float) * m.num_dense, rows, cudaMemcpyDeviceToDevice, stream_),
         "dense -> interaction input");
   } else {
     const float* in = dense;
-    int64_t in_ld = m.num_dense;
+    int64_t in_ld = l.dense_ld;
     for (size_t i = 0; i < dm_->bottom().size(); ++i) {
       const bool last = i + 1 == dm_->bottom().size();
       float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
@@ -160,6 +163,15 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
     }
   }
 
+  auto mark = [&]() {
+    if (stage_events_ != nullptr) {
+      cudaEvent_t e;
+      cudaEventCreate(&e);
+      cudaEventRecord(e, stream_);
+      stage_events_->push_back(e);
+    }
+  };
+  mark();
   // 2. All features' pooled embeddings, one launch, into their columns.
   kc::PooledLookupArgs args;
   args.tables = dm_->device_tables();
@@ -179,6 +191,7 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
       "pooled embedding lookup");
   if (!s.ok()) return s;
 
+  mark();
   // 3. Interaction.
   const float* top_in = feats;
   int64_t top_ld = fw;
@@ -186,11 +199,11 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
     s = LaunchStatus(kc::LaunchDotInteraction(feats, fw, rows,
                                               1 + static_cast<int>(m.features.size()),
                                               m.dense_out_width(), m.self_interaction,
-                                              top_in_.as<float>(), m.interaction_width, stream_),
+                                              top_in_.as<float>(), dm_->top_in_ld(), stream_),
                      "dot interaction");
     if (!s.ok()) return s;
     top_in = top_in_.as<float>();
-    top_ld = m.interaction_width;
+    top_ld = dm_->top_in_ld();
   } else if (m.interaction == rankd::v1::DCN_V2) {
     const float* x = feats;
     for (size_t i = 0; i < dm_->cross().size(); ++i) {
@@ -213,6 +226,7 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
     top_ld = fw;
   }
 
+  mark();
   // 4. Top MLP; the last (1-wide) layer fused with the sigmoid.
   const float* in = top_in;
   int64_t in_ld = top_ld;
@@ -230,14 +244,13 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
                       "final layer + sigmoid");
 }
 
-absl::Status CudaWorker::InitTiny() {
-  const Model& m = dm_->model();
+bool TinyShapeFor(const Model& m, kc::TinyDlrmShape* shape) {
   if (m.interaction != rankd::v1::DOT || m.bottom.size() > kc::kTinyDlrmMaxLayers ||
       m.top.size() > kc::kTinyDlrmMaxLayers ||
       m.features.size() > static_cast<size_t>(kc::kTinyDlrmMaxFeatures)) {
-    return absl::OkStatus();
+    return false;
   }
-  kc::TinyDlrmShape& s = tiny_shape_;
+  kc::TinyDlrmShape& s = *shape;
   s.num_dense = m.num_dense;
   s.num_bottom = static_cast<int>(m.bottom.size());
   for (int i = 0; i < s.num_bottom; ++i) s.bottom[i] = m.bottom[i].out;
@@ -246,7 +259,14 @@ absl::Status CudaWorker::InitTiny() {
   s.num_top = static_cast<int>(m.top.size());
   for (int i = 0; i < s.num_top; ++i) s.top[i] = m.top[i].out;
   s.self_interaction = m.self_interaction;
-  if (!kc::TinyDlrmSupported(s)) return absl::OkStatus();
+  return kc::TinyDlrmSupported(s);
+}
+
+absl::Status CudaWorker::InitTiny() {
+  const Model& m = dm_->model();
+  kc::TinyDlrmShape& s = tiny_shape_;
+  // The fused kernel reads dense rows num_dense apart: only with unpadded inputs.
+  if (dm_->dense_ld() != m.num_dense || !TinyShapeFor(m, &s)) return absl::OkStatus();
   std::vector<kernels::LinearView> bottom, top;
   for (const Linear& l : m.bottom) bottom.push_back(l.view());
   for (const Linear& l : m.top) top.push_back(l.view());
@@ -277,7 +297,8 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
   args.weights = tiny_weights_.as<float>();
   args.rows = l.rows;
   args.scores = out_.as<float>();
-  auto* counters = reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_);
+  auto* counters = reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_) +
+                   m.tables.size();  // the fused path's per-feature region
   args.unresolved = counters;
   const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
   for (size_t f = 0; f < m.features.size(); ++f) {
@@ -289,8 +310,6 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
     tf.weights = host_features[f].weighted ? reinterpret_cast<const float*>(arena + l.weights_offset)
                                            : nullptr;
   }
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(counters, 0, 8 * m.features.size(), stream_),
-                             "counters memset");
   return CudaStatus(kc::LaunchTinyDlrm(tiny_shape_, args, stream_), "fused tiny-model forward");
 }
 
@@ -302,7 +321,7 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
   absl::Status s =
       EnsureArena(padded, CountSliceIds(m, requests, offsets, row_begin, row_end));
   if (!s.ok()) return s;
-  layout_ = MakeLayout(m, padded, ids_capacity_);
+  layout_ = MakeLayout(m, padded, ids_capacity_, dm_->dense_ld());
   PackSlice(m, requests, offsets, row_begin, row_end, feat_col_, &layout_,
             host_arena_.as<uint8_t>());
   uint8_t* host = host_arena_.as<uint8_t>();
@@ -355,7 +374,7 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
   RANKD_RETURN_IF_CUDA_ERROR(
       cudaMemcpyAsync(host_out_.as<uint8_t>() + counters_offset_,
                       out_.as<uint8_t>() + counters_offset_,
-                      8 * std::max(m.tables.size(), m.features.size()),
+                      8 * last_counts_.size(),
                       cudaMemcpyDeviceToHost, stream_),
       "counters device -> host");
   return CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
@@ -384,16 +403,48 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
     if (stats != nullptr) {
       const auto* counts =
           reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
-      if (last_was_tiny_) {  // counted per feature
-        for (size_t f = 0; f < m.features.size(); ++f) {
-          stats->unresolved_ids_per_table[m.features[f].table] += counts[f];
-        }
-      } else {
-        for (size_t t = 0; t < m.tables.size(); ++t) stats->unresolved_ids_per_table[t] += counts[t];
+      const size_t nt = m.tables.size();
+      for (size_t t = 0; t < nt; ++t) {
+        stats->unresolved_ids_per_table[t] += counts[t] - last_counts_[t];
       }
+      for (size_t f = 0; f < m.features.size(); ++f) {  // the fused path counts per feature
+        stats->unresolved_ids_per_table[m.features[f].table] +=
+            counts[nt + f] - last_counts_[nt + f];
+      }
+    }
+    {
+      const auto* counts =
+          reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
+      last_counts_.assign(counts, counts + last_counts_.size());
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> CudaWorker::ProfileLastForward() {
+  if (last_was_tiny_) return std::vector<double>{};
+  std::vector<cudaEvent_t> events;
+  cudaEvent_t start;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreate(&start), "cudaEventCreate");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(start, stream_), "cudaEventRecord");
+  events.push_back(start);
+  stage_events_ = &events;
+  absl::Status s = Forward(layout_);
+  stage_events_ = nullptr;
+  cudaEvent_t end;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreate(&end), "cudaEventCreate");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(end, stream_), "cudaEventRecord");
+  events.push_back(end);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(end), "cudaEventSynchronize");
+  std::vector<double> us;
+  for (size_t i = 1; i < events.size(); ++i) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, events[i - 1], events[i]);
+    us.push_back(ms * 1000.0);
+  }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  if (!s.ok()) return s;
+  return us;
 }
 
 absl::Status CudaWorker::ReplayLastForward() {
@@ -421,6 +472,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
   for (int d : devices) {
     DeviceModel::Options dmo;
     dmo.device = d;
+    kc::TinyDlrmShape tiny;
+    dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, &tiny));
     auto dm = DeviceModel::Create(model, dmo);
     if (!dm.ok()) return dm.status();
     for (int i = 0; i < workers_per_device; ++i) {

@@ -58,6 +58,11 @@ class CudaWorker final : public Worker {
   // (as last packed) once more on the stream, without copies or sync.
   absl::Status ReplayLastForward();
   cudaStream_t stream() const { return stream_; }
+
+  // For benchmarks: runs the last slice's forward directly (no graph) with an
+  // event after each stage and returns the stages' device times in us:
+  // {bottom MLP, embedding lookup, interaction, top MLP}.
+  absl::StatusOr<std::vector<double>> ProfileLastForward();
   bool uses_fused_tiny() const { return fused_tiny_; }
 
  private:
@@ -97,14 +102,21 @@ class CudaWorker final : public Worker {
 
   // Activations, sized for max_rows.
   DeviceBuffer feats_, ping_, pong_, top_in_, cross_a_, cross_b_, cross_t_, cross_r_;
-  DeviceBuffer out_;  // scores [max_rows] then counters [num_tables] (u64)
+  // Scores [max_rows], then unresolved-id counters: [num_tables] (general
+  // path) and [num_features] (fused path), u64. The counters only ever grow
+  // (zeroed once at start, never reset, so no memset on the latency path);
+  // a batch's counts are the difference from the previous readout.
+  DeviceBuffer out_;
   PinnedBuffer host_out_;
   size_t counters_offset_ = 0;
+  std::vector<unsigned long long> last_counts_;
 
   // Fused tiny path.
   kernels::cuda::TinyDlrmShape tiny_shape_;
   DeviceBuffer tiny_weights_;
   bool last_was_tiny_ = false;
+  // Set only inside ProfileLastForward: events recorded between stages.
+  std::vector<cudaEvent_t>* stage_events_ = nullptr;
 
   // One graph per padded row count, valid for the current arena.
   std::map<int64_t, cudaGraphExec_t> graphs_;
@@ -116,6 +128,9 @@ class CudaWorker final : public Worker {
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     std::shared_ptr<const Model> model, const CudaWorker::Options& options,
     int workers_per_device, std::vector<int> devices = {});
+
+// Whether the fused single-kernel forward handles `model`, and its shape.
+bool TinyShapeFor(const Model& model, kernels::cuda::TinyDlrmShape* shape);
 
 // Number of CUDA devices this process can use (0 without GPU or driver), and
 // why there are none.

@@ -1,12 +1,32 @@
 #include "engine/cuda/device_model.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace rankd::engine::cuda {
 namespace {
 
-int64_t LinearBytes(const Linear& l) { return 4 * (int64_t{l.in} * l.out + l.out); }
+int64_t LinearBytes(const Linear& l) { return 4 * (int64_t{l.in + 3} * l.out + l.out); }
+
+int RoundUp4(int x) { return (x + 3) / 4 * 4; }
+
+// The layer with its input width padded to `in` (zero weights for the pad).
+Linear PadInput(const Linear& l, int in) {
+  if (in == l.in) return l;
+  Linear p;
+  p.in = in;
+  p.out = l.out;
+  p.bias = l.bias;
+  p.weight.assign(static_cast<size_t>(in) * l.out, 0.0f);
+  for (int o = 0; o < l.out; ++o) {
+    std::copy(l.weight.begin() + static_cast<size_t>(o) * l.in,
+              l.weight.begin() + static_cast<size_t>(o + 1) * l.in,
+              p.weight.begin() + static_cast<size_t>(o) * in);
+  }
+  return p;
+}
 
 }  // namespace
 
@@ -99,13 +119,19 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     return kernels::cuda::DeviceLinear{static_cast<const float*>(*w),
                                        static_cast<const float*>(*b), l.in, l.out};
   };
+  const bool dcn = model->interaction == rankd::v1::DCN_V2;
+  dm->dense_ld_ = options.pad_inputs ? RoundUp4(model->num_dense) : model->num_dense;
+  dm->top_in_ld_ = (options.pad_inputs && !dcn) ? RoundUp4(model->interaction_width)
+                                                : model->interaction_width;
   for (size_t i = 0; i < model->bottom.size(); ++i) {
-    auto l = linear(model->bottom[i], absl::StrCat("bottom[", i, "]"));
+    auto l = linear(i == 0 ? PadInput(model->bottom[i], dm->dense_ld_) : model->bottom[i],
+                    absl::StrCat("bottom[", i, "]"));
     if (!l.ok()) return l.status();
     dm->bottom_.push_back(*l);
   }
   for (size_t i = 0; i < model->top.size(); ++i) {
-    auto l = linear(model->top[i], absl::StrCat("top[", i, "]"));
+    auto l = linear(i == 0 ? PadInput(model->top[i], dm->top_in_ld_) : model->top[i],
+                    absl::StrCat("top[", i, "]"));
     if (!l.ok()) return l.status();
     dm->top_.push_back(*l);
   }

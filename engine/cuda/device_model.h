@@ -27,6 +27,11 @@ class DeviceModel {
     // Device memory kept free for workers (activations, arenas, cuBLASLt
     // workspaces, CUDA graphs).
     int64_t reserve_bytes = int64_t{2} << 30;
+    // Pad the K (input width) of the first bottom and first top layer to a
+    // multiple of 4 with zero weights, so their inputs' rows are 16-byte
+    // aligned: cuBLASLt picks far slower kernels for K = 13 or 367. Workers
+    // then write inputs with dense_ld() / top_in_ld() and zero pad columns.
+    bool pad_inputs = true;
   };
 
   static absl::StatusOr<std::shared_ptr<const DeviceModel>> Create(
@@ -49,6 +54,10 @@ class DeviceModel {
   const std::vector<DeviceCross>& cross() const { return cross_; }
   // Host copies of the descriptors (device pointers inside).
   const std::vector<kernels::cuda::DeviceTable>& host_tables() const { return host_tables_; }
+  // Floats per dense input row, and per top-MLP input row (DOT output, or
+  // the CAT interaction input); DCN_V2's top input is the cross output, n wide.
+  int dense_ld() const { return dense_ld_; }
+  int top_in_ld() const { return top_in_ld_; }
 
  private:
   DeviceModel() = default;
@@ -59,6 +68,8 @@ class DeviceModel {
   std::vector<kernels::cuda::DeviceTable> host_tables_;
   std::vector<kernels::cuda::DeviceLinear> bottom_, top_;
   std::vector<DeviceCross> cross_;
+  int dense_ld_ = 0;
+  int top_in_ld_ = 0;
 };
 
 }  // namespace rankd::engine::cuda
