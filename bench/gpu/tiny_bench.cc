@@ -353,11 +353,11 @@ absl::Status Run() {
 
   // min KB: bytes one launch must move at least (each input read once, scores
   // written once); at ~3 TB/s, 300 KB is 0.1 us: the kernel is latency-bound.
-  std::printf("\n%-6s | %-7s | %-26s | %-26s | %-13s | %-12s | %s\n", "batch", "min KB",
-              "launch: med [p10, p90] us", "graph: med [p10, p90] us", "b2b us/launch",
+  std::printf("\n%-6s | %-7s | %-25s | %-25s | %-13s | %-12s | %s\n", "batch", "min KB",
+              "launch us: med [p10,p90]", "graph us: med [p10,p90]", "b2b us/launch",
               "b2b us/graph", "max|p-p_cpu|");
   for (const Row& r : table) {
-    std::printf("%-6ld | %7.1f | %8.2f [%6.2f, %6.2f]   | %8.2f [%6.2f, %6.2f]   | %13.2f | %12.2f | %.2e\n",
+    std::printf("%-6ld | %7.1f | %8.2f [%6.2f, %6.2f] | %8.2f [%6.2f, %6.2f] | %13.2f | %12.2f | %.2e\n",
                 static_cast<long>(r.batch), r.min_bytes / 1024.0, r.plain_med, r.plain_p10,
                 r.plain_p90, r.graph_med, r.graph_p10, r.graph_p90, r.plain_b2b, r.graph_b2b,
                 r.max_abs_err);

@@ -38,6 +38,8 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
@@ -49,8 +51,15 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpSize = 32;
 constexpr int kPoolWarpsPerBlock = 4;
 constexpr int kPoolThreads = kWarpSize * kPoolWarpsPerBlock;
-// Row loads each lane issues before it uses the first (ids in flight per group).
-constexpr int kUnroll = 8;
+// Bag slots per warp: 8 bags of dim <= 32 fp32 (G <= 4 lanes a row) in one
+// pass; dim 128 fp32 (G = 32) takes them one after another.
+constexpr int kSlotsPerWarp = 8;
+// Row loads each lane issues before it uses the first. 8 would hold 32
+// registers of loads; with every row type and pooling inlined into the one
+// kernel that pushes it past 128 registers (or spills), so 4, and the rows of
+// each batch are first prefetched into L2 (no registers held) to keep enough
+// bytes in flight.
+constexpr int kUnroll = 4;
 constexpr int kHashThreads = 256;
 
 // ---------------------------------------------------------------------------
@@ -117,25 +126,37 @@ __device__ __forceinline__ bool Aligned16(const void* p) {
 // ---------------------------------------------------------------------------
 // Pooled lookup.
 
-// Everything a warp needs about its bag (warp-uniform values).
-struct BagJob {
+// A run of consecutive bags of one feature that one warp pools (warp-uniform).
+struct SegmentJob {
   const void* rows;
   int64_t num_rows;
   int dim;
   bool mean;
   bool dynamic;
   bool hash_vector;  // hash keys 16-byte aligned
+  bool rows32;       // num_rows fits in int32: row indices shuffled as 32 bits
+  bool prefetch;     // prefetch each batch's rows into L2 before loading them
   HashTableView hash;
   const float* default_vector;
   const int64_t* ids;
   const float* weights;  // nullptr: unweighted
-  int64_t id_begin, id_end;
-  int32_t row_begin, row_end;  // output rows
-  bool rows32;  // num_rows fits in int32: row indices shuffled as 32 bits
-  float* out;  // args.out + out_col
+  const int64_t* bag_ids;
+  const int32_t* bag_rows;
+  int64_t first_bag;  // index into bag_ids / bag_rows
+  int count;          // bags in the segment, 1..kSlotsPerWarp
+  float* out;         // args.out + out_col
   int64_t out_stride;
   bool out_vec;  // out and out_stride allow 16-byte stores at 4-aligned columns
   unsigned long long* unresolved;  // nullptr: not counted
+};
+
+// How the warp's lanes split a row: groups of `lanes` lanes, one 16-byte
+// (kVec-element) chunk each.
+struct Groups {
+  int lanes;  // G: power of two, 1..32
+  int count;  // 32 / G
+  int index;  // this lane's group
+  int lane;   // this lane's index in its group
 };
 
 // Loads kBytes (2, 4, 8 or 16) read-only bytes into 32-bit words. Rows are
@@ -159,6 +180,11 @@ __device__ __forceinline__ void LoadRaw(const void* p, uint32_t (&r)[(kBytes + 3
     asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(h) : "l"(p));
     r[0] = h;
   }
+}
+
+// Asks L2 for the line holding p (no register, no wait).
+__device__ __forceinline__ void PrefetchL2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 // Raw words -> kVec floats (exact for all three storage types).
@@ -186,7 +212,7 @@ __device__ __forceinline__ void RawToFloat(const uint32_t* r, float (&f)[kVec]) 
   }
 }
 
-__device__ __forceinline__ int64_t ResolveRow(const BagJob& job, int64_t id) {
+__device__ __forceinline__ int64_t ResolveRow(const volatile SegmentJob& job, int64_t id) {
   int64_t row;
   if (job.dynamic) {
     row = job.hash_vector
@@ -198,73 +224,96 @@ __device__ __forceinline__ int64_t ResolveRow(const BagJob& job, int64_t id) {
   return (row >= 0 && row < job.num_rows) ? row : kMissingRow;
 }
 
-// Pools one bag with the whole warp. kVec values of kType per lane load.
-template <RowType kType, int kVec, bool kMax>
-__device__ __forceinline__ void PoolBag(const BagJob& job, int lane) {
+// Pools one bag per group (warp_mode false: ids [begin, end) and output rows
+// [row_begin, row_end) differ between groups; a group without a bag has empty
+// ranges) or one bag with the whole warp (warp_mode true: the ranges are
+// warp-uniform, the groups take every num_groups-th id and are combined at the
+// end). Adds this lane's unresolved ids to *miss_count. Every lane of the warp
+// calls this with the same warp_mode.
+template <RowType kType, int kVec, bool kMax, bool warp_mode>
+__device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const Groups& grp, int64_t begin,
+                                         int64_t end, int32_t row_begin, int32_t row_end, int lane,
+                                         unsigned* miss_count) {
   constexpr int kElemBytes = kType == RowType::kFp32 ? 4 : 2;
   constexpr int kBytes = kVec * kElemBytes;
   constexpr int kWords = (kBytes + 3) / 4;
   const float init = kMax ? -INFINITY : 0.0f;
 
   const int dim = job.dim;
-  const int chunks = (dim + kVec - 1) / kVec;
-  int group_lanes = 1;
-  while (group_lanes < chunks && group_lanes < kWarpSize) group_lanes <<= 1;
-  const int log_group = __ffs(group_lanes) - 1;
-  const int num_groups = kWarpSize >> log_group;
-  const int group = lane >> log_group;
-  const int group_lane = lane & (group_lanes - 1);
-  const int cols_per_pass = group_lanes * kVec;
-  const int64_t bag_size = job.id_end - job.id_begin;
+  const int cols_per_pass = grp.lanes * kVec;
+  // Ids come in batches: 32 (one per lane) in warp mode, G (one per lane of
+  // the group) in group mode. Slot j (0..G-1) of a group's share of a batch
+  // is the id loaded by lane j * src_stride + src_base.
+  const int batch_width = warp_mode ? kWarpSize : grp.lanes;
+  const int my_slot = warp_mode ? lane : grp.lane;
+  const int src_stride = warp_mode ? grp.count : 1;
+  const int src_base = warp_mode ? grp.index : grp.index * grp.lanes;
+  const int64_t bag_size = end - begin;
+  int batches = static_cast<int>((bag_size + batch_width - 1) / batch_width);
+  if constexpr (!warp_mode) batches = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(batches)));
   const char* __restrict__ table_rows = static_cast<const char*>(job.rows);
+  const bool rows32 = job.rows32;
+  const bool prefetch = job.prefetch;
   const int64_t row_bytes = static_cast<int64_t>(dim) * kElemBytes;
 
   for (int col0 = 0; col0 < dim; col0 += cols_per_pass) {
-    const int col = col0 + group_lane * kVec;
+    const int col = col0 + grp.lane * kVec;
     const bool col_ok = col < dim;
     const char* __restrict__ col_base = table_rows + static_cast<int64_t>(col) * kElemBytes;
+    const int64_t pass_begin = static_cast<int64_t>(col0) * kElemBytes;
+    const int64_t pass_bytes = min(row_bytes - pass_begin, static_cast<int64_t>(cols_per_pass) * kElemBytes);
     float acc[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] = init;
-    // This lane's unresolved ids (of its own id slots).
+    // Unresolved ids this lane loaded: count, weight sum, max and min.
     unsigned miss = 0;
     float miss_wsum = 0.0f, miss_wmax = -INFINITY, miss_wmin = INFINITY;
 
-    for (int64_t batch = job.id_begin; batch < job.id_end; batch += kWarpSize) {
-      const int batch_size = static_cast<int>(min(static_cast<int64_t>(kWarpSize), job.id_end - batch));
-      int64_t my_row = kMissingRow;
+    for (int t = 0; t < batches; ++t) {
+      const int64_t batch = begin + static_cast<int64_t>(t) * batch_width;
+      int64_t my_row = kMissingRow;  // also for slots past the end: never loaded
       float my_w = 1.0f;
-      if (lane < batch_size) {
-        const int64_t id = __ldg(job.ids + batch + lane);
-        if (job.weights != nullptr) my_w = __ldg(job.weights + batch + lane);
+      if (batch + my_slot < end) {
+        const int64_t id = __ldg(job.ids + batch + my_slot);
+        const float* weights = job.weights;
+        if (weights != nullptr) my_w = __ldg(weights + batch + my_slot);
         my_row = ResolveRow(job, id);
         if (my_row < 0) {
           ++miss;
           miss_wsum += my_w;
           miss_wmax = fmaxf(miss_wmax, my_w);
           miss_wmin = fminf(miss_wmin, my_w);
+        } else if (prefetch) {
+          // This pass's columns of the row, one request per 128-byte line.
+          const char* first = table_rows + my_row * row_bytes + pass_begin;
+          for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
         }
       }
-      // Group `group` takes ids group, group + num_groups, ... of the batch.
-      for (int k = 0; k < group_lanes && k * num_groups < batch_size; k += kUnroll) {
+      // Slots of this batch any group needs (warp-uniform).
+      const int valid = static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(batch_width), end - batch)));
+      int slots;
+      if constexpr (warp_mode) {
+        slots = (valid + grp.count - 1) / grp.count;
+      } else {
+        slots = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(valid)));
+      }
+      slots = min(slots, grp.lanes);
+      for (int k = 0; k < slots; k += kUnroll) {
         uint32_t raw[kUnroll][kWords];
         float w[kUnroll];
         bool ok[kUnroll];
 #pragma unroll
+        for (int u = 0; u < kUnroll; ++u) ok[u] = false;
+#pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const int idx = (k + u) * num_groups + group;
-          const int src = idx & (kWarpSize - 1);
-          const int64_t r = job.rows32 ? static_cast<int64_t>(__shfl_sync(
+          if (k + u >= slots) break;  // warp-uniform
+          const int src = (k + u) * src_stride + src_base;  // < 32 since k + u < G
+          const int64_t r = rows32 ? static_cast<int64_t>(__shfl_sync(
                                              kFullMask, static_cast<int32_t>(my_row), src))
                                        : __shfl_sync(kFullMask, my_row, src);
           w[u] = __shfl_sync(kFullMask, my_w, src);
-          ok[u] = (k + u < group_lanes) && idx < batch_size && r >= 0 && col_ok;
-          if (ok[u]) {
-            LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
-          } else {
-#pragma unroll
-            for (int j = 0; j < kWords; ++j) raw[u][j] = 0;
-          }
+          ok[u] = r >= 0 && col_ok;
+          if (ok[u]) LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -279,36 +328,39 @@ __device__ __forceinline__ void PoolBag(const BagJob& job, int lane) {
       }
     }
 
-    // Combine the groups (lanes with the same group_lane hold the same columns).
-    for (int offset = group_lanes; offset < kWarpSize; offset <<= 1) {
+    if constexpr (warp_mode) {
+      // Combine the groups (lanes with the same group lane hold the same columns).
+      for (int offset = grp.lanes; offset < kWarpSize; offset <<= 1) {
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const float other = __shfl_xor_sync(kFullMask, acc[i], offset);
-        acc[i] = kMax ? fmaxf(acc[i], other) : acc[i] + other;
+        for (int i = 0; i < kVec; ++i) {
+          const float other = __shfl_xor_sync(kFullMask, acc[i], offset);
+          acc[i] = kMax ? fmaxf(acc[i], other) : acc[i] + other;
+        }
       }
     }
 
-    // Unresolved ids: default vector (or zeros) times their weights.
-    const unsigned miss_total = __reduce_add_sync(kFullMask, miss);
-    if (miss_total > 0) {
-#pragma unroll
-      for (int offset = 1; offset < kWarpSize; offset <<= 1) {
-        miss_wsum += __shfl_xor_sync(kFullMask, miss_wsum, offset);
-        miss_wmax = fmaxf(miss_wmax, __shfl_xor_sync(kFullMask, miss_wmax, offset));
-        miss_wmin = fminf(miss_wmin, __shfl_xor_sync(kFullMask, miss_wmin, offset));
-      }
+    // Unresolved ids: default vector (or zeros) times their weights. The ids
+    // of a bag were loaded by the whole warp (warp mode) or by its group.
+    if (col0 == 0) *miss_count += miss;
+    unsigned bag_miss = miss;
+    const int span = warp_mode ? kWarpSize : grp.lanes;
+    for (int offset = 1; offset < span; offset <<= 1) {
+      bag_miss += __shfl_xor_sync(kFullMask, bag_miss, offset);
+      miss_wsum += __shfl_xor_sync(kFullMask, miss_wsum, offset);
+      miss_wmax = fmaxf(miss_wmax, __shfl_xor_sync(kFullMask, miss_wmax, offset));
+      miss_wmin = fminf(miss_wmin, __shfl_xor_sync(kFullMask, miss_wmin, offset));
+    }
+    if (bag_miss > 0) {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         float d = 0.0f;
-        if (job.default_vector != nullptr && col + i < dim) d = __ldg(job.default_vector + col + i);
+        const float* default_vector = job.default_vector;
+        if (default_vector != nullptr && col + i < dim) d = __ldg(default_vector + col + i);
         if (kMax) {
           acc[i] = fmaxf(acc[i], (d >= 0.0f ? miss_wmax : miss_wmin) * d);
         } else {
           acc[i] = fmaf(miss_wsum, d, acc[i]);
         }
-      }
-      if (col0 == 0 && lane == 0 && job.unresolved != nullptr) {
-        atomicAdd(job.unresolved, static_cast<unsigned long long>(miss_total));
       }
     }
 
@@ -322,13 +374,18 @@ __device__ __forceinline__ void PoolBag(const BagJob& job, int lane) {
       for (int i = 0; i < kVec; ++i) acc[i] = acc[i] / n;
     }
 
-    // Write the pooled chunk to every output row of the bag, groups in parallel.
+    // Write the pooled chunk to every output row of the bag (in warp mode the
+    // groups write different rows).
     if (col_ok) {
       float* __restrict__ out_col = job.out + col;
-      for (int32_t r = job.row_begin + group; r < job.row_end; r += num_groups) {
-        float* __restrict__ dst = out_col + static_cast<int64_t>(r) * job.out_stride;
+      __builtin_assume(__isGlobal(out_col));  // read back from shared memory: say it is global
+      const int64_t out_stride = job.out_stride;
+      const bool out_vec = job.out_vec;
+      const int row_step = warp_mode ? grp.count : 1;
+      for (int32_t r = row_begin + (warp_mode ? grp.index : 0); r < row_end; r += row_step) {
+        float* __restrict__ dst = out_col + static_cast<int64_t>(r) * out_stride;
         if constexpr (kVec % 4 == 0) {
-          if (job.out_vec) {
+          if (out_vec) {
 #pragma unroll
             for (int i = 0; i < kVec; i += 4) {
               *reinterpret_cast<float4*>(dst + i) =
@@ -346,90 +403,179 @@ __device__ __forceinline__ void PoolBag(const BagJob& job, int lane) {
   }
 }
 
-template <RowType kType, int kVec>
-__device__ __forceinline__ void PoolBagDispatchMax(const BagJob& job, Pooling pooling, int lane) {
-  if (pooling == Pooling::kMax) {
-    PoolBag<kType, kVec, true>(job, lane);
-  } else {
-    PoolBag<kType, kVec, false>(job, lane);
+// Position of the (k+1)-th set bit of mask (k < popc(mask)).
+__device__ __forceinline__ int NthSetBit(unsigned mask, int k) {
+  for (int i = 0; i < k; ++i) mask &= mask - 1;
+  return __ffs(mask) - 1;
+}
+
+// Pools the job's `count` consecutive bags with the warp. Short bags are
+// pooled one per group, num_groups at a time; bags longer than
+// kLongBagBatches batches of a group go to the whole warp, one at a time
+// (with G = 32 both are the same: one bag at a time).
+template <RowType kType, int kVec, bool kMax>
+__device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int lane) {
+  constexpr int kLongBagBatches = 4;
+  const int chunks = (job.dim + kVec - 1) / kVec;
+  Groups grp;
+  grp.lanes = 1;
+  while (grp.lanes < chunks && grp.lanes < kWarpSize) grp.lanes <<= 1;
+  const int log_lanes = __ffs(grp.lanes) - 1;
+  grp.count = kWarpSize >> log_lanes;
+  grp.index = lane >> log_lanes;
+  grp.lane = lane & (grp.lanes - 1);
+
+  // Bag first_bag + l is long when it has more than kLongBagBatches batches
+  // of a group (never with one group: G = 32).
+  bool is_long = false;
+  if (lane < job.count && grp.count > 1) {
+    const int64_t b = job.first_bag + lane;
+    is_long = __ldg(job.bag_ids + b + 1) - __ldg(job.bag_ids + b) >
+              kLongBagBatches * max(grp.lanes, 2);
+  }
+  const unsigned long_mask = __ballot_sync(kFullMask, is_long);
+  const unsigned short_mask = __ballot_sync(kFullMask, lane < job.count && !is_long);
+
+  unsigned miss_count = 0;
+  const int num_short = __popc(short_mask);
+  for (int base = 0; base < num_short; base += grp.count) {
+    const int k = base + grp.index;
+    int64_t begin = 0, end = 0;
+    int32_t row_begin = 0, row_end = 0;  // empty: no bag for this group
+    if (k < num_short) {
+      const int64_t b = job.first_bag + NthSetBit(short_mask, k);
+      begin = __ldg(job.bag_ids + b);
+      end = __ldg(job.bag_ids + b + 1);
+      row_begin = __ldg(job.bag_rows + b);
+      row_end = __ldg(job.bag_rows + b + 1);
+    }
+    PoolBags<kType, kVec, kMax, /*warp_mode=*/false>(job, grp, begin, end, row_begin, row_end,
+                                                     lane, &miss_count);
+  }
+  for (unsigned m = long_mask; m != 0; m &= m - 1) {
+    const int64_t b = job.first_bag + (__ffs(m) - 1);
+    PoolBags<kType, kVec, kMax, /*warp_mode=*/true>(
+        job, grp, __ldg(job.bag_ids + b), __ldg(job.bag_ids + b + 1), __ldg(job.bag_rows + b),
+        __ldg(job.bag_rows + b + 1), lane, &miss_count);
+  }
+
+  // One atomic per segment for its unresolved ids.
+  const unsigned total = __reduce_add_sync(kFullMask, miss_count);
+  unsigned long long* unresolved = job.unresolved;
+  if (lane == 0 && total > 0 && unresolved != nullptr) {
+    // atomicAdd (relaxed, device scope) on a global address; spelled out
+    // because a pointer read from shared memory is generic to the compiler.
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(unresolved),
+                 "l"(static_cast<unsigned long long>(total))
+                 : "memory");
   }
 }
 
-__global__ void __launch_bounds__(kPoolThreads)
-    PooledLookupKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix) {
+template <RowType kType, int kVec>
+__device__ __forceinline__ void PoolSegmentDispatchMax(const volatile SegmentJob& job, Pooling pooling,
+                                                       int lane) {
+  if (pooling == Pooling::kMax) {
+    PoolSegment<kType, kVec, true>(job, lane);
+  } else {
+    PoolSegment<kType, kVec, false>(job, lane);
+  }
+}
+
+// Warp w pools bag slots [w * kSlotsPerWarp, (w + 1) * kSlotsPerWarp) (grid-
+// stride), split into segments at feature boundaries.
+__global__ void __launch_bounds__(kPoolThreads, 4)
+    PooledLookupKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix,
+                       bool prefetch) {
   const int lane = threadIdx.x & (kWarpSize - 1);
   const int num_features = args.num_features;
   const int64_t num_bags = min(args.total_bags, __ldg(bag_prefix + num_features));
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kPoolWarpsPerBlock;
-  for (int64_t slot = static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock +
-                      threadIdx.x / kWarpSize;
-       slot < num_bags; slot += warps) {
-    // Last feature whose prefix is <= slot (features without bags have equal
-    // prefixes and are skipped by taking the last).
-    int lo = 0, hi = num_features - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (__ldg(bag_prefix + mid) <= slot) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
+  __shared__ SegmentJob segment_jobs[kPoolWarpsPerBlock];
+  for (int64_t chunk = static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock +
+                       threadIdx.x / kWarpSize;
+       chunk * kSlotsPerWarp < num_bags; chunk += warps) {
+    const int64_t chunk_end = min(num_bags, (chunk + 1) * kSlotsPerWarp);
+    for (int64_t slot = chunk * kSlotsPerWarp; slot < chunk_end;) {
+      // Last feature whose prefix is <= slot (features without bags have
+      // equal prefixes and are skipped by taking the last).
+      int lo = 0, hi = num_features - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (__ldg(bag_prefix + mid) <= slot) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
       }
-    }
-    const DeviceFeature& feature = args.features[lo];
-    const int64_t bag = feature.bag_begin + (slot - __ldg(bag_prefix + lo));
-    const DeviceTable& table = args.tables[feature.table];
+      const int64_t feature_first = __ldg(bag_prefix + lo);
+      const int64_t segment_end = min(chunk_end, __ldg(bag_prefix + lo + 1));
+      const DeviceFeature& feature = args.features[lo];
+      const DeviceTable& table = args.tables[feature.table];
 
-    BagJob job;
-    job.rows = table.rows;
-    job.num_rows = table.num_rows;
-    job.rows32 = table.num_rows <= INT32_MAX;
-    job.dim = table.dim;
-    job.mean = table.pooling == Pooling::kMean;
-    job.hash = table.hash;
-    job.dynamic = table.hash.num_buckets > 0;
-    job.hash_vector = Aligned16(table.hash.keys);
-    job.default_vector = table.default_vector;
-    job.ids = args.ids;
-    job.weights = feature.weighted ? args.weights : nullptr;
-    job.id_begin = __ldg(args.bag_ids + bag);
-    job.id_end = __ldg(args.bag_ids + bag + 1);
-    job.row_begin = __ldg(args.bag_rows + bag);
-    job.row_end = __ldg(args.bag_rows + bag + 1);
-    job.out = args.out + feature.out_col;
-    job.out_stride = args.out_stride;
-    job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
-    job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
-    if (job.dim <= 0) continue;
+      // The segment's description lives in shared memory and is read where it
+      // is used, so that its ~20 pointer and size registers are not held
+      // through the pooling loops (fewer registers, more warps per SM).
+      __syncwarp();  // every lane is done with the previous segment
+      SegmentJob& job = segment_jobs[threadIdx.x / kWarpSize];
+      const int dim = table.dim;
+      const int64_t first_bag = feature.bag_begin + (slot - feature_first);
+      const int count = static_cast<int>(segment_end - slot);
+      slot = segment_end;
+      if (dim <= 0) continue;
+      if (lane == 0) {
+        job.rows = table.rows;
+        job.num_rows = table.num_rows;
+        job.rows32 = table.num_rows <= INT32_MAX;
+        job.prefetch = prefetch;
+        job.dim = dim;
+        job.mean = table.pooling == Pooling::kMean;
+        job.hash = table.hash;
+        job.dynamic = table.hash.num_buckets > 0;
+        job.hash_vector = Aligned16(table.hash.keys);
+        job.default_vector = table.default_vector;
+        job.ids = args.ids;
+        job.weights = (feature.weighted && args.weights != nullptr) ? args.weights : nullptr;
+        job.bag_ids = args.bag_ids;
+        job.bag_rows = args.bag_rows;
+        job.first_bag = first_bag;
+        job.count = count;
+        job.out = args.out + feature.out_col;
+        job.out_stride = args.out_stride;
+        job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
+        job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
+      }
+      __syncwarp();
 
-    const Pooling pooling = table.pooling;
-    const bool rows16 = Aligned16(table.rows);
-    const bool rows8 = (reinterpret_cast<uintptr_t>(table.rows) & 7) == 0;
-    switch (table.row_type) {
-      case RowType::kFp32:
-        if (job.dim % 4 == 0 && rows16) {
-          PoolBagDispatchMax<RowType::kFp32, 4>(job, pooling, lane);
-        } else {
-          PoolBagDispatchMax<RowType::kFp32, 1>(job, pooling, lane);
-        }
-        break;
-      case RowType::kFp16:
-        if (job.dim % 8 == 0 && rows16) {
-          PoolBagDispatchMax<RowType::kFp16, 8>(job, pooling, lane);
-        } else if (job.dim % 4 == 0 && rows8) {
-          PoolBagDispatchMax<RowType::kFp16, 4>(job, pooling, lane);
-        } else {
-          PoolBagDispatchMax<RowType::kFp16, 1>(job, pooling, lane);
-        }
-        break;
-      case RowType::kBf16:
-        if (job.dim % 8 == 0 && rows16) {
-          PoolBagDispatchMax<RowType::kBf16, 8>(job, pooling, lane);
-        } else if (job.dim % 4 == 0 && rows8) {
-          PoolBagDispatchMax<RowType::kBf16, 4>(job, pooling, lane);
-        } else {
-          PoolBagDispatchMax<RowType::kBf16, 1>(job, pooling, lane);
-        }
-        break;
+      const Pooling pooling = table.pooling;
+      const bool rows16 = Aligned16(table.rows);
+      const bool rows8 = (reinterpret_cast<uintptr_t>(table.rows) & 7) == 0;
+      switch (table.row_type) {
+        case RowType::kFp32:
+          if (dim % 4 == 0 && rows16) {
+            PoolSegmentDispatchMax<RowType::kFp32, 4>(job, pooling, lane);
+          } else {
+            PoolSegmentDispatchMax<RowType::kFp32, 1>(job, pooling, lane);
+          }
+          break;
+        case RowType::kFp16:
+          if (dim % 8 == 0 && rows16) {
+            PoolSegmentDispatchMax<RowType::kFp16, 8>(job, pooling, lane);
+          } else if (dim % 4 == 0 && rows8) {
+            PoolSegmentDispatchMax<RowType::kFp16, 4>(job, pooling, lane);
+          } else {
+            PoolSegmentDispatchMax<RowType::kFp16, 1>(job, pooling, lane);
+          }
+          break;
+        case RowType::kBf16:
+          if (dim % 8 == 0 && rows16) {
+            PoolSegmentDispatchMax<RowType::kBf16, 8>(job, pooling, lane);
+          } else if (dim % 4 == 0 && rows8) {
+            PoolSegmentDispatchMax<RowType::kBf16, 4>(job, pooling, lane);
+          } else {
+            PoolSegmentDispatchMax<RowType::kBf16, 1>(job, pooling, lane);
+          }
+          break;
+      }
     }
   }
 }
@@ -463,8 +609,14 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
       args.out_stride <= 0) {
     return cudaErrorInvalidValue;
   }
-  PooledLookupKernel<<<GridFor(args.total_bags, kPoolWarpsPerBlock), kPoolThreads, 0, stream>>>(
-      args, bag_prefix);
+  // RANKD_LOOKUP_PREFETCH=0 turns the L2 prefetch of rows off (for A/B timing).
+  static const bool prefetch = [] {
+    const char* v = std::getenv("RANKD_LOOKUP_PREFETCH");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  const int64_t warps = (args.total_bags + kSlotsPerWarp - 1) / kSlotsPerWarp;
+  PooledLookupKernel<<<GridFor(warps, kPoolWarpsPerBlock), kPoolThreads, 0, stream>>>(
+      args, bag_prefix, prefetch);
   return cudaGetLastError();
 }
 

@@ -100,9 +100,9 @@ struct TinyDlrmArgs {
 // Scores args.rows candidates. rows == 0 launches nothing. Returns
 // cudaErrorInvalidValue for an unsupported shape or inconsistent arguments
 // (null pointers, a table whose dim differs, misaligned weights), else the
-// launch's error. Sets the kernel's dynamic shared-memory limit on first use
-// per device when the shape needs more than 48 KB (not a stream operation, so
-// it is safe during graph capture).
+// launch's error. A shape needing more than 48 KB of shared memory makes the
+// first launch per device raise the kernel's limit (cudaFuncSetAttribute):
+// launch once (warm-up) before capturing the launch in a CUDA graph.
 cudaError_t LaunchTinyDlrm(const TinyDlrmShape& shape, const TinyDlrmArgs& args,
                            cudaStream_t stream);
 

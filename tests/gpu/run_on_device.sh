@@ -13,7 +13,7 @@ work=${WORK:-$(mktemp -d)}
 bundle=.gpu/bundle
 run() { "$bundle/run" "$@"; }
 export PYTHONUNBUFFERED=1
-sections=${SECTIONS:-"kernels sanitizer engine serve bench lookup"}
+sections=${SECTIONS:-"kernels sanitizer engine serve servelat bench lookup"}
 want() { [[ " $sections " == *" $1 "* ]]; }
 table="$out/table.txt"
 : > "$table"
@@ -83,6 +83,42 @@ fi
 if want serve; then
   bash tests/gpu/serve_check.sh "$bundle" "$work/serve" > "$out/serve_check.log" 2>&1
   row "serve --backend cuda checks" "$(grep -c ^PASS "$out/serve_check.log") passed, $(grep -c ^FAIL "$out/serve_check.log") failed"
+fi
+
+# --- servelat: client-measured latency of rankd serve --backend cuda ---------
+if want servelat; then
+  gen mini mini 1
+  gen kaggle kaggle 1
+  for spec in "mini 1" "kaggle 1" "kaggle 256"; do
+    set -- $spec
+    run rankd gen-requests --model "$work/models/$1/1" --count 200 --candidates "$2" --seed 11 \
+      --output "$work/lat_$1_$2.jsonl"
+  done
+  # A model root with just these two (hard links: no copy of the 2 GB table file).
+  for m in mini kaggle; do
+    mkdir -p "$work/latroot/$m/1"
+    ln -f "$work/models/$m/1/model.pbtxt" "$work/models/$m/1/weights.safetensors" "$work/latroot/$m/1/"
+  done
+  rm -f "$work/lat.ports"
+  "$bundle/run" rankd serve --model_root "$work/latroot" --backend cuda --host 127.0.0.1 \
+    --grpc_port 0 --metrics_port -1 --port_file "$work/lat.ports" > "$out/servelat_rankd.log" 2>&1 &
+  lat_pid=$!
+  for _ in $(seq 600); do [ -s "$work/lat.ports" ] && break; sleep 0.2; done
+  port=$(sed -n 's/grpc_port=//p' "$work/lat.ports")
+  for spec in "mini 1" "kaggle 1" "kaggle 256"; do
+    set -- $spec
+    r=$(run serve_bench --target "127.0.0.1:$port" --requests "$work/lat_$1_$2.jsonl" \
+        --concurrency 1 --duration_s 5 --label "$1 B=$2" 2>&1 | tail -1)
+    echo "$r" >> "$out/servelat.log"
+    row "serve cuda $1 B=$2 conc 1" "$(echo "$r" | grep -oE 'p50 +[0-9.]+ us +p90 +[0-9.]+ us +p99 +[0-9.]+ us')"
+  done
+  for c in 16 64; do
+    r=$(run serve_bench --target "127.0.0.1:$port" --requests "$work/lat_kaggle_1.jsonl" \
+        --concurrency $c --connections 4 --duration_s 5 --label "kaggle B=1" 2>&1 | tail -1)
+    echo "$r" >> "$out/servelat.log"
+    row "serve cuda kaggle B=1 conc $c" "$(echo "$r" | grep -oE '[0-9]+ req/s.*p99 +[0-9.]+ us')"
+  done
+  kill -TERM $lat_pid; wait $lat_pid
 fi
 
 # --- bench: engine forward vs PyTorch on the same weights and inputs ----------
