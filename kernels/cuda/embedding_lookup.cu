@@ -481,21 +481,24 @@ __device__ __forceinline__ void PoolSegmentDispatchMax(const volatile SegmentJob
   }
 }
 
-// Warp w pools bag slots [w * kSlotsPerWarp, (w + 1) * kSlotsPerWarp) (grid-
-// stride), split into segments at feature boundaries.
+// Warp w pools bag slots [w * kSlotsPerWarp, (w + 1) * kSlotsPerWarp), split
+// into segments at feature boundaries.
 __global__ void __launch_bounds__(kPoolThreads, 4)
     PooledLookupKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix,
                        bool prefetch) {
   const int lane = threadIdx.x & (kWarpSize - 1);
   const int num_features = args.num_features;
   const int64_t num_bags = min(args.total_bags, __ldg(bag_prefix + num_features));
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kPoolWarpsPerBlock;
   __shared__ SegmentJob segment_jobs[kPoolWarpsPerBlock];
-  for (int64_t chunk = static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock +
-                       threadIdx.x / kWarpSize;
-       chunk * kSlotsPerWarp < num_bags; chunk += warps) {
-    const int64_t chunk_end = min(num_bags, (chunk + 1) * kSlotsPerWarp);
-    for (int64_t slot = chunk * kSlotsPerWarp; slot < chunk_end;) {
+  const int64_t chunk =
+      static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t chunk_first = chunk * kSlotsPerWarp;
+  // One chunk per warp (the launcher sizes the grid for all of them).
+  const int chunk_count =
+      static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(kSlotsPerWarp), num_bags - chunk_first)));
+  {
+    for (int done = 0; done < chunk_count;) {
+      const int64_t slot = chunk_first + done;
       // Last feature whose prefix is <= slot (features without bags have
       // equal prefixes and are skipped by taking the last).
       int lo = 0, hi = num_features - 1;
@@ -508,7 +511,8 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
         }
       }
       const int64_t feature_first = __ldg(bag_prefix + lo);
-      const int64_t segment_end = min(chunk_end, __ldg(bag_prefix + lo + 1));
+      const int count = static_cast<int>(
+          min(static_cast<int64_t>(chunk_count - done), __ldg(bag_prefix + lo + 1) - slot));
       const DeviceFeature& feature = args.features[lo];
       const DeviceTable& table = args.tables[feature.table];
 
@@ -519,8 +523,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
       SegmentJob& job = segment_jobs[threadIdx.x / kWarpSize];
       const int dim = table.dim;
       const int64_t first_bag = feature.bag_begin + (slot - feature_first);
-      const int count = static_cast<int>(segment_end - slot);
-      slot = segment_end;
+      done += count;
       if (dim <= 0) continue;
       if (lane == 0) {
         job.rows = table.rows;
@@ -615,7 +618,9 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   const int64_t warps = (args.total_bags + kSlotsPerWarp - 1) / kSlotsPerWarp;
-  PooledLookupKernel<<<GridFor(warps, kPoolWarpsPerBlock), kPoolThreads, 0, stream>>>(
+  const int64_t blocks = (warps + kPoolWarpsPerBlock - 1) / kPoolWarpsPerBlock;
+  if (blocks > INT_MAX) return cudaErrorInvalidValue;  // 6.9e10 bags
+  PooledLookupKernel<<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
       args, bag_prefix, prefetch);
   return cudaGetLastError();
 }
