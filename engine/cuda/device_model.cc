@@ -42,23 +42,27 @@ int64_t DeviceModel::RequiredBytes(const Model& m) {
   return bytes;
 }
 
+absl::Status DeviceModel::CheckFits(const Model& model, int device, int64_t free_bytes,
+                                     int64_t total_bytes, int64_t reserve_bytes) {
+  const int64_t need = RequiredBytes(model);
+  if (need <= free_bytes - reserve_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "model \"%s\" version %d needs %.2f GiB of GPU memory for its weights, but GPU %d has "
+      "%.2f GiB free of %.2f GiB and %.2f GiB is kept for workers: it does not fit on one GPU "
+      "(tables in pinned host memory, placement HOST, are not available in this build)",
+      model.name, model.version, need / 1073741824.0, device, free_bytes / 1073741824.0,
+      total_bytes / 1073741824.0, reserve_bytes / 1073741824.0));
+}
+
 absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     std::shared_ptr<const Model> model, const Options& options) {
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(options.device),
                              absl::StrCat("cudaSetDevice(", options.device, ")"));
   size_t free_bytes = 0, total_bytes = 0;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  const int64_t need = RequiredBytes(*model);
-  const int64_t usable = static_cast<int64_t>(free_bytes) - options.reserve_bytes;
-  if (need > usable) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "model \"%s\" version %d needs %.2f GiB of GPU memory for its weights, but GPU %d has "
-        "%.2f GiB free of %.2f GiB and %.2f GiB is kept for workers: it does not fit on one GPU "
-        "(tables in pinned host memory, placement HOST, are not available in this build)",
-        model->name, model->version, need / 1073741824.0, options.device,
-        free_bytes / 1073741824.0, total_bytes / 1073741824.0,
-        options.reserve_bytes / 1073741824.0));
-  }
+  absl::Status fits = CheckFits(*model, options.device, static_cast<int64_t>(free_bytes),
+                                static_cast<int64_t>(total_bytes), options.reserve_bytes);
+  if (!fits.ok()) return fits;
   std::shared_ptr<DeviceModel> dm(new DeviceModel());
   dm->model_ = model;
   dm->device_ = options.device;

@@ -40,6 +40,12 @@ class DeviceModel {
   // Bytes the weights need on the device (what Create checks).
   static int64_t RequiredBytes(const Model& model);
 
+  // RESOURCE_EXHAUSTED, with the numbers, when `model` does not fit in
+  // `free_bytes` minus `reserve_bytes` of GPU `device`; OK otherwise. Create
+  // calls it with cudaMemGetInfo's numbers before allocating anything.
+  static absl::Status CheckFits(const Model& model, int device, int64_t free_bytes,
+                                int64_t total_bytes, int64_t reserve_bytes);
+
   const Model& model() const { return *model_; }
   int device() const { return device_; }
   const kernels::cuda::DeviceTable* device_tables() const {
