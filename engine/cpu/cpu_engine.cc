@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/batch_rows.h"
 #include "engine/request_validation.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/embedding_pool.h"
@@ -132,9 +133,7 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
     for (size_t f = 0; f < num_features; ++f) {
       const FeatureInput& in = req.features[f];
       std::vector<int64_t>& off = plan.offsets[r][f];
-      off.resize(in.lengths.size() + 1);
-      off[0] = 0;
-      for (size_t b = 0; b < in.lengths.size(); ++b) off[b + 1] = off[b] + in.lengths[b];
+      off = BagOffsets(in.lengths);
       if (in.lengths.size() == 1) {
         // One bag for every candidate: pool it once, broadcast per row.
         const int table = m.features[f].table;
@@ -199,25 +198,8 @@ void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
   grow(s->feats, rows * fw);
   grow(s->top_in, rows * m.interaction_width);
 
-  // Segments: runs of task rows that belong to one request.
-  struct Segment {
-    size_t request;
-    int64_t first_candidate;
-    int64_t local_row;  // row within the task
-    int64_t count;
-  };
-  std::vector<Segment> segments;
-  {
-    size_t r = std::upper_bound(plan.row_start.begin(), plan.row_start.end(),
-                                row_begin) - plan.row_start.begin() - 1;
-    int64_t row = row_begin;
-    while (row < row_end) {
-      while (plan.row_start[r + 1] <= row) ++r;
-      const int64_t take = std::min(row_end, plan.row_start[r + 1]) - row;
-      segments.push_back({r, row - plan.row_start[r], row - row_begin, take});
-      row += take;
-    }
-  }
+  using Segment = RowSegment;
+  const std::vector<RowSegment> segments = SegmentRows(plan.row_start, row_begin, row_end);
 
   // 1. Dense input -> bottom MLP -> x in feats[:, 0:xw].
   float* feats = s->feats.data();

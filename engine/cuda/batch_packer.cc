@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/batch_rows.h"
 #include "kernels/cuda/embedding_lookup.h"
 
 namespace rankd::engine::cuda {
@@ -10,26 +11,10 @@ namespace {
 
 size_t Align16(size_t x) { return (x + 15) & ~size_t{15}; }
 
-// Runs of slice rows that belong to one request.
-struct Segment {
-  size_t request;
-  int64_t first_candidate;
-  int64_t local_row;
-  int64_t count;
-};
+using Segment = RowSegment;
 
 std::vector<Segment> Segments(const RequestOffsets& o, int64_t row_begin, int64_t row_end) {
-  std::vector<Segment> out;
-  size_t r = std::upper_bound(o.row_start.begin(), o.row_start.end(), row_begin) -
-             o.row_start.begin() - 1;
-  int64_t row = row_begin;
-  while (row < row_end) {
-    while (o.row_start[r + 1] <= row) ++r;
-    const int64_t take = std::min(row_end, o.row_start[r + 1]) - row;
-    out.push_back({r, row - o.row_start[r], row - row_begin, take});
-    row += take;
-  }
-  return out;
+  return SegmentRows(o.row_start, row_begin, row_end);
 }
 
 bool Shared(const FeatureInput& in) { return in.lengths.size() == 1; }
@@ -45,11 +30,7 @@ RequestOffsets ComputeRequestOffsets(const Model& model,
     o.row_start[r + 1] = o.row_start[r] + requests[r]->num_candidates;
     o.offsets[r].resize(model.features.size());
     for (size_t f = 0; f < model.features.size(); ++f) {
-      const FeatureInput& in = requests[r]->features[f];
-      std::vector<int64_t>& off = o.offsets[r][f];
-      off.resize(in.lengths.size() + 1);
-      off[0] = 0;
-      for (size_t b = 0; b < in.lengths.size(); ++b) off[b + 1] = off[b] + in.lengths[b];
+      o.offsets[r][f] = BagOffsets(requests[r]->features[f].lengths);
     }
   }
   return o;
