@@ -20,6 +20,8 @@
 // The table's rows repeat a random 64 MiB pattern (rows are gathered at
 // random, so the values do not change the timing; the pattern keeps the host
 // setup and the CPU check small).
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,8 +32,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -58,14 +58,13 @@ namespace {
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
 
-#define CHECK_CUDA(x)                                                          \
-  do {                                                                         \
-    const cudaError_t e_ = (x);                                                \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,          \
-                   cudaGetErrorString(e_));                                    \
-      std::exit(2);                                                            \
-    }                                                                          \
+#define CHECK_CUDA(x)                                                                          \
+  do {                                                                                         \
+    const cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
   } while (0)
 
 double Median(std::vector<double> v) {
@@ -110,7 +109,7 @@ T* ToDevice(const std::vector<T>& v) {
 struct Result {
   std::string what;
   double us = 0;
-  std::string rate;      // keys/s or bytes/s
+  std::string rate;        // keys/s or bytes/s
   double bytes_per_s = 0;  // effective, 0 = n/a
   double pct_copy = 0;
   std::string note;
@@ -139,8 +138,8 @@ double CopyBandwidth(cudaStream_t stream, std::vector<Result>* results) {
   CHECK_CUDA(cudaFree(src));
   CHECK_CUDA(cudaFree(dst));
   const double bw = 2.0 * bytes / (ms * 1e-3);
-  results->push_back({"copy d2d " + std::to_string(bytes >> 20) + " MiB", ms * 1e3,
-                      Giga(bw, "B/s"), bw, 100.0, "read + written"});
+  results->push_back({"copy d2d " + std::to_string(bytes >> 20) + " MiB", ms * 1e3, Giga(bw, "B/s"),
+                      bw, 100.0, "read + written"});
   std::printf("copy: %.1f us, %.1f GB/s (read + written)\n", ms * 1e3, bw / 1e9);
   return bw;
 }
@@ -187,7 +186,8 @@ void PooledBench(rk::RowType type, bool zipf, double copy_bw, cudaStream_t strea
     if (type == rk::RowType::kFp32) {
       std::memcpy(&pattern[i * 4], &v, 4);
     } else {
-      const uint16_t b = type == rk::RowType::kFp16 ? rk::FloatToHalfBits(v) : rk::FloatToBf16Bits(v);
+      const uint16_t b =
+          type == rk::RowType::kFp16 ? rk::FloatToHalfBits(v) : rk::FloatToBf16Bits(v);
       std::memcpy(&pattern[i * 2], &b, 2);
     }
   }
@@ -195,8 +195,8 @@ void PooledBench(rk::RowType type, bool zipf, double copy_bw, cudaStream_t strea
   CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_rows), num_rows * row_bytes));
   for (int64_t r = 0; r < num_rows; r += pattern_rows) {
     const int64_t n = std::min(pattern_rows, num_rows - r);
-    CHECK_CUDA(cudaMemcpy(d_rows + r * row_bytes, pattern.data(), n * row_bytes,
-                          cudaMemcpyHostToDevice));
+    CHECK_CUDA(
+        cudaMemcpy(d_rows + r * row_bytes, pattern.data(), n * row_bytes, cudaMemcpyHostToDevice));
   }
 
   // Ids: uniform, or Zipf ranks scattered by an odd multiplier (a bijection
@@ -245,9 +245,8 @@ void PooledBench(rk::RowType type, bool zipf, double copy_bw, cudaStream_t strea
   args.out = ToDevice(std::vector<float>(out_size, std::numeric_limits<float>::quiet_NaN()));
   const int64_t* d_prefix = ToDevice(std::vector<int64_t>{0, batch});
 
-  const double ms = TimeMs(stream, [&] {
-    CHECK_CUDA(rkc::LaunchPooledLookup(args, d_prefix, stream));
-  });
+  const double ms =
+      TimeMs(stream, [&] { CHECK_CUDA(rkc::LaunchPooledLookup(args, d_prefix, stream)); });
 
   // Check: no NaN left; sampled bags against the CPU twin.
   std::vector<float> out(out_size);
@@ -297,8 +296,8 @@ void PooledBench(rk::RowType type, bool zipf, double copy_bw, cudaStream_t strea
   char note[96];
   std::snprintf(note, sizeof(note), "%s (max err %.1e, NaN %lld)", ok ? "check ok" : "CHECK FAILED",
                 max_err, static_cast<long long>(nan_count));
-  results->push_back({what, ms * 1e3, Giga(num_ids / seconds, "keys/s"), bw, 100.0 * bw / copy_bw,
-                      note});
+  results->push_back(
+      {what, ms * 1e3, Giga(num_ids / seconds, "keys/s"), bw, 100.0 * bw / copy_bw, note});
   std::printf("%s: %.1f us, %.3f G keys/s, %.1f GB/s effective, %.1f%% of copy; %s\n", what,
               ms * 1e3, num_ids / seconds / 1e9, bw / 1e9, 100.0 * bw / copy_bw, note);
 
@@ -344,9 +343,8 @@ void HashBench(double load, cudaStream_t stream, std::vector<Result>* results) {
   const int64_t* d_queries = ToDevice(queries);
   int64_t* d_out = ToDevice(std::vector<int64_t>(q, -7));
 
-  const double ms = TimeMs(stream, [&] {
-    CHECK_CUDA(rkc::LaunchHashLookup(dv, d_queries, q, d_out, stream));
-  });
+  const double ms =
+      TimeMs(stream, [&] { CHECK_CUDA(rkc::LaunchHashLookup(dv, d_queries, q, d_out, stream)); });
   std::vector<int64_t> got(q);
   CHECK_CUDA(cudaMemcpy(got.data(), d_out, q * sizeof(int64_t), cudaMemcpyDeviceToHost));
   int64_t wrong = 0;
@@ -410,7 +408,8 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.1f | %s | %s | %s | %s |\n", r.what.c_str(), r.us, r.rate.c_str(), bw,
                 pct, r.note.c_str());
   }
-  std::printf("targets: pooled >= 80%% of copy; hash >= 4 G keys/s at load 0.5; "
-              "torch embedding_bag (fp32 uniform) 2.98 G keys/s = 1.63 TB/s\n");
+  std::printf(
+      "targets: pooled >= 80%% of copy; hash >= 4 G keys/s at load 0.5; "
+      "torch embedding_bag (fp32 uniform) 2.98 G keys/s = 1.63 TB/s\n");
   return g_failed ? 1 : 0;
 }

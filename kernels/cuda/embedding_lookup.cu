@@ -2,28 +2,38 @@
 // CPU twins: kernels/cpu/embedding_pool.cc (PoolEmbeddings) and
 // kernels/cpu/hash_table.cc (HashLookup / HashLookupBatch).
 //
-// PooledLookupKernel: one warp per bag slot (grid-stride over all features'
-// bags). The warp finds its feature by a binary search over bag_prefix, then
-// pools the bag:
-//   * The row is split into 16-byte chunks (4 fp32 or 8 fp16/bf16 values; 8-
-//     or 2/4-byte chunks when the dim or the table's alignment forbids 16),
+// PooledLookupKernel: warp w takes bag slots [8w, 8w + 8) of the global slot
+// space (all features' bags in one launch), splits them at feature
+// boundaries (binary search over bag_prefix) and pools each run ("segment"):
+//   * A row is split into 16-byte chunks (4 fp32 or 8 fp16/bf16 values; 8-,
+//     4- or 2-byte chunks when the dim or the table's alignment forbids 16),
 //     one chunk per lane. A "group" of G lanes (G = chunks rounded up to a
-//     power of two, at most 32) covers one row; the warp holds 32 / G groups,
-//     which read different ids of the same bag at once (dim 16 fp32: G = 4, 8
-//     rows at once). Rows wider than 32 chunks take several column passes.
-//   * Ids come in batches of 32: lane i loads id i (coalesced), resolves it
-//     (bounds check, or a hash probe for DYNAMIC tables) and its weight, and
-//     the groups fetch (row, weight) by shuffle. Each lane issues kUnroll row
-//     loads before it accumulates any, so kUnroll * 32 / G rows of a warp are
-//     in flight.
-//   * Groups are combined by xor-shuffles; every lane then holds the pooled
-//     chunk of its column, and the groups write the rows of a shared bag in
-//     parallel (16-byte stores when the output is aligned).
+//     power of two, at most 32) covers one row: dim 128 fp32 -> G = 32, dim 16
+//     fp32 -> G = 4 (8 groups), dim 4 fp32 -> G = 1. Rows wider than 32 chunks
+//     take several column passes.
+//   * Short bags (at most 4 batches of G ids) are pooled one per group, 32 / G
+//     bags at once (dim 16, bag 1: 8 bags per warp step instead of 1). Longer
+//     bags are pooled by the whole warp, one at a time: the groups take every
+//     (32 / G)-th id and are combined by xor-shuffles at the end. With G = 32
+//     both are the same (one bag at a time, one row per warp step).
+//   * Ids come in batches (32 per warp, or G per group): lane i loads id i
+//     (coalesced), resolves it (bounds check, or a hash probe for DYNAMIC
+//     tables), prefetches its row's bytes into L2 (no registers held), and the
+//     groups fetch (row, weight) by shuffle and issue kUnroll 16-byte row loads
+//     (ld.global.nc.L1::no_allocate) before using the first.
+//   * Every lane ends with the pooled chunk of its columns; a bag's output
+//     rows (several for a shared bag) are written with 16-byte stores when
+//     the output is aligned.
 //   * Unresolved ids are not loaded: each lane keeps the count, weight sum
-//     (SUM/MEAN) and weight max/min (MAX) of its unresolved ids, reduced over
-//     the warp once per bag. sum_i w_i * d = (sum_i w_i) * d up to rounding,
-//     and max_i w_i * d = (max w) * d for d >= 0, (min w) * d for d < 0
-//     exactly (rounding is monotonic), so MAX stays bit-identical to the CPU.
+//     (SUM/MEAN) and weight max/min (MAX) of its unresolved ids, reduced once
+//     per bag. sum_i w_i * d = (sum_i w_i) * d up to rounding, and
+//     max_i w_i * d = (max w) * d for d >= 0, (min w) * d for d < 0 exactly
+//     (rounding is monotonic), so MAX stays bit-identical to the CPU. Counts
+//     go to args.unresolved with one atomic per segment.
+//   * Registers: every row type / vector width / pooling is inlined into the
+//     one kernel; the segment's description sits in shared memory and is read
+//     where used, so the kernel stays at <= 128 registers (16 warps per SM)
+//     without spilling.
 //
 // HashLookupKernel: one thread per key. A bucket is 16 keys = 128 bytes; the
 // thread reads its first half (64 bytes, four 16-byte loads, issued together),
@@ -31,8 +41,6 @@
 // slot. At load factor 0.5 most probes end in the first half, so a lookup
 // moves about 64 bytes of keys + one 32-byte sector of rows, against 128 + 32
 // for a half-warp reading the whole bucket.
-#include "kernels/cuda/embedding_lookup.h"
-
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -43,6 +51,7 @@
 
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
+#include "kernels/cuda/embedding_lookup.h"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -68,8 +77,8 @@ constexpr int kHashThreads = 256;
 // Checks 8 consecutive slots (keys k[0..7] at slot `slot0`). Returns true when
 // the probe ends here, with *row set.
 __device__ __forceinline__ bool CheckSlots(const int64_t (&k)[8], int64_t key,
-                                           const int64_t* __restrict__ rows,
-                                           int64_t slot0, int64_t* row) {
+                                           const int64_t* __restrict__ rows, int64_t slot0,
+                                           int64_t* row) {
   unsigned match = 0, empty = 0;
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
@@ -86,8 +95,8 @@ __device__ __forceinline__ bool CheckSlots(const int64_t (&k)[8], int64_t key,
 // kVector: keys is 16-byte aligned (every bucket then is: 128-byte buckets).
 template <bool kVector>
 __device__ __forceinline__ int64_t ProbeRow(const int64_t* __restrict__ keys,
-                                            const int64_t* __restrict__ rows,
-                                            int64_t num_buckets, int64_t key) {
+                                            const int64_t* __restrict__ rows, int64_t num_buckets,
+                                            int64_t key) {
   if (key == kEmptyKey || num_buckets <= 0) return kMissingRow;
   const uint64_t mask = static_cast<uint64_t>(num_buckets) - 1;
   uint64_t bucket = HashKey(key) & mask;
@@ -146,7 +155,7 @@ struct SegmentJob {
   int count;          // bags in the segment, 1..kSlotsPerWarp
   float* out;         // args.out + out_col
   int64_t out_stride;
-  bool out_vec;  // out and out_stride allow 16-byte stores at 4-aligned columns
+  bool out_vec;                    // out and out_stride allow 16-byte stores at 4-aligned columns
   unsigned long long* unresolved;  // nullptr: not counted
 };
 
@@ -166,12 +175,10 @@ template <int kBytes>
 __device__ __forceinline__ void LoadRaw(const void* p, uint32_t (&r)[(kBytes + 3) / 4]) {
   if constexpr (kBytes == 16) {
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "l"(p));
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "l"(p));
   } else if constexpr (kBytes == 8) {
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-                 : "=r"(r[0]), "=r"(r[1])
-                 : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "l"(p));
   } else if constexpr (kBytes == 4) {
     asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r[0]) : "l"(p));
   } else {
@@ -215,9 +222,8 @@ __device__ __forceinline__ void RawToFloat(const uint32_t* r, float (&f)[kVec]) 
 __device__ __forceinline__ int64_t ResolveRow(const volatile SegmentJob& job, int64_t id) {
   int64_t row;
   if (job.dynamic) {
-    row = job.hash_vector
-              ? ProbeRow<true>(job.hash.keys, job.hash.rows, job.hash.num_buckets, id)
-              : ProbeRow<false>(job.hash.keys, job.hash.rows, job.hash.num_buckets, id);
+    row = job.hash_vector ? ProbeRow<true>(job.hash.keys, job.hash.rows, job.hash.num_buckets, id)
+                          : ProbeRow<false>(job.hash.keys, job.hash.rows, job.hash.num_buckets, id);
   } else {
     row = id;
   }
@@ -231,9 +237,9 @@ __device__ __forceinline__ int64_t ResolveRow(const volatile SegmentJob& job, in
 // end). Adds this lane's unresolved ids to *miss_count. Every lane of the warp
 // calls this with the same warp_mode.
 template <RowType kType, int kVec, bool kMax, bool warp_mode>
-__device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const Groups& grp, int64_t begin,
-                                         int64_t end, int32_t row_begin, int32_t row_end, int lane,
-                                         unsigned* miss_count) {
+__device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const Groups& grp,
+                                         int64_t begin, int64_t end, int32_t row_begin,
+                                         int32_t row_end, int lane, unsigned* miss_count) {
   constexpr int kElemBytes = kType == RowType::kFp32 ? 4 : 2;
   constexpr int kBytes = kVec * kElemBytes;
   constexpr int kWords = (kBytes + 3) / 4;
@@ -250,7 +256,8 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
   const int src_base = warp_mode ? grp.index : grp.index * grp.lanes;
   const int64_t bag_size = end - begin;
   int batches = static_cast<int>((bag_size + batch_width - 1) / batch_width);
-  if constexpr (!warp_mode) batches = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(batches)));
+  if constexpr (!warp_mode)
+    batches = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(batches)));
   const char* __restrict__ table_rows = static_cast<const char*>(job.rows);
   const bool rows32 = job.rows32;
   const bool prefetch = job.prefetch;
@@ -261,7 +268,8 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
     const bool col_ok = col < dim;
     const char* __restrict__ col_base = table_rows + static_cast<int64_t>(col) * kElemBytes;
     const int64_t pass_begin = static_cast<int64_t>(col0) * kElemBytes;
-    const int64_t pass_bytes = min(row_bytes - pass_begin, static_cast<int64_t>(cols_per_pass) * kElemBytes);
+    const int64_t pass_bytes =
+        min(row_bytes - pass_begin, static_cast<int64_t>(cols_per_pass) * kElemBytes);
     float acc[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] = init;
@@ -290,7 +298,8 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
         }
       }
       // Slots of this batch any group needs (warp-uniform).
-      const int valid = static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(batch_width), end - batch)));
+      const int valid =
+          static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(batch_width), end - batch)));
       int slots;
       if constexpr (warp_mode) {
         slots = (valid + grp.count - 1) / grp.count;
@@ -306,11 +315,12 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
         for (int u = 0; u < kUnroll; ++u) ok[u] = false;
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          if (k + u >= slots) break;  // warp-uniform
+          if (k + u >= slots) break;                        // warp-uniform
           const int src = (k + u) * src_stride + src_base;  // < 32 since k + u < G
-          const int64_t r = rows32 ? static_cast<int64_t>(__shfl_sync(
-                                             kFullMask, static_cast<int32_t>(my_row), src))
-                                       : __shfl_sync(kFullMask, my_row, src);
+          const int64_t r =
+              rows32
+                  ? static_cast<int64_t>(__shfl_sync(kFullMask, static_cast<int32_t>(my_row), src))
+                  : __shfl_sync(kFullMask, my_row, src);
           w[u] = __shfl_sync(kFullMask, my_w, src);
           ok[u] = r >= 0 && col_ok;
           if (ok[u]) LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
@@ -430,8 +440,8 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
   bool is_long = false;
   if (lane < job.count && grp.count > 1) {
     const int64_t b = job.first_bag + lane;
-    is_long = __ldg(job.bag_ids + b + 1) - __ldg(job.bag_ids + b) >
-              kLongBagBatches * max(grp.lanes, 2);
+    is_long =
+        __ldg(job.bag_ids + b + 1) - __ldg(job.bag_ids + b) > kLongBagBatches * max(grp.lanes, 2);
   }
   const unsigned long_mask = __ballot_sync(kFullMask, is_long);
   const unsigned short_mask = __ballot_sync(kFullMask, lane < job.count && !is_long);
@@ -449,8 +459,8 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
       row_begin = __ldg(job.bag_rows + b);
       row_end = __ldg(job.bag_rows + b + 1);
     }
-    PoolBags<kType, kVec, kMax, /*warp_mode=*/false>(job, grp, begin, end, row_begin, row_end,
-                                                     lane, &miss_count);
+    PoolBags<kType, kVec, kMax, /*warp_mode=*/false>(job, grp, begin, end, row_begin, row_end, lane,
+                                                     &miss_count);
   }
   for (unsigned m = long_mask; m != 0; m &= m - 1) {
     const int64_t b = job.first_bag + (__ffs(m) - 1);
@@ -472,8 +482,8 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
 }
 
 template <RowType kType, int kVec>
-__device__ __forceinline__ void PoolSegmentDispatchMax(const volatile SegmentJob& job, Pooling pooling,
-                                                       int lane) {
+__device__ __forceinline__ void PoolSegmentDispatchMax(const volatile SegmentJob& job,
+                                                       Pooling pooling, int lane) {
   if (pooling == Pooling::kMax) {
     PoolSegment<kType, kVec, true>(job, lane);
   } else {
@@ -494,11 +504,16 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
       static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock + threadIdx.x / kWarpSize;
   const int64_t chunk_first = chunk * kSlotsPerWarp;
   // One chunk per warp (the launcher sizes the grid for all of them).
-  const int chunk_count =
-      static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(kSlotsPerWarp), num_bags - chunk_first)));
+  const int chunk_count = static_cast<int>(
+      max(int64_t{0}, min(static_cast<int64_t>(kSlotsPerWarp), num_bags - chunk_first)));
+  // Kept in shared memory too: the pooling loops need every register, and a
+  // value live across them would otherwise be spilled to local memory.
+  __shared__ int64_t chunk_firsts[kPoolWarpsPerBlock];
+  volatile int64_t& chunk_first_shared = chunk_firsts[threadIdx.x / kWarpSize];
+  chunk_first_shared = chunk_first;  // every lane writes the same value
   {
     for (int done = 0; done < chunk_count;) {
-      const int64_t slot = chunk_first + done;
+      const int64_t slot = chunk_first_shared + done;
       // Last feature whose prefix is <= slot (features without bags have
       // equal prefixes and are skipped by taking the last).
       int lo = 0, hi = num_features - 1;
@@ -523,6 +538,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
       SegmentJob& job = segment_jobs[threadIdx.x / kWarpSize];
       const int dim = table.dim;
       const int64_t first_bag = feature.bag_begin + (slot - feature_first);
+      if (count <= 0) break;  // bag_prefix not non-decreasing: stop rather than spin
       done += count;
       if (dim <= 0) continue;
       if (lane == 0) {

@@ -11,8 +11,6 @@
 // Tolerances: MAX pooling is exact; SUM / MEAN may differ from the CPU by
 // 1e-5 of sum_i |w_i * v_i| (/ n for MEAN), the scale of fp32 rounding error
 // when the summation order differs.
-#include "kernels/cuda/embedding_lookup.h"
-
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -31,6 +29,7 @@
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
+#include "kernels/cuda/embedding_lookup.h"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -49,9 +48,9 @@ bool HaveGpu() {
 #define SKIP_WITHOUT_GPU() \
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device on this machine"
 
-#define ASSERT_CUDA(expr)                                                  \
-  do {                                                                     \
-    const cudaError_t err_ = (expr);                                       \
+#define ASSERT_CUDA(expr)                                                      \
+  do {                                                                         \
+    const cudaError_t err_ = (expr);                                           \
     ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
   } while (0)
 
@@ -156,8 +155,8 @@ struct TableSpec {
   int64_t num_rows = 500;
   bool dynamic = false;
   bool default_vector = false;
-  size_t rows_pad = 0;      // device rows pointer this many bytes past an aligned allocation
-  size_t keys_pad = 0;      // dynamic: same for the hash keys (multiple of 8)
+  size_t rows_pad = 0;       // device rows pointer this many bytes past an aligned allocation
+  size_t keys_pad = 0;       // dynamic: same for the hash keys (multiple of 8)
   double load_factor = 0.5;  // dynamic: keys / slots (before rounding to buckets)
 };
 
@@ -187,9 +186,8 @@ std::string Describe(const Scenario& s) {
     out += "\n  feature " + std::to_string(f) + ": table " + std::to_string(fs.table) + " " +
            TypeName(t.type) + " " + PoolingName(t.pooling) + " dim " + std::to_string(t.dim) +
            (t.dynamic ? " dynamic" : " static") + (t.default_vector ? " default" : " zeros") +
-           (fs.weighted ? " weighted" : "") + " out_col " + std::to_string(fs.out_col) +
-           " bags " + std::to_string(fs.bag_sizes.size()) + " rows_pad " +
-           std::to_string(t.rows_pad);
+           (fs.weighted ? " weighted" : "") + " out_col " + std::to_string(fs.out_col) + " bags " +
+           std::to_string(fs.bag_sizes.size()) + " rows_pad " + std::to_string(t.rows_pad);
   }
   return out;
 }
@@ -214,8 +212,7 @@ HostTable MakeTable(const TableSpec& spec, std::mt19937_64& rng) {
     if (spec.type == RowType::kFp32) {
       std::memcpy(&t.rows[i * 4], &v, 4);
     } else {
-      const uint16_t bits =
-          spec.type == RowType::kFp16 ? FloatToHalfBits(v) : FloatToBf16Bits(v);
+      const uint16_t bits = spec.type == RowType::kFp16 ? FloatToHalfBits(v) : FloatToBf16Bits(v);
       std::memcpy(&t.rows[i * 2], &bits, 2);
     }
   }
@@ -455,8 +452,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
                     << (owner[at] >= 0
                             ? ", element " + std::to_string(col - sc.features[owner[at]].out_col)
                             : std::string(", outside every feature"))
-                    << "): got " << got[at] << ", want " << expected[at] << " +- "
-                    << tolerance[at];
+                    << "): got " << got[at] << ", want " << expected[at] << " +- " << tolerance[at];
     }
   }
   EXPECT_EQ(bad, 0) << "elements wrong out of " << out_size;
@@ -615,7 +611,7 @@ Scenario MixedScenario(std::mt19937_64& rng) {
   feature(t128u, false, PerCandidateRows(sc.batch), 6);
   feature(t32k, true, SharedRows(sc.batch, 3, rng), 12);
   feature(t4, true, PerCandidateRows(sc.batch), 3);  // second feature on one table
-  const int none = feature(t64, false, {}, 1);        // a feature without bags
+  const int none = feature(t64, false, {}, 1);       // a feature without bags
   (void)none;
   const int all_empty = feature(t16, false, PerCandidateRows(sc.batch), 1);
   std::fill(sc.features[all_empty].bag_sizes.begin(), sc.features[all_empty].bag_sizes.end(), 0);
@@ -681,10 +677,10 @@ TEST(PooledLookupGpuTest, RandomScenarios) {
       fs.table = static_cast<int>(rng() % num_tables);
       fs.weighted = rng() % 2;
       fs.miss_rate = (rng() % 4) * 0.1;
-      fs.bag_row_counts = (rng() % 3 == 0) ? SharedRows(sc.batch, 50, rng)
-                                           : PerCandidateRows(sc.batch);
-      fs.bag_sizes = RandomBagSizes(fs.bag_row_counts.size(),
-                                    1 + static_cast<int>(rng() % 200), rng);
+      fs.bag_row_counts =
+          (rng() % 3 == 0) ? SharedRows(sc.batch, 50, rng) : PerCandidateRows(sc.batch);
+      fs.bag_sizes =
+          RandomBagSizes(fs.bag_row_counts.size(), 1 + static_cast<int>(rng() % 200), rng);
       sc.features.push_back(fs);
     }
     LayOutColumns(&sc, rng);
@@ -735,8 +731,7 @@ TEST(PooledLookupGpuTest, NothingToDoLaunchesNothing) {
 // Hash lookup.
 
 // Runs LaunchHashLookup on `queries` and compares with HashLookupBatch.
-void CheckHashLookup(const HashTable& table, const std::vector<int64_t>& queries,
-                     size_t keys_pad) {
+void CheckHashLookup(const HashTable& table, const std::vector<int64_t>& queries, size_t keys_pad) {
   const HashTableView hv = table.view();
   std::vector<int64_t> want(queries.size());
   HashLookupBatch(hv, queries, want.data());
@@ -752,8 +747,8 @@ void CheckHashLookup(const HashTable& table, const std::vector<int64_t>& queries
   ASSERT_CUDA(arena.error());
   Stream stream;
   ASSERT_CUDA(stream.error());
-  ASSERT_CUDA(LaunchHashLookup(dv, d_queries, static_cast<int64_t>(queries.size()), d_out,
-                               stream.get()));
+  ASSERT_CUDA(
+      LaunchHashLookup(dv, d_queries, static_cast<int64_t>(queries.size()), d_out, stream.get()));
   ASSERT_CUDA(cudaStreamSynchronize(stream.get()));
   std::vector<int64_t> got(queries.size());
   ASSERT_CUDA(cudaMemcpy(got.data(), d_out, got.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
