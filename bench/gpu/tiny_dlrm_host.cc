@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_worker.h"
 
 namespace rankd::bench {
 
@@ -53,35 +54,12 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Upload(const void* data, size_t bytes
 }
 
 absl::StatusOr<TinyDlrmShape> TinyDlrmShapeOf(const engine::Model& m) {
-  if (m.interaction != rankd::v1::DOT) {
-    return absl::FailedPreconditionError("tiny DLRM kernel: only DOT interaction models");
-  }
+  // The engine's own eligibility check, so this harness and the CUDA worker
+  // agree on which models take the fused kernel.
   TinyDlrmShape s;
-  s.num_dense = m.num_dense;
-  s.dim = m.dense_out_width();
-  s.num_features = static_cast<int>(m.features.size());
-  s.self_interaction = m.self_interaction;
-  if (m.bottom.size() > kernels::cuda::kTinyDlrmMaxLayers ||
-      m.top.size() > kernels::cuda::kTinyDlrmMaxLayers) {
-    return absl::FailedPreconditionError("tiny DLRM kernel: more than 4 layers in an MLP");
-  }
-  s.num_bottom = static_cast<int>(m.bottom.size());
-  for (int l = 0; l < s.num_bottom; ++l) s.bottom[l] = m.bottom[l].out;
-  s.num_top = static_cast<int>(m.top.size());
-  for (int l = 0; l < s.num_top; ++l) s.top[l] = m.top[l].out;
-  for (const engine::SparseFeature& f : m.features) {
-    if (m.tables[f.table].dim != s.dim) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "tiny DLRM kernel: table ", m.tables[f.table].name, " has dim ",
-          m.tables[f.table].dim, ", x has ", s.dim));
-    }
-  }
   std::string why;
-  if (!kernels::cuda::TinyDlrmSupported(s, &why)) {
+  if (!engine::cuda::TinyShapeFor(m, &s, &why)) {
     return absl::FailedPreconditionError(absl::StrCat("tiny DLRM kernel: ", why));
-  }
-  if (s.interaction_width() != m.interaction_width) {
-    return absl::FailedPreconditionError("tiny DLRM kernel: interaction width mismatch");
   }
   return s;
 }

@@ -244,11 +244,23 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
                       "final layer + sigmoid");
 }
 
-bool TinyShapeFor(const Model& m, kc::TinyDlrmShape* shape) {
-  if (m.interaction != rankd::v1::DOT || m.bottom.size() > kc::kTinyDlrmMaxLayers ||
-      m.top.size() > kc::kTinyDlrmMaxLayers ||
-      m.features.size() > static_cast<size_t>(kc::kTinyDlrmMaxFeatures)) {
+bool TinyShapeFor(const Model& m, kc::TinyDlrmShape* shape, std::string* why) {
+  auto no = [why](std::string reason) {
+    if (why != nullptr) *why = std::move(reason);
     return false;
+  };
+  if (m.interaction != rankd::v1::DOT) return no("only DOT interaction models");
+  if (m.bottom.size() > kc::kTinyDlrmMaxLayers || m.top.size() > kc::kTinyDlrmMaxLayers) {
+    return no("more than 4 layers in an MLP");
+  }
+  if (m.features.size() > static_cast<size_t>(kc::kTinyDlrmMaxFeatures)) {
+    return no("more than 26 sparse features");
+  }
+  for (const SparseFeature& f : m.features) {
+    if (m.tables[f.table].dim != m.dense_out_width()) {
+      return no(absl::StrCat("table ", m.tables[f.table].name, " has dim ", m.tables[f.table].dim,
+                             ", x has ", m.dense_out_width()));
+    }
   }
   kc::TinyDlrmShape& s = *shape;
   s.num_dense = m.num_dense;
@@ -259,7 +271,9 @@ bool TinyShapeFor(const Model& m, kc::TinyDlrmShape* shape) {
   s.num_top = static_cast<int>(m.top.size());
   for (int i = 0; i < s.num_top; ++i) s.top[i] = m.top[i].out;
   s.self_interaction = m.self_interaction;
-  return kc::TinyDlrmSupported(s);
+  if (!kc::TinyDlrmSupported(s, why)) return false;
+  if (s.interaction_width() != m.interaction_width) return no("interaction width mismatch");
+  return true;
 }
 
 absl::Status CudaWorker::InitTiny() {

@@ -129,8 +129,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     std::shared_ptr<const Model> model, const CudaWorker::Options& options,
     int workers_per_device, std::vector<int> devices = {});
 
-// Whether the fused single-kernel forward handles `model`, and its shape.
-bool TinyShapeFor(const Model& model, kernels::cuda::TinyDlrmShape* shape);
+// Whether the fused single-kernel forward handles `model`, and its shape;
+// `why` (when given) says which limit ruled it out.
+bool TinyShapeFor(const Model& model, kernels::cuda::TinyDlrmShape* shape,
+                  std::string* why = nullptr);
 
 // Number of CUDA devices this process can use (0 without GPU or driver), and
 // why there are none.
