@@ -14,6 +14,14 @@ struct BatchStats {
   // Ids that did not resolve (out of range / missing key) and pooled the
   // default vector, per table (Model::tables order).
   std::vector<int64_t> unresolved_ids_per_table;
+  // CUDA backend with HOST tables only (empty otherwise), per table: ids
+  // looked up, and of those the rows read from host memory (not in the HBM
+  // cache). Cache hits = lookups - unresolved - host reads.
+  std::vector<int64_t> lookups_per_table;
+  std::vector<int64_t> host_reads_per_table;
+  // The HBM cache's occupancy per table (slots used / slots), -1 for a HOST
+  // table without a cache, -2 for a table in HBM.
+  std::vector<double> cache_occupancy_per_table;
 };
 
 }  // namespace rankd::engine

@@ -93,6 +93,24 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
                       .Name("rankd_model_ready")
                       .Help("1 when the model version is loaded, warmed up and serving.")
                       .Register(*registry_);
+  cache_hits_ = &BuildCounter()
+                     .Name("rankd_embedding_cache_hits_total")
+                     .Help("Lookups of a table in pinned host memory served from its HBM cache "
+                           "(0 for tables in HBM and on the CPU backend).")
+                     .Register(*registry_);
+  cache_misses_ = &BuildCounter()
+                       .Name("rankd_embedding_cache_misses_total")
+                       .Help("Lookups of a table in pinned host memory that read the row from "
+                             "host memory.")
+                       .Register(*registry_);
+  host_read_bytes_ = &BuildCounter()
+                          .Name("rankd_embedding_host_read_bytes_total")
+                          .Help("Bytes of embedding rows the GPU read from pinned host memory.")
+                          .Register(*registry_);
+  cache_occupancy_ = &BuildGauge()
+                          .Name("rankd_embedding_cache_occupancy_ratio")
+                          .Help("Used slots / slots of a table's HBM cache (0 without a cache).")
+                          .Register(*registry_);
   BuildGauge()
       .Name("rankd_build_info")
       .Help("Build and backend of this server (value 1).")
@@ -154,6 +172,13 @@ void Metrics::AddModel(const engine::Model& model) {
     if (!map.contains(t.name)) {
       map[t.name] = t.dynamic ? &ids_missing_->Add(l) : &ids_out_of_range_->Add(l);
     }
+    if (!s->cache.contains(t.name)) {
+      ModelSeries::CacheSeries& c = s->cache[t.name];
+      c.hits = &cache_hits_->Add(l);
+      c.misses = &cache_misses_->Add(l);
+      c.host_read_bytes = &host_read_bytes_->Add(l);
+      c.occupancy = &cache_occupancy_->Add(l);
+    }
   }
   model_ready_->Add({{"model", model.name}, {"version", absl::StrCat(model.version)}}).Set(0);
 }
@@ -212,6 +237,18 @@ void Metrics::OnUnresolvedIds(const engine::ModelVersionRef& model, absl::string
   const auto& map = dynamic_table ? s->missing : s->out_of_range;
   auto it = map.find(table);
   if (it != map.end()) it->second->Increment(static_cast<double>(count));
+}
+
+void Metrics::OnEmbeddingCache(const engine::ModelVersionRef& model, absl::string_view table,
+                               int64_t hits, int64_t misses, int64_t host_read_bytes,
+                               double occupancy) {
+  ModelSeries* s = Find(model.name);
+  auto it = s->cache.find(table);
+  if (it == s->cache.end()) return;
+  if (hits > 0) it->second.hits->Increment(static_cast<double>(hits));
+  if (misses > 0) it->second.misses->Increment(static_cast<double>(misses));
+  if (host_read_bytes > 0) it->second.host_read_bytes->Increment(static_cast<double>(host_read_bytes));
+  it->second.occupancy->Set(occupancy > 0 ? occupancy : 0.0);
 }
 
 }  // namespace rankd::server

@@ -66,6 +66,9 @@ class Metrics final : public engine::ServingObserver {
                     int64_t queued_candidates) override;
   void OnUnresolvedIds(const engine::ModelVersionRef& model, absl::string_view table,
                        bool dynamic_table, int64_t count) override;
+  void OnEmbeddingCache(const engine::ModelVersionRef& model, absl::string_view table,
+                        int64_t hits, int64_t misses, int64_t host_read_bytes,
+                        double occupancy) override;
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -85,6 +88,13 @@ class Metrics final : public engine::ServingObserver {
     prometheus::Gauge* queue_candidates = nullptr;
     absl::flat_hash_map<std::string, prometheus::Counter*> out_of_range;  // by table
     absl::flat_hash_map<std::string, prometheus::Counter*> missing;       // by table
+    struct CacheSeries {
+      prometheus::Counter* hits = nullptr;
+      prometheus::Counter* misses = nullptr;
+      prometheus::Counter* host_read_bytes = nullptr;
+      prometheus::Gauge* occupancy = nullptr;
+    };
+    absl::flat_hash_map<std::string, CacheSeries> cache;  // by table
   };
   ModelSeries* Find(absl::string_view model);
   ModelSeries* FindOrAdd(const std::string& model);
@@ -105,6 +115,10 @@ class Metrics final : public engine::ServingObserver {
   prometheus::Family<prometheus::Counter>* ids_out_of_range_;
   prometheus::Family<prometheus::Counter>* ids_missing_;
   prometheus::Family<prometheus::Gauge>* model_ready_;
+  prometheus::Family<prometheus::Counter>* cache_hits_;
+  prometheus::Family<prometheus::Counter>* cache_misses_;
+  prometheus::Family<prometheus::Counter>* host_read_bytes_;
+  prometheus::Family<prometheus::Gauge>* cache_occupancy_;
 
   absl::Mutex mu_;  // guards creation of series (AddModel, first code seen)
   // Written only under mu_ before serving, and read lock-free afterwards:

@@ -47,7 +47,13 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
                                static_cast<int>((*model)->config.batching().max_batch_candidates()));
       const int per_gpu = options.gpu_workers_per_device > 0 ? options.gpu_workers_per_device
                                                              : instances.workers_per_device();
-      cpu_workers = engine::cuda::CreateCudaWorkers(*model, cuda, per_gpu);
+      std::shared_ptr<const engine::PlacementPlan> plan;
+      cpu_workers = engine::cuda::CreateCudaWorkers(*model, cuda, per_gpu, {}, &plan);
+      if (cpu_workers.ok() && plan != nullptr && plan->any_host()) {
+        spdlog::info("model {} version {} placement (tables beyond the device-memory budget in "
+                     "pinned host memory behind an HBM cache):\n{}",
+                     v.name, v.version, plan->Describe());
+      }
     } else {
       cpu_workers = engine::CreateCpuWorkers(*model, workers, threads);
     }

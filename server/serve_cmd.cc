@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/model/placement_plan.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -38,6 +39,10 @@ ABSL_FLAG(std::string, gpu_math, "fp32",
           "serve: MLP math on the GPU: fp32 (exact, matches the CPU engine to 1e-5) | tf32 "
           "(tensor cores, ~1e-3)");
 ABSL_FLAG(bool, gpu_graphs, true, "serve: replay CUDA graphs per batch-size bucket");
+ABSL_FLAG(std::string, device_memory_budget, "",
+          "serve: GPU memory each model may use per GPU: bytes (8G, 512MiB) or a fraction of "
+          "the GPU's memory (0.5); tables beyond it go to pinned host memory behind an HBM "
+          "cache (default: the GPU's free memory minus 2 GiB for workers)");
 ABSL_FLAG(int, workers, 0, "serve: workers per model version (0 = model config, else automatic)");
 ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message accepted or sent");
@@ -83,6 +88,11 @@ absl::Status CheckFlags() {
   if (math != "fp32" && math != "tf32") {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpu_math: expected fp32 or tf32, got \"", math, "\""));
+  }
+  {
+    auto budget = engine::ParseMemoryBudget("--device_memory_budget",
+                                            absl::GetFlag(FLAGS_device_memory_budget));
+    if (!budget.ok()) return budget.status();
   }
   if (absl::GetFlag(FLAGS_gpu_workers) < 0) {
     return absl::InvalidArgumentError("--gpu_workers: must be >= 0");
@@ -145,6 +155,8 @@ int RunServe() {
                                    ? kernels::cuda::MathMode::kTf32
                                    : kernels::cuda::MathMode::kFp32;
   registry_options.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
+  registry_options.cuda.budget = *engine::ParseMemoryBudget(
+      "--device_memory_budget", absl::GetFlag(FLAGS_device_memory_budget));  // validated above
   auto registry = ModelRegistry::Create(
       registry_options, &metrics, [&](const engine::Model& m) { metrics.AddModel(m); },
       [&](const engine::Model& m) { metrics.SetModelReady(m.name, m.version, true); });

@@ -100,13 +100,24 @@ absl::Status CudaWorker::Init() {
     if (!(s = alloc(cross_r_, rows * m.cross[0].rank, "cross low-rank")).ok()) return s;
   }
   counters_offset_ = (sizeof(float) * rows + 15) & ~size_t{15};
-  const size_t num_counters = m.tables.size() + m.features.size();
+  // Unresolved ids per table (general path) and per feature (fused path),
+  // then host reads per table (HOST tables).
+  host_reads_index_ = m.tables.size() + m.features.size();
+  const size_t num_counters = host_reads_index_ + m.tables.size();
   last_counts_.assign(num_counters, 0);
   const size_t out_bytes = counters_offset_ + 8 * num_counters;
   if (!(s = out_.Allocate(out_bytes, "scores")).ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(out_.get(), 0, out_bytes), "zero counters");
   if (!(s = host_out_.Allocate(out_bytes, "scores (host)")).ok()) return s;
-  if (options_.allow_fused_tiny) {
+  if (dm_->any_host()) {
+    reader_ = dm_->gate()->AddReader();
+    if (reader_ < 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("worker ", name_, ": too many workers on GPU ", dm_->device()));
+    }
+  }
+  // The fused kernel reads rows straight from HBM: not for HOST tables.
+  if (options_.allow_fused_tiny && !dm_->any_host()) {
     s = InitTiny();
     if (!s.ok()) return s;
   }
@@ -185,6 +196,8 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
   args.out = feats;
   args.out_stride = fw;
   args.unresolved = counters;
+  args.any_host = dm_->any_host();
+  args.host_reads = counters + host_reads_index_;
   absl::Status s = LaunchStatus(
       kc::LaunchPooledLookup(args, reinterpret_cast<const int64_t*>(arena + l.bag_prefix_offset),
                              stream_),
@@ -400,12 +413,52 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
   const RequestOffsets offsets = ComputeRequestOffsets(m, requests);
   const int64_t total = offsets.row_start.back();
-  if (stats != nullptr) stats->unresolved_ids_per_table.assign(m.tables.size(), 0);
+  if (stats != nullptr) {
+    stats->unresolved_ids_per_table.assign(m.tables.size(), 0);
+    if (dm_->any_host()) {
+      stats->host_reads_per_table.assign(m.tables.size(), 0);
+      stats->lookups_per_table.assign(m.tables.size(), 0);
+      stats->cache_occupancy_per_table.assign(m.tables.size(), -2.0);
+      const PlacementPlan& plan = dm_->plan();
+      for (size_t t = 0; t < m.tables.size(); ++t) {
+        if (plan.tables[t].tier == Tier::kHost) stats->cache_occupancy_per_table[t] = -1.0;
+      }
+      for (const DeviceModel::CacheInfo& c : dm_->cache_info()) {
+        stats->cache_occupancy_per_table[c.table] =
+            c.stats.capacity > 0 ? static_cast<double>(c.stats.occupied) / c.stats.capacity : 0.0;
+      }
+    }
+  }
+  // HOST tables: the batch is inside the cache's reader gate from its first
+  // launch to its completion (RunSlice synchronizes), so no refresh rewrites
+  // a slot it may read.
+  struct GateScope {
+    ReaderGate* gate;
+    int reader;
+    GateScope(ReaderGate* g, int r) : gate(r >= 0 ? g : nullptr), reader(r) {
+      if (gate != nullptr) gate->Enter(reader);
+    }
+    ~GateScope() {
+      if (gate != nullptr) gate->Exit(reader);
+    }
+  } gate_scope(dm_->gate(), reader_);
   size_t r = 0;
   for (int64_t begin = 0; begin < total; begin += options_.max_rows) {
     const int64_t end = std::min<int64_t>(total, begin + options_.max_rows);
     absl::Status s = RunSlice(requests, offsets, begin, end);
     if (!s.ok()) return s;
+    if (stats != nullptr && dm_->any_host()) {
+      // Ids of each feature in this slice, from the packed bag offsets.
+      const uint8_t* arena = host_arena_.as<uint8_t>();
+      const auto* features =
+          reinterpret_cast<const kc::DeviceFeature*>(arena + layout_.features_offset);
+      const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + layout_.bag_ids_offset);
+      for (size_t f = 0; f < m.features.size(); ++f) {
+        const kc::DeviceFeature& df = features[f];
+        stats->lookups_per_table[m.features[f].table] +=
+            bag_ids[df.bag_begin + df.num_bags] - bag_ids[df.bag_begin];
+      }
+    }
     const float* host_scores = host_out_.as<float>();
     for (int64_t row = begin; row < end;) {
       while (offsets.row_start[r + 1] <= row) ++r;
@@ -424,6 +477,12 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
       for (size_t f = 0; f < m.features.size(); ++f) {  // the fused path counts per feature
         stats->unresolved_ids_per_table[m.features[f].table] +=
             counts[nt + f] - last_counts_[nt + f];
+      }
+      if (dm_->any_host()) {
+        for (size_t t = 0; t < nt; ++t) {
+          stats->host_reads_per_table[t] +=
+              counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
+        }
       }
     }
     {
@@ -470,7 +529,8 @@ absl::Status CudaWorker::ReplayLastForward() {
 
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     std::shared_ptr<const Model> model, const CudaWorker::Options& options,
-    int workers_per_device, std::vector<int> devices) {
+    int workers_per_device, std::vector<int> devices,
+    std::shared_ptr<const PlacementPlan>* plan_out) {
   if (workers_per_device < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("workers per GPU must be >= 0 (0 = 2), got ", workers_per_device));
@@ -482,10 +542,38 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     if (n == 0) return absl::FailedPreconditionError(absl::StrCat("no usable GPU: ", why));
     for (int d = 0; d < n; ++d) devices.push_back(d);
   }
+  // One placement for every GPU (planned for the one with the least free
+  // memory), so one pinned copy of the HOST tables serves them all.
+  DeviceModel::Options base;
+  std::shared_ptr<const PlacementPlan> plan;
+  std::shared_ptr<HostTables> host_tables;
+  {
+    int64_t least_available = INT64_MAX, least_total = INT64_MAX;
+    for (int d : devices) {
+      RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(d), absl::StrCat("cudaSetDevice(", d, ")"));
+      size_t free_bytes = 0, total_bytes = 0;
+      RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+      least_available =
+          std::min(least_available, static_cast<int64_t>(free_bytes) - base.reserve_bytes);
+      least_total = std::min(least_total, static_cast<int64_t>(total_bytes));
+    }
+    auto p = PlanPlacement(PlanInputFromModel(*model),
+                           options.budget.Resolve(least_total, least_available));
+    if (!p.ok()) return p.status();
+    plan = std::make_shared<const PlacementPlan>(std::move(*p));
+    if (plan_out != nullptr) *plan_out = plan;
+    if (plan->any_host()) {
+      auto h = HostTables::Create(model, *plan);
+      if (!h.ok()) return h.status();
+      host_tables = std::move(*h);
+    }
+  }
   std::vector<std::unique_ptr<Worker>> workers;
   for (int d : devices) {
     DeviceModel::Options dmo;
     dmo.device = d;
+    dmo.plan = plan;
+    dmo.host_tables = host_tables;
     kc::TinyDlrmShape tiny;
     dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, &tiny));
     auto dm = DeviceModel::Create(model, dmo);

@@ -43,6 +43,10 @@ class CudaWorker final : public Worker {
     bool use_graphs = true;
     // Use the single fused kernel for models small enough (mini and its sweep).
     bool allow_fused_tiny = true;
+    // Device-memory budget per GPU for the model (CreateCudaWorkers; unset:
+    // the GPU's free memory minus the workers' reserve). Tables that do not
+    // fit go to pinned host memory behind an HBM cache.
+    MemoryBudget budget;
   };
 
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(
@@ -111,6 +115,11 @@ class CudaWorker final : public Worker {
   size_t counters_offset_ = 0;
   std::vector<unsigned long long> last_counts_;
 
+  // HOST tables: this worker's slot in the DeviceModel's ReaderGate (-1: none).
+  int reader_ = -1;
+  // Offset (in counters) of the per-table host-read counters.
+  size_t host_reads_index_ = 0;
+
   // Fused tiny path.
   kernels::cuda::TinyDlrmShape tiny_shape_;
   DeviceBuffer tiny_weights_;
@@ -125,9 +134,11 @@ class CudaWorker final : public Worker {
 
 // Workers for every visible GPU (or `devices` when not empty): one
 // DeviceModel per GPU shared by `workers_per_device` workers (0 = 2).
+// `plan_out` (when given) receives the placement every GPU uses.
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     std::shared_ptr<const Model> model, const CudaWorker::Options& options,
-    int workers_per_device, std::vector<int> devices = {});
+    int workers_per_device, std::vector<int> devices = {},
+    std::shared_ptr<const PlacementPlan>* plan_out = nullptr);
 
 // Whether the fused single-kernel forward handles `model`, and its shape;
 // `why` (when given) says which limit ruled it out.

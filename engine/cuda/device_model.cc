@@ -42,16 +42,62 @@ int64_t DeviceModel::RequiredBytes(const Model& m) {
   return bytes;
 }
 
-absl::Status DeviceModel::CheckFits(const Model& model, int device, int64_t free_bytes,
-                                     int64_t total_bytes, int64_t reserve_bytes) {
-  const int64_t need = RequiredBytes(model);
+absl::Status DeviceModel::CheckFits(const Model& model, const PlacementPlan& plan, int device,
+                                     int64_t free_bytes, int64_t total_bytes,
+                                     int64_t reserve_bytes) {
+  const int64_t need = plan.device_bytes();
   if (need <= free_bytes - reserve_bytes) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
-      "model \"%s\" version %d needs %.2f GiB of GPU memory for its weights, but GPU %d has "
-      "%.2f GiB free of %.2f GiB and %.2f GiB is kept for workers: it does not fit on one GPU "
-      "(tables in pinned host memory, placement HOST, are not available in this build)",
-      model.name, model.version, need / 1073741824.0, device, free_bytes / 1073741824.0,
-      total_bytes / 1073741824.0, reserve_bytes / 1073741824.0));
+      "model \"%s\" version %d does not fit on one GPU: its placement needs %.2f GiB of GPU "
+      "memory (%s in pinned host memory), but GPU %d has %.2f GiB free of %.2f GiB and %.2f GiB "
+      "is kept for workers: lower --device_memory_budget so more tables move to host memory "
+      "(placement AUTO or HOST), or free the GPU",
+      model.name, model.version, need / 1073741824.0, FormatBytes(plan.host_bytes()), device,
+      free_bytes / 1073741824.0, total_bytes / 1073741824.0, reserve_bytes / 1073741824.0));
+}
+
+DeviceModel::~DeviceModel() {
+  if (maintenance_.joinable()) {
+    stop_.Notify();
+    maintenance_.join();
+  }
+  if (refresh_stream_ != nullptr) {
+    cudaSetDevice(device_);
+    cudaStreamDestroy(refresh_stream_);
+  }
+}
+
+std::vector<DeviceModel::CacheInfo> DeviceModel::cache_info() const {
+  std::vector<CacheInfo> out;
+  for (size_t t = 0; t < caches_.size(); ++t) {
+    if (caches_[t] != nullptr) out.push_back({static_cast<int>(t), caches_[t]->stats()});
+  }
+  return out;
+}
+
+absl::Status DeviceModel::maintenance_status() const {
+  absl::MutexLock lock(&refresh_mu_);
+  return maintenance_status_;
+}
+
+absl::Status DeviceModel::RefreshCachesNow() const {
+  absl::MutexLock lock(&refresh_mu_);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
+  for (const auto& c : caches_) {
+    if (c == nullptr) continue;
+    absl::Status s = c->Refresh(refresh_stream_, gate_.get());
+    if (!s.ok()) {
+      maintenance_status_ = s;
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DeviceModel::MaintenanceLoop(int interval_ms) {
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(interval_ms))) {
+    (void)RefreshCachesNow();  // errors kept in maintenance_status_; the next try may work
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
@@ -60,12 +106,36 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
                              absl::StrCat("cudaSetDevice(", options.device, ")"));
   size_t free_bytes = 0, total_bytes = 0;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  absl::Status fits = CheckFits(*model, options.device, static_cast<int64_t>(free_bytes),
+  std::shared_ptr<const PlacementPlan> plan = options.plan;
+  if (plan == nullptr) {
+    const int64_t available = static_cast<int64_t>(free_bytes) - options.reserve_bytes;
+    auto p = PlanPlacement(PlanInputFromModel(*model),
+                           options.budget.Resolve(static_cast<int64_t>(total_bytes), available));
+    if (!p.ok()) {
+      return absl::Status(p.status().code(),
+                          absl::StrCat("GPU ", options.device, ": ", p.status().message()));
+    }
+    plan = std::make_shared<const PlacementPlan>(std::move(*p));
+  }
+  if (plan->tables.size() != model->tables.size()) {
+    return absl::InvalidArgumentError("placement plan does not match the model's tables");
+  }
+  absl::Status fits = CheckFits(*model, *plan, options.device, static_cast<int64_t>(free_bytes),
                                 static_cast<int64_t>(total_bytes), options.reserve_bytes);
   if (!fits.ok()) return fits;
+  std::shared_ptr<HostTables> host_tables = options.host_tables;
+  if (plan->any_host() && host_tables == nullptr) {
+    auto h = HostTables::Create(model, *plan);
+    if (!h.ok()) return h.status();
+    host_tables = std::move(*h);
+  }
   std::shared_ptr<DeviceModel> dm(new DeviceModel());
   dm->model_ = model;
   dm->device_ = options.device;
+  dm->plan_ = plan;
+  dm->pinned_tables_ = host_tables;
+  dm->gate_ = std::make_unique<ReaderGate>();
+  dm->caches_.resize(model->tables.size());
   auto upload = [&](const void* data, size_t bytes, const std::string& what) -> absl::StatusOr<void*> {
     DeviceBuffer buf;
     absl::Status s = buf.Allocate(bytes, what);
@@ -78,11 +148,28 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     dm->buffers_.push_back(std::move(buf));
     return p;
   };
-  for (const EmbeddingTable& t : model->tables) {
+  for (size_t ti = 0; ti < model->tables.size(); ++ti) {
+    const EmbeddingTable& t = model->tables[ti];
+    const TablePlan& tp = plan->tables[ti];
     kernels::cuda::DeviceTable d;
-    auto rows = upload(t.rows.data, t.rows.size, absl::StrCat("table ", t.name));
-    if (!rows.ok()) return rows.status();
-    d.rows = *rows;
+    if (tp.tier == Tier::kHost) {
+      auto rows = host_tables->DevicePointer(static_cast<int>(ti));
+      if (!rows.ok()) return rows.status();
+      d.rows = *rows;
+      d.host = 1;
+      if (tp.cache_rows > 0) {
+        EmbeddingCache::Options co = options.cache;
+        co.capacity_rows = tp.cache_rows;
+        auto cache = EmbeddingCache::Create(t.name, t.num_rows, t.row_bytes(), *rows, co);
+        if (!cache.ok()) return cache.status();
+        (*cache)->Describe(&d);
+        dm->caches_[ti] = std::move(*cache);
+      }
+    } else {
+      auto rows = upload(t.rows.data, t.rows.size, absl::StrCat("table ", t.name));
+      if (!rows.ok()) return rows.status();
+      d.rows = *rows;
+    }
     d.row_type = t.row_type;
     d.pooling = t.pooling;
     d.dim = t.dim;
@@ -152,6 +239,22 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     dc.v = {static_cast<const float*>(*v), nullptr, c.n, c.rank};
     dc.w = {static_cast<const float*>(*w), static_cast<const float*>(*b), c.rank, c.n};
     dm->cross_.push_back(dc);
+  }
+  const bool any_cache = std::any_of(dm->caches_.begin(), dm->caches_.end(),
+                                     [](const auto& c) { return c != nullptr; });
+  if (any_cache) {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaStreamCreateWithFlags(&dm->refresh_stream_, cudaStreamNonBlocking),
+        "cache refresh stream");
+    if (options.refresh_interval_ms > 0) {
+      DeviceModel* raw = dm.get();
+      const int interval = options.refresh_interval_ms;
+      const int device = options.device;
+      dm->maintenance_ = std::thread([raw, interval, device] {
+        cudaSetDevice(device);
+        raw->MaintenanceLoop(interval);
+      });
+    }
   }
   return std::shared_ptr<const DeviceModel>(std::move(dm));
 }

@@ -2,19 +2,31 @@
 // MLP and cross weights, and the kernels' table descriptors. Built once per
 // GPU and shared read-only by that GPU's workers.
 //
-// Placement: every table lives in device memory for now (HOST placement comes
-// with the UVM issue). A model whose weights do not fit in the GPU's free
-// memory (minus `reserve_bytes` for the workers' buffers) is refused before
-// anything is allocated, with the numbers.
+// Placement (engine/model/placement_plan.h): each table is in HBM (DEVICE)
+// or in pinned host memory (HOST, HostTables: one copy shared by every GPU)
+// behind an HBM cache (EmbeddingCache) that a maintenance thread of this
+// DeviceModel refreshes from sampled accesses; workers bracket each batch
+// with gate()->Enter/Exit so refreshes never rewrite a slot a batch may read.
+// A plan whose HBM part does not fit the GPU's free memory (minus
+// `reserve_bytes` for the workers' buffers) is refused before anything is
+// allocated, with the numbers.
 #ifndef RANKD_ENGINE_CUDA_DEVICE_MODEL_H_
 #define RANKD_ENGINE_CUDA_DEVICE_MODEL_H_
 
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "engine/cuda/cuda_util.h"
+#include "engine/cuda/embedding_cache.h"
+#include "engine/cuda/host_tables.h"
+#include "engine/cuda/reader_gate.h"
 #include "engine/model/model.h"
+#include "engine/model/placement_plan.h"
 #include "kernels/cuda/cublaslt.h"
 #include "kernels/cuda/embedding_lookup.h"
 
@@ -32,19 +44,34 @@ class DeviceModel {
     // aligned: cuBLASLt picks far slower kernels for K = 13 or 367. Workers
     // then write inputs with dense_ld() / top_in_ld() and zero pad columns.
     bool pad_inputs = true;
+    // Device-memory budget of this model on this GPU (unset: free memory
+    // minus reserve_bytes). Ignored when `plan` is given.
+    MemoryBudget budget;
+    // The placement to use (shared by every GPU of the model); null: planned
+    // here from `budget`.
+    std::shared_ptr<const PlacementPlan> plan;
+    // Pinned rows of the plan's HOST tables (shared by every GPU); null:
+    // created here when the plan has HOST tables.
+    std::shared_ptr<HostTables> host_tables;
+    // Cache tuning (capacity comes from the plan).
+    EmbeddingCache::Options cache;
+    // How often the maintenance thread refreshes the caches.
+    int refresh_interval_ms = 100;
   };
 
   static absl::StatusOr<std::shared_ptr<const DeviceModel>> Create(
       std::shared_ptr<const Model> model, const Options& options);
+  ~DeviceModel();
 
-  // Bytes the weights need on the device (what Create checks).
+  // Bytes the weights need on the device with every table in HBM.
   static int64_t RequiredBytes(const Model& model);
 
-  // RESOURCE_EXHAUSTED, with the numbers, when `model` does not fit in
-  // `free_bytes` minus `reserve_bytes` of GPU `device`; OK otherwise. Create
-  // calls it with cudaMemGetInfo's numbers before allocating anything.
-  static absl::Status CheckFits(const Model& model, int device, int64_t free_bytes,
-                                int64_t total_bytes, int64_t reserve_bytes);
+  // RESOURCE_EXHAUSTED, with the numbers, when the HBM part of `plan` does
+  // not fit in `free_bytes` minus `reserve_bytes` of GPU `device`; OK
+  // otherwise. Create calls it with cudaMemGetInfo's numbers before
+  // allocating anything.
+  static absl::Status CheckFits(const Model& model, const PlacementPlan& plan, int device,
+                                int64_t free_bytes, int64_t total_bytes, int64_t reserve_bytes);
 
   const Model& model() const { return *model_; }
   int device() const { return device_; }
@@ -65,8 +92,24 @@ class DeviceModel {
   int dense_ld() const { return dense_ld_; }
   int top_in_ld() const { return top_in_ld_; }
 
+  const PlacementPlan& plan() const { return *plan_; }
+  bool any_host() const { return plan_->any_host(); }
+  // Guards the caches against refreshes during workers' batches.
+  ReaderGate* gate() const { return gate_.get(); }
+  struct CacheInfo {
+    int table = 0;
+    EmbeddingCache::Stats stats;
+  };
+  std::vector<CacheInfo> cache_info() const;
+  // The last refresh error (OK when none).
+  absl::Status maintenance_status() const;
+  // Runs one refresh of every cache now (benchmarks; the maintenance thread
+  // does this every refresh_interval_ms).
+  absl::Status RefreshCachesNow() const;
+
  private:
   DeviceModel() = default;
+  void MaintenanceLoop(int interval_ms);
   std::shared_ptr<const Model> model_;
   int device_ = 0;
   std::vector<DeviceBuffer> buffers_;  // everything allocated for this model
@@ -76,6 +119,16 @@ class DeviceModel {
   std::vector<DeviceCross> cross_;
   int dense_ld_ = 0;
   int top_in_ld_ = 0;
+
+  std::shared_ptr<const PlacementPlan> plan_;
+  std::shared_ptr<HostTables> pinned_tables_;
+  std::vector<std::unique_ptr<EmbeddingCache>> caches_;  // per table; null: none
+  std::unique_ptr<ReaderGate> gate_;
+  mutable absl::Mutex refresh_mu_;  // one refresh at a time (thread or RefreshCachesNow)
+  mutable cudaStream_t refresh_stream_ = nullptr;
+  mutable absl::Status maintenance_status_;  // guarded by refresh_mu_
+  absl::Notification stop_;
+  std::thread maintenance_;
 };
 
 }  // namespace rankd::engine::cuda

@@ -22,6 +22,11 @@ struct ByteBuffer {
   const uint8_t* data = nullptr;
   int64_t size = 0;
   std::shared_ptr<const void> owner;
+  // [data, data + size) is a writable, page-aligned allocation of its own
+  // (rows made at load, e.g. init: RANDOM), so the CUDA backend may pin it in
+  // place for placement HOST instead of copying it. False for views into the
+  // read-only mapped weights file.
+  bool pinnable = false;
 };
 
 struct EmbeddingTable {

@@ -132,6 +132,9 @@ void ModelInstance::RunWorker(Worker* worker) {
       scores.push_back(q.scores);
     }
     stats.unresolved_ids_per_table.clear();
+    stats.lookups_per_table.clear();
+    stats.host_reads_per_table.clear();
+    stats.cache_occupancy_per_table.clear();
 
     const absl::Time start = clock_->Now();
     const absl::Status status = worker->Execute(requests, scores, &stats);
@@ -149,6 +152,21 @@ void ModelInstance::RunWorker(Worker* worker) {
         if (count > 0) {
           observer_->OnUnresolvedIds(model, model_->tables[t].name,
                                      model_->tables[t].dynamic, count);
+        }
+      }
+      const size_t nt = model_->tables.size();
+      if (stats.host_reads_per_table.size() == nt && stats.lookups_per_table.size() == nt &&
+          stats.cache_occupancy_per_table.size() == nt) {
+        for (size_t t = 0; t < nt; ++t) {
+          const double occupancy = stats.cache_occupancy_per_table[t];
+          if (occupancy < -1.5) continue;  // in HBM
+          const int64_t misses = stats.host_reads_per_table[t];
+          const int64_t unresolved =
+              t < stats.unresolved_ids_per_table.size() ? stats.unresolved_ids_per_table[t] : 0;
+          const int64_t hits =
+              std::max<int64_t>(0, stats.lookups_per_table[t] - unresolved - misses);
+          observer_->OnEmbeddingCache(model, model_->tables[t].name, hits, misses,
+                                      misses * model_->tables[t].row_bytes(), occupancy);
         }
       }
     }

@@ -74,6 +74,14 @@ class ServingObserver {
   virtual void OnUnresolvedIds(const ModelVersionRef& model,
                                absl::string_view table, bool dynamic_table,
                                int64_t count) {}
+
+  // After a successful batch, once per table in pinned host memory (CUDA
+  // backend, placement HOST): lookups served from the HBM cache (hits) and
+  // read from host memory (misses), the bytes those reads moved, and the
+  // cache's occupancy (-1: the table has no cache).
+  virtual void OnEmbeddingCache(const ModelVersionRef& model, absl::string_view table,
+                                int64_t hits, int64_t misses, int64_t host_read_bytes,
+                                double occupancy) {}
 };
 
 // A shared no-op observer (never destroyed).

@@ -30,6 +30,12 @@
 //     max_i w_i * d = (max w) * d for d >= 0, (min w) * d for d < 0 exactly
 //     (rounding is monotonic), so MAX stays bit-identical to the CPU. Counts
 //     go to args.unresolved with one atomic per segment.
+//   * HOST tables (DeviceTable::host) take the kIndirect variant: a resolved
+//     row is looked up in the HBM cache's slot map and read from the cache
+//     when present, else from host memory (counted in host_reads); about one
+//     id in 2^sample_shift is appended to the table's access log for the
+//     cache's refresh. The pooling arithmetic is the same, so the results
+//     equal the all-in-HBM results exactly.
 //   * Registers: every row type / vector width / pooling is inlined into the
 //     one kernel; the segment's description sits in shared memory and is read
 //     where used, so the kernel stays at <= 128 registers (16 warps per SM)
@@ -157,7 +163,30 @@ struct SegmentJob {
   int64_t out_stride;
   bool out_vec;                    // out and out_stride allow 16-byte stores at 4-aligned columns
   unsigned long long* unresolved;  // nullptr: not counted
+  // HOST tables (PoolBags<..., kIndirect = true>).
+  const int32_t* cache_slot;       // nullptr: no cache
+  const void* cache_rows;
+  int64_t* access_log;             // nullptr: no sampling
+  unsigned long long* access_head;
+  uint32_t access_log_mask;
+  int sample_shift;
+  unsigned long long* host_reads;  // nullptr: not counted
 };
+
+// Indirect (HOST) tables: a resolved id's location is encoded in one int64,
+// so the load loop shuffles one value as for DEVICE tables:
+//   r >= 0          row r of the host rows
+//   r == kMissingRow unresolved (never loaded)
+//   r <= -2         slot -2 - r of the HBM cache
+__device__ __forceinline__ int64_t EncodeCacheSlot(int32_t slot) {
+  return -2 - static_cast<int64_t>(slot);
+}
+
+// Whether the id at position `pos` of the batch's id array is sampled into
+// the access log (about one in 2^shift, by a multiplicative hash of pos).
+__device__ __forceinline__ bool SampledPosition(int64_t pos, int shift) {
+  return (static_cast<uint64_t>(pos) * 0x9E3779B97F4A7C15ull) >> (64 - shift) == 0;
+}
 
 // How the warp's lanes split a row: groups of `lanes` lanes, one 16-byte
 // (kVec-element) chunk each.
@@ -236,10 +265,11 @@ __device__ __forceinline__ int64_t ResolveRow(const volatile SegmentJob& job, in
 // warp-uniform, the groups take every num_groups-th id and are combined at the
 // end). Adds this lane's unresolved ids to *miss_count. Every lane of the warp
 // calls this with the same warp_mode.
-template <RowType kType, int kVec, bool kMax, bool warp_mode>
+template <RowType kType, int kVec, bool kMax, bool warp_mode, bool kIndirect>
 __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const Groups& grp,
                                          int64_t begin, int64_t end, int32_t row_begin,
-                                         int32_t row_end, int lane, unsigned* miss_count) {
+                                         int32_t row_end, int lane, unsigned* miss_count,
+                                         unsigned* host_count) {
   constexpr int kElemBytes = kType == RowType::kFp32 ? 4 : 2;
   constexpr int kBytes = kVec * kElemBytes;
   constexpr int kWords = (kBytes + 3) / 4;
@@ -267,6 +297,10 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
     const int col = col0 + grp.lane * kVec;
     const bool col_ok = col < dim;
     const char* __restrict__ col_base = table_rows + static_cast<int64_t>(col) * kElemBytes;
+    // kIndirect: the same columns of the HBM cache's rows.
+    const char* __restrict__ cache_col_base =
+        kIndirect ? static_cast<const char*>(job.cache_rows) + static_cast<int64_t>(col) * kElemBytes
+                  : nullptr;
     const int64_t pass_begin = static_cast<int64_t>(col0) * kElemBytes;
     const int64_t pass_bytes =
         min(row_bytes - pass_begin, static_cast<int64_t>(cols_per_pass) * kElemBytes);
@@ -291,10 +325,43 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
           miss_wsum += my_w;
           miss_wmax = fmaxf(miss_wmax, my_w);
           miss_wmin = fminf(miss_wmin, my_w);
-        } else if (prefetch) {
-          // This pass's columns of the row, one request per 128-byte line.
-          const char* first = table_rows + my_row * row_bytes + pass_begin;
-          for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
+        } else {
+          const char* row_start = table_rows + my_row * row_bytes;
+          if constexpr (kIndirect) {
+            const int32_t* cache_slot = job.cache_slot;
+            const int32_t slot = cache_slot != nullptr ? __ldg(cache_slot + my_row) : -1;
+            if (slot >= 0) {
+              row_start = static_cast<const char*>(job.cache_rows) + slot * row_bytes;
+              my_row = EncodeCacheSlot(slot);
+            } else if (col0 == 0) {
+              ++*host_count;  // read from host memory (counted once per id)
+            }
+          }
+          if (prefetch) {
+            // This pass's columns of the row, one request per 128-byte line.
+            const char* first = row_start + pass_begin;
+            for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
+          }
+        }
+      }
+      if constexpr (kIndirect) {
+        // Sample resolved accesses into the access log (one atomic per warp).
+        int64_t* access_log = job.access_log;
+        if (access_log != nullptr && col0 == 0) {
+          const bool sample = my_row != kMissingRow && batch + my_slot < end &&
+                              SampledPosition(batch + my_slot, job.sample_shift);
+          const unsigned sampled = __ballot_sync(kFullMask, sample);
+          if (sampled != 0) {
+            unsigned long long first = 0;
+            const int leader = __ffs(sampled) - 1;
+            if (lane == leader) first = atomicAdd(job.access_head, __popc(sampled));
+            first = __shfl_sync(kFullMask, first, leader);
+            if (sample) {
+              const int64_t row = my_row >= 0 ? my_row : ResolveRow(job, __ldg(job.ids + batch + my_slot));
+              const unsigned rank = __popc(sampled & ((1u << lane) - 1));
+              access_log[(first + rank) & job.access_log_mask] = row;
+            }
+          }
         }
       }
       // Slots of this batch any group needs (warp-uniform).
@@ -322,8 +389,17 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
                   ? static_cast<int64_t>(__shfl_sync(kFullMask, static_cast<int32_t>(my_row), src))
                   : __shfl_sync(kFullMask, my_row, src);
           w[u] = __shfl_sync(kFullMask, my_w, src);
-          ok[u] = r >= 0 && col_ok;
-          if (ok[u]) LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
+          if constexpr (kIndirect) {
+            ok[u] = r != kMissingRow && col_ok;
+            if (ok[u]) {
+              LoadRaw<kBytes>(r >= 0 ? col_base + r * row_bytes
+                                     : cache_col_base + (-2 - r) * row_bytes,
+                              raw[u]);
+            }
+          } else {
+            ok[u] = r >= 0 && col_ok;
+            if (ok[u]) LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
+          }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -423,7 +499,7 @@ __device__ __forceinline__ int NthSetBit(unsigned mask, int k) {
 // pooled one per group, num_groups at a time; bags longer than
 // kLongBagBatches batches of a group go to the whole warp, one at a time
 // (with G = 32 both are the same: one bag at a time).
-template <RowType kType, int kVec, bool kMax>
+template <RowType kType, int kVec, bool kMax, bool kIndirect>
 __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int lane) {
   constexpr int kLongBagBatches = 4;
   const int chunks = (job.dim + kVec - 1) / kVec;
@@ -447,6 +523,7 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
   const unsigned short_mask = __ballot_sync(kFullMask, lane < job.count && !is_long);
 
   unsigned miss_count = 0;
+  unsigned host_count = 0;
   const int num_short = __popc(short_mask);
   for (int base = 0; base < num_short; base += grp.count) {
     const int k = base + grp.index;
@@ -459,14 +536,14 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
       row_begin = __ldg(job.bag_rows + b);
       row_end = __ldg(job.bag_rows + b + 1);
     }
-    PoolBags<kType, kVec, kMax, /*warp_mode=*/false>(job, grp, begin, end, row_begin, row_end, lane,
-                                                     &miss_count);
+    PoolBags<kType, kVec, kMax, /*warp_mode=*/false, kIndirect>(
+        job, grp, begin, end, row_begin, row_end, lane, &miss_count, &host_count);
   }
   for (unsigned m = long_mask; m != 0; m &= m - 1) {
     const int64_t b = job.first_bag + (__ffs(m) - 1);
-    PoolBags<kType, kVec, kMax, /*warp_mode=*/true>(
+    PoolBags<kType, kVec, kMax, /*warp_mode=*/true, kIndirect>(
         job, grp, __ldg(job.bag_ids + b), __ldg(job.bag_ids + b + 1), __ldg(job.bag_rows + b),
-        __ldg(job.bag_rows + b + 1), lane, &miss_count);
+        __ldg(job.bag_rows + b + 1), lane, &miss_count, &host_count);
   }
 
   // One atomic per segment for its unresolved ids.
@@ -479,20 +556,41 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
                  "l"(static_cast<unsigned long long>(total))
                  : "memory");
   }
+  if constexpr (kIndirect) {
+    // Every id is resolved by exactly one lane (the one that loaded it), so
+    // the lanes' counts add up to the segment's host reads.
+    const unsigned reads = __reduce_add_sync(kFullMask, host_count);
+    unsigned long long* host_reads = job.host_reads;
+    if (lane == 0 && reads > 0 && host_reads != nullptr) {
+      asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(host_reads),
+                   "l"(static_cast<unsigned long long>(reads))
+                   : "memory");
+    }
+  }
 }
 
-template <RowType kType, int kVec>
+template <RowType kType, int kVec, bool kAllowIndirect>
 __device__ __forceinline__ void PoolSegmentDispatchMax(const volatile SegmentJob& job,
-                                                       Pooling pooling, int lane) {
-  if (pooling == Pooling::kMax) {
-    PoolSegment<kType, kVec, true>(job, lane);
+                                                       Pooling pooling, bool indirect, int lane) {
+  if (kAllowIndirect && indirect) {
+    if (pooling == Pooling::kMax) {
+      PoolSegment<kType, kVec, true, true>(job, lane);
+    } else {
+      PoolSegment<kType, kVec, false, true>(job, lane);
+    }
+  } else if (pooling == Pooling::kMax) {
+    PoolSegment<kType, kVec, true, false>(job, lane);
   } else {
-    PoolSegment<kType, kVec, false>(job, lane);
+    PoolSegment<kType, kVec, false, false>(job, lane);
   }
 }
 
 // Warp w pools bag slots [w * kSlotsPerWarp, (w + 1) * kSlotsPerWarp), split
 // into segments at feature boundaries.
+// kAllowIndirect: the batch has HOST tables. A separate instantiation, so
+// the all-in-HBM kernel keeps its registers (the indirect path spills a
+// little at the 128-register bound).
+template <bool kAllowIndirect>
 __global__ void __launch_bounds__(kPoolThreads, 4)
     PooledLookupKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix,
                        bool prefetch) {
@@ -562,36 +660,44 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
         job.out_stride = args.out_stride;
         job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
         job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
+        job.cache_slot = table.cache_slot;
+        job.cache_rows = table.cache_rows;
+        job.access_log = table.access_log;
+        job.access_head = table.access_head;
+        job.access_log_mask = table.access_log_mask;
+        job.sample_shift = table.sample_shift;
+        job.host_reads = args.host_reads != nullptr ? args.host_reads + feature.table : nullptr;
       }
       __syncwarp();
 
       const Pooling pooling = table.pooling;
+      const bool indirect = table.host != 0;
       const bool rows16 = Aligned16(table.rows);
       const bool rows8 = (reinterpret_cast<uintptr_t>(table.rows) & 7) == 0;
       switch (table.row_type) {
         case RowType::kFp32:
           if (dim % 4 == 0 && rows16) {
-            PoolSegmentDispatchMax<RowType::kFp32, 4>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kFp32, 4, kAllowIndirect>(job, pooling, indirect, lane);
           } else {
-            PoolSegmentDispatchMax<RowType::kFp32, 1>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kFp32, 1, kAllowIndirect>(job, pooling, indirect, lane);
           }
           break;
         case RowType::kFp16:
           if (dim % 8 == 0 && rows16) {
-            PoolSegmentDispatchMax<RowType::kFp16, 8>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kFp16, 8, kAllowIndirect>(job, pooling, indirect, lane);
           } else if (dim % 4 == 0 && rows8) {
-            PoolSegmentDispatchMax<RowType::kFp16, 4>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kFp16, 4, kAllowIndirect>(job, pooling, indirect, lane);
           } else {
-            PoolSegmentDispatchMax<RowType::kFp16, 1>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kFp16, 1, kAllowIndirect>(job, pooling, indirect, lane);
           }
           break;
         case RowType::kBf16:
           if (dim % 8 == 0 && rows16) {
-            PoolSegmentDispatchMax<RowType::kBf16, 8>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kBf16, 8, kAllowIndirect>(job, pooling, indirect, lane);
           } else if (dim % 4 == 0 && rows8) {
-            PoolSegmentDispatchMax<RowType::kBf16, 4>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kBf16, 4, kAllowIndirect>(job, pooling, indirect, lane);
           } else {
-            PoolSegmentDispatchMax<RowType::kBf16, 1>(job, pooling, lane);
+            PoolSegmentDispatchMax<RowType::kBf16, 1, kAllowIndirect>(job, pooling, indirect, lane);
           }
           break;
       }
@@ -636,8 +742,13 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
   const int64_t warps = (args.total_bags + kSlotsPerWarp - 1) / kSlotsPerWarp;
   const int64_t blocks = (warps + kPoolWarpsPerBlock - 1) / kPoolWarpsPerBlock;
   if (blocks > INT_MAX) return cudaErrorInvalidValue;  // 6.9e10 bags
-  PooledLookupKernel<<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
-      args, bag_prefix, prefetch);
+  if (args.any_host) {
+    PooledLookupKernel<true><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
+        args, bag_prefix, prefetch);
+  } else {
+    PooledLookupKernel<false><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
+        args, bag_prefix, prefetch);
+  }
   return cudaGetLastError();
 }
 

@@ -24,15 +24,37 @@
 
 namespace rankd::kernels::cuda {
 
-// One table in device memory (or mapped pinned host memory, issue 5).
+// One table in device memory, or in mapped pinned host memory (placement
+// HOST) optionally behind an HBM cache of hot rows.
+//
+// HOST tables ("indirect"): `rows` is the device alias of the pinned host
+// rows. With a cache, cache_slot[row] is the row's slot in cache_rows (same
+// row layout) or -1, and the kernel reads the cached copy when there is one;
+// the arithmetic is the same either way, so results never depend on the
+// cache. Cache contents only change between a reader's batches (see
+// engine/cuda/embedding_cache.h), so a slot read by a running kernel is never
+// rewritten under it.
 struct DeviceTable {
-  const void* rows = nullptr;  // [num_rows, dim] of row_type
+  const void* rows = nullptr;  // [num_rows, dim] of row_type (device or mapped host)
   RowType row_type = RowType::kFp32;
   Pooling pooling = Pooling::kSum;
   int dim = 0;                 // multiple of 4 for 16-byte loads, or any (slower path)
   int64_t num_rows = 0;
   HashTableView hash;          // DYNAMIC: device arrays; num_buckets == 0: STATIC
   const float* default_vector = nullptr;  // device, dim floats, or nullptr = zeros
+  // HOST placement: rows not in the cache are read from host memory; such
+  // reads are counted in PooledLookupArgs::host_reads.
+  int32_t host = 0;
+  const int32_t* cache_slot = nullptr;  // device [num_rows]: slot or -1; nullptr = no cache
+  const void* cache_rows = nullptr;     // device [capacity, dim] of row_type
+  // Access sampling (HOST tables): about one resolved id in 2^sample_shift
+  // (chosen by a hash of its position in the batch) has its row appended to
+  // access_log[(*access_head)++ & access_log_mask]. The log feeds the cache's
+  // hot-set refresh; entries may be overwritten before they are read.
+  int64_t* access_log = nullptr;                 // device; nullptr = no sampling
+  unsigned long long* access_head = nullptr;     // device counter
+  uint32_t access_log_mask = 0;                  // entries - 1 (power of two)
+  int32_t sample_shift = 4;
 };
 
 // One feature of the batch.
@@ -60,6 +82,13 @@ struct PooledLookupArgs {
   // Device counters [num_tables]: unresolved ids per table are added here
   // (atomicAdd); nullptr = not counted.
   unsigned long long* unresolved = nullptr;
+  // Device counters [num_tables]: ids of HOST tables whose row was read from
+  // host memory (not cached) are added here; nullptr = not counted.
+  unsigned long long* host_reads = nullptr;
+  // Some table has `host` set (selects the kernel variant that handles HOST
+  // tables; without it HOST tables' rows are still read correctly from host
+  // memory but neither cached copies nor counters are used).
+  bool any_host = false;
 };
 
 // Host-side copy of the features array is needed by the launcher to map a

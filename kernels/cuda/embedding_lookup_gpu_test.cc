@@ -158,6 +158,10 @@ struct TableSpec {
   size_t rows_pad = 0;       // device rows pointer this many bytes past an aligned allocation
   size_t keys_pad = 0;       // dynamic: same for the hash keys (multiple of 8)
   double load_factor = 0.5;  // dynamic: keys / slots (before rounding to buckets)
+  // Placement HOST: rows in mapped pinned host memory, `cache_fraction` of
+  // them (a random subset) also in an HBM cache.
+  bool host = false;
+  double cache_fraction = 0.0;
 };
 
 struct FeatureSpec {
@@ -187,13 +191,39 @@ std::string Describe(const Scenario& s) {
            TypeName(t.type) + " " + PoolingName(t.pooling) + " dim " + std::to_string(t.dim) +
            (t.dynamic ? " dynamic" : " static") + (t.default_vector ? " default" : " zeros") +
            (fs.weighted ? " weighted" : "") + " out_col " + std::to_string(fs.out_col) + " bags " +
-           std::to_string(fs.bag_sizes.size()) + " rows_pad " + std::to_string(t.rows_pad);
+           std::to_string(fs.bag_sizes.size()) + " rows_pad " + std::to_string(t.rows_pad) +
+           (t.host ? " HOST cache " + std::to_string(t.cache_fraction) : "");
   }
   return out;
 }
 
+// Mapped pinned host allocations, freed together.
+class PinnedArena {
+ public:
+  ~PinnedArena() {
+    for (void* p : allocations_) cudaFreeHost(p);
+  }
+  // Copies `bytes` into a fresh mapped allocation; returns its device alias.
+  const void* CopyMapped(const void* data, size_t bytes) {
+    void* p = nullptr;
+    error_ = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocMapped);
+    if (error_ != cudaSuccess) return nullptr;
+    allocations_.push_back(p);
+    std::memcpy(p, data, bytes);
+    void* d = nullptr;
+    error_ = cudaHostGetDevicePointer(&d, p, 0);
+    return d;
+  }
+  cudaError_t error() const { return error_; }
+
+ private:
+  std::vector<void*> allocations_;
+  cudaError_t error_ = cudaSuccess;
+};
+
 struct HostTable {
   std::vector<uint8_t> rows;  // [num_rows, dim] of the storage type
+  std::vector<int32_t> slot_of_row;  // HOST tables: cache slot of each row, or -1
   std::vector<float> default_vector;
   std::vector<int64_t> keys;  // dynamic: keys[r] -> row r; a few rows past num_rows
   std::unordered_set<int64_t> key_set;
@@ -277,6 +307,19 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
 
   std::vector<HostTable> host(num_tables);
   for (int t = 0; t < num_tables; ++t) host[t] = MakeTable(sc.tables[t], rng);
+  bool any_host = false;
+  for (int t = 0; t < num_tables; ++t) {
+    const TableSpec& ts = sc.tables[t];
+    if (!ts.host) continue;
+    any_host = true;
+    // A random subset of the rows in random slots.
+    std::vector<int64_t> order(ts.num_rows);
+    for (int64_t r = 0; r < ts.num_rows; ++r) order[r] = r;
+    std::shuffle(order.begin(), order.end(), rng);
+    const int64_t cached = static_cast<int64_t>(ts.cache_fraction * ts.num_rows);
+    host[t].slot_of_row.assign(ts.num_rows, -1);
+    for (int64_t i = 0; i < cached; ++i) host[t].slot_of_row[order[i]] = static_cast<int32_t>(i);
+  }
   ASSERT_FALSE(::testing::Test::HasFailure());
 
   // Global arrays, features one after another, with junk between them that
@@ -330,6 +373,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   std::vector<double> tolerance(out_size, 0.0);
   std::vector<int> owner(out_size, -1);  // feature of each element, for messages
   std::vector<unsigned long long> expected_unresolved(num_tables);
+  std::vector<unsigned long long> expected_host_reads(num_tables, 0);
   for (int t = 0; t < num_tables; ++t) expected_unresolved[t] = 1000 + 17 * t;  // poison start
   for (int f = 0; f < num_features; ++f) {
     const FeatureSpec& fs = sc.features[f];
@@ -362,6 +406,9 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
       for (int64_t i = begin; i < end; ++i) {
         int64_t row = ts.dynamic ? HashLookup(view, ids[i]) : ids[i];
         if (row < 0 || row >= ts.num_rows) row = kMissingRow;
+        if (ts.host && row != kMissingRow && ht.slot_of_row[row] < 0) {
+          ++expected_host_reads[fs.table];
+        }
         const double w = fs.weighted ? std::fabs(weights[i]) : 1.0;
         for (int c = 0; c < ts.dim; ++c) {
           double v = 0.0;
@@ -392,12 +439,37 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
 
   // Device data.
   DeviceArena arena;
+  PinnedArena pinned;
+  constexpr uint32_t kLogEntries = 1 << 12;
   std::vector<DeviceTable> tables(num_tables);
+  std::vector<DeviceTable> all_device(num_tables);  // the same tables, all in HBM
   for (int t = 0; t < num_tables; ++t) {
     const TableSpec& ts = sc.tables[t];
     const HostTable& ht = host[t];
     DeviceTable& dt = tables[t];
     dt.rows = arena.Copy(ht.rows, ts.rows_pad);
+    if (ts.host) {
+      all_device[t].rows = dt.rows;
+      dt.rows = pinned.CopyMapped(ht.rows.data(), ht.rows.size());
+      ASSERT_CUDA(pinned.error());
+      dt.host = 1;
+      const int64_t row_bytes = static_cast<int64_t>(ts.dim) * RowTypeBytes(ts.type);
+      std::vector<uint8_t> cache(ht.rows.size());  // capacity = num_rows (upper bound)
+      for (int64_t r = 0; r < ts.num_rows; ++r) {
+        const int32_t slot = ht.slot_of_row[r];
+        if (slot >= 0) {
+          std::memcpy(&cache[slot * row_bytes], &ht.rows[r * row_bytes], row_bytes);
+        }
+      }
+      if (ts.cache_fraction > 0) {
+        dt.cache_slot = arena.Copy(ht.slot_of_row);
+        dt.cache_rows = arena.Copy(cache);
+      }
+      dt.access_log = arena.Copy(std::vector<int64_t>(kLogEntries, -7));
+      dt.access_head = arena.Copy(std::vector<unsigned long long>{0});
+      dt.access_log_mask = kLogEntries - 1;
+      dt.sample_shift = 2;
+    }
     dt.row_type = ts.type;
     dt.pooling = ts.pooling;
     dt.dim = ts.dim;
@@ -410,8 +482,21 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
       dt.hash.rows = arena.Copy(std::vector<int64_t>(hv.rows, hv.rows + slots));
       dt.hash.num_buckets = hv.num_buckets;
     }
+    if (ts.host) {
+      DeviceTable d = dt;
+      d.rows = all_device[t].rows;
+      d.host = 0;
+      d.cache_slot = nullptr;
+      d.cache_rows = nullptr;
+      d.access_log = nullptr;
+      d.access_head = nullptr;
+      all_device[t] = d;
+    } else {
+      all_device[t] = dt;
+    }
   }
   PooledLookupArgs args;
+  args.any_host = any_host;
   args.tables = arena.Copy(tables);
   args.features = arena.Copy(features);
   args.num_features = num_features;
@@ -425,6 +510,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   std::vector<unsigned long long> unresolved_start(num_tables);
   for (int t = 0; t < num_tables; ++t) unresolved_start[t] = 1000 + 17 * t;
   args.unresolved = sc.count_unresolved ? arena.Copy(unresolved_start) : nullptr;
+  args.host_reads = any_host ? arena.Copy(std::vector<unsigned long long>(num_tables, 0)) : nullptr;
   const int64_t* d_prefix = arena.Copy(bag_prefix);
   ASSERT_CUDA(arena.error());
 
@@ -456,6 +542,43 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     }
   }
   EXPECT_EQ(bad, 0) << "elements wrong out of " << out_size;
+
+  if (any_host) {
+    // HOST tables: host reads counted exactly, sampled rows all valid, and
+    // the output bit-identical to the same tables all in HBM.
+    std::vector<unsigned long long> reads(num_tables);
+    ASSERT_CUDA(cudaMemcpy(reads.data(), args.host_reads, num_tables * sizeof(unsigned long long),
+                           cudaMemcpyDeviceToHost));
+    for (int t = 0; t < num_tables; ++t) {
+      EXPECT_EQ(reads[t], expected_host_reads[t]) << "host reads of table " << t;
+      if (!sc.tables[t].host) continue;
+      unsigned long long head = 0;
+      ASSERT_CUDA(cudaMemcpy(&head, tables[t].access_head, sizeof(head), cudaMemcpyDeviceToHost));
+      std::vector<int64_t> log(kLogEntries);
+      ASSERT_CUDA(cudaMemcpy(log.data(), tables[t].access_log, kLogEntries * sizeof(int64_t),
+                             cudaMemcpyDeviceToHost));
+      for (unsigned long long i = 0; i < std::min<unsigned long long>(head, kLogEntries); ++i) {
+        EXPECT_TRUE(log[i] >= 0 && log[i] < sc.tables[t].num_rows)
+            << "table " << t << " access log entry " << i << " = " << log[i];
+      }
+      for (unsigned long long i = head; i < kLogEntries; ++i) {
+        EXPECT_EQ(log[i], -7) << "table " << t << ": access log written past its head " << head;
+      }
+    }
+    PooledLookupArgs dev = args;
+    dev.any_host = false;
+    dev.host_reads = nullptr;
+    dev.unresolved = nullptr;
+    dev.tables = arena.Copy(all_device);
+    dev.out = arena.Copy(std::vector<float>(out_size, kNaN));
+    ASSERT_CUDA(arena.error());
+    ASSERT_CUDA(LaunchPooledLookup(dev, d_prefix, stream.get()));
+    ASSERT_CUDA(cudaStreamSynchronize(stream.get()));
+    std::vector<float> in_hbm(out_size);
+    ASSERT_CUDA(cudaMemcpy(in_hbm.data(), dev.out, out_size * sizeof(float), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(in_hbm.data(), got.data(), out_size * sizeof(float)), 0)
+        << "HOST tables did not give the all-in-HBM result bit for bit";
+  }
 
   if (sc.count_unresolved) {
     std::vector<unsigned long long> counts(num_tables);
@@ -622,6 +745,42 @@ Scenario MixedScenario(std::mt19937_64& rng) {
   LayOutColumns(&sc, rng);
   sc.extra_bag_slots = 37;
   return sc;
+}
+
+// HOST tables with caches of 0, 30, 100% of rows, mixed with DEVICE tables
+// in one launch, for every dtype and pooling.
+TEST(PooledLookupGpuTest, HostTablesBehindCache) {
+  SKIP_WITHOUT_GPU();
+  for (RowType type : {RowType::kFp32, RowType::kFp16, RowType::kBf16}) {
+    for (Pooling pooling : {Pooling::kSum, Pooling::kMean, Pooling::kMax}) {
+      const uint64_t seed = TestSeed();
+      std::mt19937_64 rng(seed);
+      Scenario sc;
+      sc.batch = 90;
+      const int dims[] = {128, 16, 6, 64, 260};
+      const double fractions[] = {0.0, 0.3, 1.0, 0.3, 0.5};
+      for (int i = 0; i < 5; ++i) {
+        TableSpec t;
+        t.type = type;
+        t.pooling = pooling;
+        t.dim = dims[i];
+        t.num_rows = 300 + static_cast<int64_t>(rng() % 300);
+        t.dynamic = i == 3;
+        t.default_vector = i % 2 == 1;
+        t.host = i != 1;  // table 1 stays in HBM
+        t.cache_fraction = fractions[i];
+        sc.tables.push_back(t);
+        FeatureSpec f;
+        f.table = i;
+        f.weighted = i % 2 == 0;
+        f.bag_row_counts = i == 2 ? SharedRows(sc.batch, 9, rng) : PerCandidateRows(sc.batch);
+        f.bag_sizes = RandomBagSizes(f.bag_row_counts.size(), i == 0 ? 60 : 20, rng);
+        sc.features.push_back(f);
+      }
+      LayOutColumns(&sc, rng);
+      RunScenario(sc, seed);
+    }
+  }
 }
 
 TEST(PooledLookupGpuTest, MixedFeaturesInOneLaunch) {

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+
 #include <string>
 
+#include "engine/model/placement_plan.h"
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,12 @@
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_FLAG(bool, json, false, "inspect: print the resolved config (defaults filled) as proto3 JSON");
+ABSL_FLAG(std::string, gpu_memory, "80GiB",
+          "inspect: GPU memory the placement plan is made for (default: an 80 GiB H100)");
+ABSL_FLAG(std::string, plan_budget, "",
+          "inspect: device-memory budget of the plan, as rankd serve's --device_memory_budget "
+          "(bytes like 8G, or a fraction of --gpu_memory; default: --gpu_memory minus the "
+          "2 GiB kept for workers)");
 
 namespace rankd::server {
 namespace {
@@ -113,6 +121,32 @@ int RunInspect() {
   for (const auto& [place, bytes] : per_placement) std::cout << "; " << place << " " << Bytes(bytes);
   std::cout << "\n  dense parameters " << dense_params << " (" << Bytes(dense_params * 4.0)
             << " fp32)\n";
+
+  // The CUDA backend's placement for this config (what rankd serve --backend
+  // cuda would load), before any weights are read.
+  auto gpu = engine::ParseMemoryBudget("--gpu_memory", absl::GetFlag(FLAGS_gpu_memory));
+  if (!gpu.ok() || gpu->bytes <= 0) {
+    std::cerr << "rankd inspect: "
+              << (gpu.ok() ? "--gpu_memory: must be a size like 80GiB"
+                           : std::string(gpu.status().message()))
+              << "\n";
+    return 2;
+  }
+  auto budget = engine::ParseMemoryBudget("--plan_budget", absl::GetFlag(FLAGS_plan_budget));
+  if (!budget.ok()) {
+    std::cerr << "rankd inspect: " << budget.status().message() << "\n";
+    return 2;
+  }
+  const int64_t kReserve = int64_t{2} << 30;
+  const int64_t budget_bytes = budget->Resolve(gpu->bytes, gpu->bytes - kReserve);
+  std::cout << "  placement on a GPU of " << Bytes(static_cast<double>(gpu->bytes))
+            << ", device-memory budget " << Bytes(static_cast<double>(budget_bytes)) << ":\n";
+  auto plan = engine::PlanPlacement(c, budget_bytes);
+  if (!plan.ok()) {
+    std::cout << "  refused: " << plan.status().message() << "\n";
+    return 1;
+  }
+  std::cout << plan->Describe() << "\n";
   return 0;
 }
 

@@ -3,8 +3,8 @@
 # scripts/gpu_suite.sh built carried in .gpu/bundle: the GPU test suite, the
 # reference checks and the benchmarks. Logs go under $OUT (or /tmp/rankd_gpu);
 # a short table is printed last.
-#   SECTIONS="kernels sanitizer engine serve bench lookup reference"  (default: all
-#   but reference, which re-checks the CPU engine against PyTorch)
+#   SECTIONS="kernels sanitizer engine serve servelat oversize bench lookup reference"
+#   (default: all but reference, which re-checks the CPU engine against PyTorch)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
@@ -13,7 +13,7 @@ work=${WORK:-$(mktemp -d)}
 bundle=.gpu/bundle
 run() { "$bundle/run" "$@"; }
 export PYTHONUNBUFFERED=1
-sections=${SECTIONS:-"kernels sanitizer engine serve servelat bench lookup"}
+sections=${SECTIONS:-"kernels sanitizer engine serve servelat oversize bench lookup"}
 want() { [[ " $sections " == *" $1 "* ]]; }
 table="$out/table.txt"
 : > "$table"
@@ -119,6 +119,37 @@ if want servelat; then
     row "serve cuda kaggle B=1 conc $c" "$(echo "$r" | grep -oE '[0-9]+ req/s.*p99 +[0-9.]+ us')"
   done
   kill -TERM $lat_pid; wait $lat_pid
+fi
+
+# --- oversize: a model larger than the GPU's free memory is refused cleanly ---
+# PyTorch holds all but ~1 GiB of the GPU (a plain device allocation, not
+# managed memory), then rankd serve --backend cuda is asked to load the
+# full-size kaggle model (~2.2 GB of tables). It must exit with an error that
+# says the model does not fit, not crash with an out-of-memory error.
+if want oversize; then
+  gen kaggle kaggle 1
+  mkdir -p "$work/bigroot/kaggle/1"
+  ln -f "$work/models/kaggle/1/model.pbtxt" "$work/models/kaggle/1/weights.safetensors" "$work/bigroot/kaggle/1/"
+  hold="$work/hold.txt"; rm -f "$hold"
+  HOLD_FILE="$hold" python3 -c '
+import os, time, torch
+free, total = torch.cuda.mem_get_info()
+x = torch.empty(free - (1 << 30), dtype=torch.uint8, device="cuda")
+free2, _ = torch.cuda.mem_get_info()
+open(os.environ["HOLD_FILE"], "w").write("%d %d\n" % (free, free2))
+time.sleep(300)' > "$out/oversize_holder.log" 2>&1 &
+  holder=$!
+  for _ in $(seq 300); do [ -s "$hold" ] && break; sleep 0.2; done
+  "$bundle/run" rankd serve --model_root "$work/bigroot" --backend cuda --host 127.0.0.1 \
+    --grpc_port 0 --metrics_port -1 > "$out/oversize_rankd.log" 2>&1
+  rc=$?
+  kill $holder 2>/dev/null; wait $holder 2>/dev/null
+  msg=$(grep -m1 -oE 'needs [0-9.]+ GiB.*free of [0-9.]+ GiB' "$out/oversize_rankd.log")
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "does not fit" "$out/oversize_rankd.log"; then
+    row "oversize model refused (rc $rc)" "PASS: $msg (holder left: $(cat "$hold" 2>/dev/null))"
+  else
+    row "oversize model refused" "FAIL (rc $rc): $(tail -2 "$out/oversize_rankd.log" | tr '\n' ' ')"
+  fi
 fi
 
 # --- bench: engine forward vs PyTorch on the same weights and inputs ----------
