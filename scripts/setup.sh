@@ -11,8 +11,12 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libeigen3-dev
   python3-grpcio python3-grpc-tools python3-numpy python3-protobuf
-  prometheus curl
+  prometheus curl yamllint python3-yaml
 )
+# kubectl for `kubectl kustomize` (deploy/ tests): Debian's kubernetes-client
+# only where no kubectl command exists; an installed one (e.g. from the Kubernetes
+# project's own repository, newer) is used as is.
+command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
 
 missing=()
 for p in "${packages[@]}"; do
