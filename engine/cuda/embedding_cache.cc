@@ -133,10 +133,19 @@ absl::Status EmbeddingCache::Refresh(cudaStream_t stream, ReaderGate* gate) {
   const uint64_t fresh = std::min<uint64_t>(head - last_head_, entries);
   std::vector<int64_t> samples;
   if (fresh > 0) {
+    // Only the fresh part of the ring: one copy, or two when it wraps.
+    const uint64_t first = (head - fresh) & (entries - 1);
+    const uint64_t n1 = std::min<uint64_t>(fresh, entries - first);
     RANKD_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(host_log_.as<void>(), log_.get(), 8 * entries, cudaMemcpyDeviceToHost,
-                        stream),
+        cudaMemcpyAsync(host_log_.as<int64_t>() + first, log_.as<int64_t>() + first, 8 * n1,
+                        cudaMemcpyDeviceToHost, stream),
         what);
+    if (fresh > n1) {
+      RANKD_RETURN_IF_CUDA_ERROR(
+          cudaMemcpyAsync(host_log_.as<int64_t>(), log_.as<int64_t>(), 8 * (fresh - n1),
+                          cudaMemcpyDeviceToHost, stream),
+          what);
+    }
     RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream), what);
     const int64_t* log = host_log_.as<int64_t>();
     samples.reserve(fresh);

@@ -7,8 +7,11 @@
 
 namespace rankd::engine::cuda {
 namespace {
-// Counts below this after decay are forgotten (bounds the tracked rows).
-constexpr float kForget = 0.25f;
+// Counts are multiplied by kDecay every refresh (a sample counts for about
+// 1 / (1 - kDecay) = 5 refreshes), and forgotten below kForget (a single
+// sample is kept about 10 refreshes), which bounds the rows tracked.
+constexpr float kDecay = 0.8f;
+constexpr float kForget = 0.1f;
 }  // namespace
 
 HotSet::HotSet(int64_t num_rows, int64_t capacity)
@@ -39,7 +42,7 @@ int32_t HotSet::SlotOf(int64_t row) const {
 HotSet::Change HotSet::Plan(absl::Span<const int64_t> sampled, int64_t max_changes) {
   // Decay, then count the new samples.
   for (auto it = counts_.begin(); it != counts_.end();) {
-    it->second *= 0.5f;
+    it->second *= kDecay;
     if (it->second < kForget) {
       counts_.erase(it++);
     } else {

@@ -4,7 +4,7 @@
 //
 // Policy: a static hot set refreshed from sampled access counts. The lookup
 // kernel samples about one access in 2^k into a log; each refresh adds the
-// log's rows to decayed counts (halved every refresh, so the set follows
+// log's rows to decayed counts (x0.8 every refresh, so the set follows
 // traffic that shifts), and the cache is changed towards the `capacity` rows
 // with the highest counts. A cached row is only replaced by one counted
 // strictly more often (no churn between equals), and at most `max_changes`

@@ -3,7 +3,7 @@
 # scripts/gpu_suite.sh built carried in .gpu/bundle: the GPU test suite, the
 # reference checks and the benchmarks. Logs go under $OUT (or /tmp/rankd_gpu);
 # a short table is printed last.
-#   SECTIONS="kernels sanitizer engine serve servelat oversize bench lookup reference"
+#   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,7 +13,7 @@ work=${WORK:-$(mktemp -d)}
 bundle=.gpu/bundle
 run() { "$bundle/run" "$@"; }
 export PYTHONUNBUFFERED=1
-sections=${SECTIONS:-"kernels sanitizer engine serve servelat oversize bench lookup"}
+sections=${SECTIONS:-"kernels sanitizer engine host serve servelat oversize cache bench lookup"}
 want() { [[ " $sections " == *" $1 "* ]]; }
 table="$out/table.txt"
 : > "$table"
@@ -33,7 +33,7 @@ fi
 
 # --- sanitizer: compute-sanitizer memcheck on the kernel tests ----------------
 if want sanitizer; then
-  for n in embedding_lookup_gpu_test interaction_gpu_test dense_layers_gpu_test; do
+  for n in embedding_lookup_gpu_test embedding_cache_gpu_test interaction_gpu_test dense_layers_gpu_test; do
     [ -x "$bundle/bin/$n" ] || continue
     LD_LIBRARY_PATH="$bundle/lib" timeout 300 compute-sanitizer --tool memcheck --error-exitcode 7 \
       "$bundle/bin/$n" --gtest_brief=1 > "$out/memcheck_$n.log" 2>&1
@@ -79,6 +79,33 @@ if want engine; then
   done
 fi
 
+# --- host: tables in pinned host memory (placement HOST) behind the HBM cache -
+# Every preset, caches of 0% (all host reads), 10% and 100% of the rows,
+# refreshed between runs: scores must equal the all-in-HBM engine bit for bit.
+if want host; then
+  gen mini mini 1
+  gen mini16dyn mini 1 --num_tables 16 --dynamic_tables 4 --dtype bf16
+  gen kaggle_s kaggle 0.01
+  gen kaggle_fp16 kaggle 0.001 --dtype fp16 --dynamic_tables 3
+  gen terabyte_s terabyte 0.001
+  gen mlperf_s mlperf 0.0005
+  for m in ${HOST_MODELS:-mini mini16dyn kaggle_s kaggle_fp16 terabyte_s mlperf_s}; do
+    for frac in 0 0.1 1; do
+      r=$(run forward_bench --model "$work/models/$m/1" --request "$(reqs $m 2048)" --math fp32 \
+          --tolerance 1e-5 --iters 5 --warmup 1 --host_cache_fraction $frac --label host 2>&1 | tail -1)
+      echo "$r" >> "$out/host.log"
+      row "host $m cache=$frac" "$(echo "$r" | grep -oE 'host_exact=[^ ]+ last_hit_rate=[^ ]+ (PASS|FAIL)$' || echo "ERROR: $r")"
+    done
+  done
+fi
+
+# --- cache: lookup keys/s with HOST tables behind caches of 100/50/10/1% ------
+if want cache; then
+  [ -x "$bundle/bin/cache_bench" ] && run cache_bench ${CACHE_BENCH_FLAGS:-} > "$out/cache_bench.log" 2>&1
+  row "cache_bench" "rc $? ($(grep -oE 'outputs [a-zA-Z ]+ the all-in-HBM' "$out/cache_bench.log"))"
+  while read -r l; do row "cache" "$l"; done < <(sed -n '/^==== cache_bench/,$p' "$out/cache_bench.log" | grep '^zipf')
+fi
+
 # --- serve: rankd serve --backend cuda end to end -----------------------------
 if want serve; then
   bash tests/gpu/serve_check.sh "$bundle" "$work/serve" > "$out/serve_check.log" 2>&1
@@ -121,35 +148,61 @@ if want servelat; then
   kill -TERM $lat_pid; wait $lat_pid
 fi
 
-# --- oversize: a model larger than the GPU's free memory is refused cleanly ---
+# --- oversize: a model larger than the GPU's free memory ---------------------
 # PyTorch holds all but ~1 GiB of the GPU (a plain device allocation, not
-# managed memory), then rankd serve --backend cuda is asked to load the
-# full-size kaggle model (~2.2 GB of tables). It must exit with an error that
-# says the model does not fit, not crash with an out-of-memory error.
+# managed memory). The full-size kaggle model (~2.2 GB of tables) then
+#   (a) with every table placed DEVICE must be refused with the numbers
+#       (exit code, no crash);
+#   (b) with placement AUTO must serve, its big tables in pinned host memory
+#       behind the HBM cache, and answer a request like the CPU engine would.
 if want oversize; then
   gen kaggle kaggle 1
-  mkdir -p "$work/bigroot/kaggle/1"
-  ln -f "$work/models/kaggle/1/model.pbtxt" "$work/models/kaggle/1/weights.safetensors" "$work/bigroot/kaggle/1/"
+  for v in device auto; do
+    mkdir -p "$work/big_$v/kaggle/1"
+    ln -f "$work/models/kaggle/1/weights.safetensors" "$work/big_$v/kaggle/1/"
+    cp "$work/models/kaggle/1/model.pbtxt" "$work/big_$v/kaggle/1/"
+  done
+  sed -i 's/^  pooling: \(.*\)$/  pooling: \1\n  placement: DEVICE/' "$work/big_device/kaggle/1/model.pbtxt"
+  run rankd gen-requests --model "$work/models/kaggle/1" --count 20 --candidates 64 --seed 5 \
+    --output "$work/big.req.jsonl"
+  run rankd score --model "$work/models/kaggle/1" --input "$work/big.req.jsonl" \
+    --output "$work/big.cpu.jsonl" > /dev/null 2>&1
   hold="$work/hold.txt"; rm -f "$hold"
   HOLD_FILE="$hold" python3 -c '
 import os, time, torch
 free, total = torch.cuda.mem_get_info()
 x = torch.empty(free - (1 << 30), dtype=torch.uint8, device="cuda")
 free2, _ = torch.cuda.mem_get_info()
-open(os.environ["HOLD_FILE"], "w").write("%d %d\n" % (free, free2))
-time.sleep(300)' > "$out/oversize_holder.log" 2>&1 &
+open(os.environ["HOLD_FILE"], "w").write("free before %.2f GiB, left %.2f GiB\n" % (free / 2**30, free2 / 2**30))
+time.sleep(600)' > "$out/oversize_holder.log" 2>&1 &
   holder=$!
   for _ in $(seq 300); do [ -s "$hold" ] && break; sleep 0.2; done
-  "$bundle/run" rankd serve --model_root "$work/bigroot" --backend cuda --host 127.0.0.1 \
-    --grpc_port 0 --metrics_port -1 > "$out/oversize_rankd.log" 2>&1
+  "$bundle/run" rankd serve --model_root "$work/big_device" --backend cuda --host 127.0.0.1 \
+    --grpc_port 0 --metrics_port -1 > "$out/oversize_device.log" 2>&1
   rc=$?
-  kill $holder 2>/dev/null; wait $holder 2>/dev/null
-  msg=$(grep -m1 -oE 'needs [0-9.]+ GiB.*free of [0-9.]+ GiB' "$out/oversize_rankd.log")
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "does not fit" "$out/oversize_rankd.log"; then
-    row "oversize model refused (rc $rc)" "PASS: $msg (holder left: $(cat "$hold" 2>/dev/null))"
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "does not fit" "$out/oversize_device.log"; then
+    row "oversize DEVICE-placed model refused" "PASS (rc $rc; $(cat "$hold" 2>/dev/null))"
   else
-    row "oversize model refused" "FAIL (rc $rc): $(tail -2 "$out/oversize_rankd.log" | tr '\n' ' ')"
+    row "oversize DEVICE-placed model refused" "FAIL (rc $rc): $(tail -2 "$out/oversize_device.log" | tr '\n' ' ')"
   fi
+  grep -m1 -oE 'does not fit.*' "$out/oversize_device.log" >> "$table"
+  rm -f "$work/big.ports"
+  "$bundle/run" rankd serve --model_root "$work/big_auto" --backend cuda --host 127.0.0.1 \
+    --grpc_port 0 --metrics_port -1 --port_file "$work/big.ports" > "$out/oversize_auto.log" 2>&1 &
+  big_pid=$!
+  for _ in $(seq 600); do [ -s "$work/big.ports" ] && break; kill -0 $big_pid 2>/dev/null || break; sleep 0.2; done
+  if [ -s "$work/big.ports" ]; then
+    port=$(sed -n 's/grpc_port=//p' "$work/big.ports")
+    run rankctl score --target "127.0.0.1:$port" --input "$work/big.req.jsonl" \
+      --output "$work/big.gpu.jsonl" > /dev/null 2> "$out/oversize_rankctl.err"
+    r=$(python3 tests/gpu/compare_scores.py "$work/big.cpu.jsonl" "$work/big.gpu.jsonl" 1e-5 2>&1)
+    row "oversize AUTO model served from host memory" "$r"
+    kill -TERM $big_pid; wait $big_pid
+  else
+    row "oversize AUTO model served from host memory" "FAIL: not serving: $(tail -2 "$out/oversize_auto.log" | tr '\n' ' ')"
+    kill $big_pid 2>/dev/null; wait $big_pid 2>/dev/null
+  fi
+  kill $holder 2>/dev/null; wait $holder 2>/dev/null
 fi
 
 # --- bench: engine forward vs PyTorch on the same weights and inputs ----------

@@ -31,15 +31,7 @@ grep -q "backend cuda" "$work/serve.log"; check $? "server started on the cuda b
 for m in mini kaggle minidyn; do
   run rankctl score --target "127.0.0.1:$port" --input "$work/$m.req.jsonl" --concurrency 8 \
     --output "$work/$m.gpu.jsonl" 2> "$work/$m.rankctl.err"
-  python3 - "$work/$m.cpu.jsonl" "$work/$m.gpu.jsonl" <<'PY'
-import json, sys
-a = [json.loads(l)["scores"] for l in open(sys.argv[1])]
-b = [json.loads(l)["scores"] for l in open(sys.argv[2])]
-assert len(a) == len(b) == 50, (len(a), len(b))
-worst = max(abs(x - y) / max(abs(x), 1e-30) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
-print(f"  max rel err GPU server vs CPU engine: {worst:.3e}")
-sys.exit(0 if worst <= 1e-5 else 1)
-PY
+  python3 tests/gpu/compare_scores.py "$work/$m.cpu.jsonl" "$work/$m.gpu.jsonl" 1e-5 50
   check $? "$m: served scores (cuda, fp32) match rankd score (CPU) within 1e-5"
 done
 run rankctl health --target "127.0.0.1:$port" --service kaggle > /dev/null; check $? "health SERVING"

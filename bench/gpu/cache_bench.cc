@@ -1,0 +1,403 @@
+// cache_bench: embedding lookups with the tables in pinned host memory
+// (placement HOST) behind the HBM cache, against all-in-HBM and against host
+// reads with no cache, on one GPU.
+//
+// Shape: the 26 tables of the mlperf preset (DLRMv2) scaled by --scale, dim
+// 128, --dtype rows, one bag per candidate per table with mlperf's multi-hot
+// bag sizes (214 ids a candidate), --batch candidates a launch. Ids are
+// Zipf(alpha) over each table's rows (continuous inverse-CDF approximation),
+// ranks scattered over the table by a multiplication modulo the row count, so
+// hot rows are not the low ids the warm start would load.
+//
+// For each alpha and cache size (fraction of every table's rows): the caches
+// start empty and learn through the real refresh (sampled access log -> hot
+// set) over --warmup_batches batches drawn from the same distribution; the
+// timed batch is a fresh one. Reported: keys/s (median launch time), hit rate
+// (from the kernel's host-read counters), host read GB/s. Every mode's output
+// must equal the all-in-HBM output bit for bit (exit 1 otherwise).
+#include <cuda_runtime_api.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "engine/cuda/embedding_cache.h"
+#include "kernels/cpu/types.h"
+#include "kernels/cuda/embedding_lookup.h"
+
+ABSL_FLAG(double, scale, 0.25, "fraction of the mlperf table sizes");
+ABSL_FLAG(std::string, dtype, "fp32", "row type: fp32 | fp16");
+ABSL_FLAG(int, batch, 4096, "candidates per launch");
+ABSL_FLAG(std::string, alphas, "1.05,1.2", "Zipf exponents");
+ABSL_FLAG(std::string, fractions, "1,0.5,0.1,0.01", "cache sizes, fraction of each table's rows");
+ABSL_FLAG(int, warmup_batches, 40, "batches (each followed by a cache refresh) before timing");
+ABSL_FLAG(int, iters, 20, "timed launches (median reported)");
+ABSL_FLAG(int, sample_shift, 2, "cache access sampling: 1 in 2^k");
+ABSL_FLAG(bool, hbm, true, "also time all tables in HBM (needs the tables' bytes free on the GPU)");
+
+namespace {
+
+namespace rk = rankd::kernels;
+namespace rkc = rankd::kernels::cuda;
+namespace ec = rankd::engine::cuda;
+
+#define CHECK_CUDA(expr)                                                                   \
+  do {                                                                                     \
+    const cudaError_t e_ = (expr);                                                         \
+    if (e_ != cudaSuccess) {                                                               \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+const int64_t kRows[26] = {40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63,
+                           40000000, 3067956, 405282, 10, 2209, 11938, 155, 4, 976,
+                           14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36};
+const int kBags[26] = {3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
+constexpr int kDim = 128;
+
+std::vector<double> ParseList(const std::string& s) {
+  std::vector<double> v;
+  for (absl::string_view p : absl::StrSplit(s, ',', absl::SkipEmpty())) {
+    double d;
+    if (!absl::SimpleAtod(p, &d)) {
+      std::fprintf(stderr, "cannot parse \"%s\" as a number\n", std::string(p).c_str());
+      std::exit(2);
+    }
+    v.push_back(d);
+  }
+  return v;
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Pinned, mapped host rows of one table, filled in parallel.
+struct HostRows {
+  void* host = nullptr;
+  int64_t bytes = 0;
+  const void* device = nullptr;
+};
+
+HostRows MakeHostRows(int64_t bytes, uint64_t seed) {
+  HostRows r;
+  r.bytes = bytes;
+  const int64_t mapped = (bytes + 4095) / 4096 * 4096;
+  void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    std::fprintf(stderr, "cannot map %lld bytes of host memory\n", static_cast<long long>(bytes));
+    std::exit(2);
+  }
+  madvise(m, mapped, MADV_HUGEPAGE);
+  // Values in [-1, 1) as fp32 bit patterns of small numbers (fp16: halves).
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  const int64_t words = bytes / 4;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([=] {
+      auto* w = static_cast<uint32_t*>(m);
+      for (int64_t i = t; i < words; i += threads) {
+        const uint64_t x = Mix(seed ^ static_cast<uint64_t>(i));
+        // 0x3C00xxxx-ish: finite values, both signs, for fp32 and fp16 pairs.
+        w[i] = static_cast<uint32_t>(x & 0x83FF83FFu) | 0x38003800u;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  CHECK_CUDA(cudaHostRegister(m, mapped, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  void* d = nullptr;
+  CHECK_CUDA(cudaHostGetDevicePointer(&d, m, 0));
+  r.host = m;
+  r.device = d;
+  return r;
+}
+
+// Zipf(alpha) rank in [0, n), continuous inverse-CDF approximation.
+int64_t ZipfRank(double alpha, int64_t n, double u) {
+  if (n <= 1) return 0;
+  const double e = 1.0 - alpha;
+  const double x = std::pow((std::pow(static_cast<double>(n), e) - 1.0) * u + 1.0, 1.0 / e);
+  return std::min<int64_t>(n - 1, std::max<int64_t>(0, static_cast<int64_t>(x) - 1));
+}
+
+struct Batch {
+  std::vector<int64_t> ids;
+  int64_t* d_ids = nullptr;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const double scale = absl::GetFlag(FLAGS_scale);
+  const bool fp16 = absl::GetFlag(FLAGS_dtype) == "fp16";
+  if (!fp16 && absl::GetFlag(FLAGS_dtype) != "fp32") {
+    std::fprintf(stderr, "--dtype: fp32 or fp16\n");
+    return 2;
+  }
+  const int B = absl::GetFlag(FLAGS_batch);
+  const int64_t elem = fp16 ? 2 : 4;
+  const int64_t row_bytes = kDim * elem;
+  int64_t rows[26];
+  int64_t total_bytes = 0, total_rows = 0;
+  for (int t = 0; t < 26; ++t) {
+    rows[t] = std::max<int64_t>(1, static_cast<int64_t>(kRows[t] * scale));
+    total_rows += rows[t];
+    total_bytes += rows[t] * row_bytes;
+  }
+  int ids_per_candidate = 0;
+  for (int b : kBags) ids_per_candidate += b;
+  const int64_t keys = static_cast<int64_t>(ids_per_candidate) * B;
+  std::printf("cache_bench: 26 tables, %lld rows, %.2f GB of %s rows in pinned host memory; "
+              "batch %d, %lld keys a launch\n",
+              static_cast<long long>(total_rows), total_bytes / 1e9, fp16 ? "fp16" : "fp32", B,
+              static_cast<long long>(keys));
+
+  std::vector<HostRows> host(26);
+  for (int t = 0; t < 26; ++t) host[t] = MakeHostRows(rows[t] * row_bytes, 1000 + t);
+
+  // Bag layout: feature t's bags are candidates in order, kBags[t] ids each.
+  std::vector<rkc::DeviceFeature> features(26);
+  std::vector<int64_t> bag_ids, bag_prefix = {0};
+  std::vector<int32_t> bag_rows;
+  int64_t id_pos = 0;
+  for (int t = 0; t < 26; ++t) {
+    features[t].table = t;
+    features[t].out_col = t * kDim;
+    features[t].bag_begin = static_cast<int64_t>(bag_ids.size());
+    features[t].num_bags = B;
+    for (int c = 0; c <= B; ++c) {
+      bag_ids.push_back(id_pos + static_cast<int64_t>(c) * kBags[t]);
+      bag_rows.push_back(c);
+    }
+    id_pos += static_cast<int64_t>(B) * kBags[t];
+    bag_prefix.push_back(bag_prefix.back() + B);
+  }
+  auto upload = [](const auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    T* p = nullptr;
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(1, v.size())));
+    CHECK_CUDA(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
+    return p;
+  };
+  rkc::PooledLookupArgs args;
+  args.features = upload(features);
+  args.num_features = 26;
+  args.bag_ids = upload(bag_ids);
+  args.bag_rows = upload(bag_rows);
+  args.total_bags = bag_prefix.back();
+  const int64_t* d_prefix = upload(bag_prefix);
+  args.out_stride = 26 * kDim;
+  float* out = nullptr;
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float) * B * args.out_stride));
+  args.out = out;
+  unsigned long long* counters = nullptr;
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&counters), 2 * 26 * 8));
+  args.unresolved = counters;
+  args.host_reads = counters + 26;
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+
+  std::vector<rkc::DeviceTable> tables(26);
+  for (int t = 0; t < 26; ++t) {
+    tables[t].row_type = fp16 ? rk::RowType::kFp16 : rk::RowType::kFp32;
+    tables[t].pooling = rk::Pooling::kSum;
+    tables[t].dim = kDim;
+    tables[t].num_rows = rows[t];
+  }
+  rkc::DeviceTable* d_tables = nullptr;
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_tables), sizeof(rkc::DeviceTable) * 26));
+  args.tables = d_tables;
+
+  // One timed measurement of the current tables on batch `b`.
+  struct Result {
+    double keys_per_s = 0;
+    double hit_rate = 1;
+    double host_gbs = 0;
+    std::vector<float> out;
+  };
+  auto measure = [&](const Batch& b, bool any_host) {
+    CHECK_CUDA(cudaMemcpy(d_tables, tables.data(), sizeof(rkc::DeviceTable) * 26,
+                          cudaMemcpyHostToDevice));
+    args.ids = b.d_ids;
+    args.any_host = any_host;
+    std::vector<double> us;
+    unsigned long long reads = 0;
+    for (int i = 0; i < absl::GetFlag(FLAGS_iters) + 2; ++i) {
+      CHECK_CUDA(cudaMemsetAsync(counters, 0, 2 * 26 * 8, stream));
+      CHECK_CUDA(cudaEventRecord(e0, stream));
+      CHECK_CUDA(rkc::LaunchPooledLookup(args, d_prefix, stream));
+      CHECK_CUDA(cudaEventRecord(e1, stream));
+      CHECK_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 2) us.push_back(ms * 1000.0);
+      std::vector<unsigned long long> c(26);
+      CHECK_CUDA(cudaMemcpy(c.data(), counters + 26, 26 * 8, cudaMemcpyDeviceToHost));
+      reads = 0;
+      for (auto x : c) reads += x;
+    }
+    Result r;
+    const double med = Median(us);
+    r.keys_per_s = keys / (med * 1e-6);
+    r.hit_rate = any_host ? 1.0 - static_cast<double>(reads) / keys : 1.0;
+    r.host_gbs = reads * row_bytes / (med * 1e-6) / 1e9;
+    r.out.resize(static_cast<size_t>(B) * args.out_stride);
+    CHECK_CUDA(cudaMemcpy(r.out.data(), out, sizeof(float) * r.out.size(), cudaMemcpyDeviceToHost));
+    return r;
+  };
+
+  std::vector<std::string> table_lines;
+  bool all_exact = true;
+  for (double alpha : ParseList(absl::GetFlag(FLAGS_alphas))) {
+    // Warm-up batches plus the timed one, all from the same distribution.
+    const int nb = absl::GetFlag(FLAGS_warmup_batches) + 1;
+    std::vector<Batch> batches(nb);
+    for (int k = 0; k < nb; ++k) {
+      std::mt19937_64 rng(Mix(static_cast<uint64_t>(alpha * 1000) * 131 + k));
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      Batch& b = batches[k];
+      b.ids.reserve(keys);
+      for (int t = 0; t < 26; ++t) {
+        const int64_t n = rows[t];
+        const int64_t mult = 2654435761LL % std::max<int64_t>(n, 1);  // prime: a bijection unless it divides n
+        for (int64_t i = 0; i < static_cast<int64_t>(B) * kBags[t]; ++i) {
+          const int64_t rank = ZipfRank(alpha, n, u(rng));
+          b.ids.push_back(n > 1 ? static_cast<int64_t>((static_cast<__int128>(rank) * (mult == 0 ? 1 : mult)) % n) : 0);
+        }
+      }
+      b.d_ids = upload(b.ids);
+    }
+    const Batch& timed = batches.back();
+
+    // All in HBM (the reference output).
+    Result hbm;
+    std::vector<void*> device_rows;
+    if (absl::GetFlag(FLAGS_hbm)) {
+      for (int t = 0; t < 26; ++t) {
+        void* d = nullptr;
+        CHECK_CUDA(cudaMalloc(&d, host[t].bytes));
+        CHECK_CUDA(cudaMemcpy(d, host[t].host, host[t].bytes, cudaMemcpyHostToDevice));
+        device_rows.push_back(d);
+        tables[t].rows = d;
+        tables[t].host = 0;
+        tables[t].cache_slot = nullptr;
+        tables[t].cache_rows = nullptr;
+        tables[t].access_log = nullptr;
+      }
+      hbm = measure(timed, false);
+      for (void* d : device_rows) cudaFree(d);
+      char line[200];
+      std::snprintf(line, sizeof(line), "zipf %.2f  all in HBM            %8.1f M keys/s   hit 1.000",
+                    alpha, hbm.keys_per_s / 1e6);
+      table_lines.push_back(line);
+      std::printf("%s\n", line);
+    }
+    // Host reads, no cache.
+    for (int t = 0; t < 26; ++t) {
+      tables[t].rows = host[t].device;
+      tables[t].host = 1;
+      tables[t].cache_slot = nullptr;
+      tables[t].cache_rows = nullptr;
+      tables[t].access_log = nullptr;
+    }
+    Result none = measure(timed, true);
+    const bool none_exact = hbm.out.empty() || none.out == hbm.out;
+    all_exact = all_exact && none_exact;
+    {
+      char line[200];
+      std::snprintf(line, sizeof(line),
+                    "zipf %.2f  host, no cache        %8.1f M keys/s   hit %.3f  host %.1f GB/s%s",
+                    alpha, none.keys_per_s / 1e6, none.hit_rate, none.host_gbs,
+                    none_exact ? "" : "  MISMATCH");
+      table_lines.push_back(line);
+      std::printf("%s\n", line);
+    }
+    // Host behind caches of each size.
+    for (double fraction : ParseList(absl::GetFlag(FLAGS_fractions))) {
+      std::vector<std::unique_ptr<ec::EmbeddingCache>> caches(26);
+      for (int t = 0; t < 26; ++t) {
+        ec::EmbeddingCache::Options o;
+        o.capacity_rows = std::max<int64_t>(1, static_cast<int64_t>(fraction * rows[t]));
+        o.sample_shift = absl::GetFlag(FLAGS_sample_shift);
+        o.log_entries = int64_t{1} << 22;
+        o.max_changes = std::max<int64_t>(o.capacity_rows / 4, 1 << 16);
+        o.prefill = false;
+        auto c = ec::EmbeddingCache::Create("t" + std::to_string(t), rows[t], row_bytes,
+                                            host[t].device, o);
+        if (!c.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
+          return 2;
+        }
+        tables[t].rows = host[t].device;
+        (*c)->Describe(&tables[t]);
+        caches[t] = std::move(*c);
+      }
+      CHECK_CUDA(cudaMemcpy(d_tables, tables.data(), sizeof(rkc::DeviceTable) * 26,
+                            cudaMemcpyHostToDevice));
+      // Learn the hot set from the warm-up batches through the real refresh.
+      for (int k = 0; k + 1 < nb; ++k) {
+        args.ids = batches[k].d_ids;
+        args.any_host = true;
+        CHECK_CUDA(rkc::LaunchPooledLookup(args, d_prefix, stream));
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        for (auto& c : caches) {
+          absl::Status s = c->Refresh(stream, nullptr);
+          if (!s.ok()) {
+            std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+            return 2;
+          }
+        }
+      }
+      // Time with the log off (steady state, no refresh traffic).
+      for (int t = 0; t < 26; ++t) tables[t].access_log = nullptr;
+      Result r = measure(timed, true);
+      const bool exact = hbm.out.empty() || r.out == hbm.out;
+      all_exact = all_exact && exact;
+      int64_t cached = 0;
+      for (auto& c : caches) cached += c->stats().occupied;
+      char line[220];
+      std::snprintf(line, sizeof(line),
+                    "zipf %.2f  cache %5.1f%% (%5.1f%% full) %8.1f M keys/s   hit %.3f  host %.1f GB/s%s",
+                    alpha, fraction * 100, 100.0 * cached / std::max<int64_t>(1, static_cast<int64_t>(fraction * total_rows)),
+                    r.keys_per_s / 1e6, r.hit_rate, r.host_gbs, exact ? "" : "  MISMATCH");
+      table_lines.push_back(line);
+      std::printf("%s\n", line);
+    }
+    for (Batch& b : batches) cudaFree(b.d_ids);
+  }
+  std::printf("\n==== cache_bench (scale %.3g, %s, batch %d, %lld keys/launch; outputs %s the "
+              "all-in-HBM output) ====\n",
+              scale, fp16 ? "fp16" : "fp32", B, static_cast<long long>(keys),
+              all_exact ? "all equal" : "NOT all equal to");
+  for (const auto& l : table_lines) std::printf("%s\n", l.c_str());
+  for (HostRows& h : host) {
+    cudaHostUnregister(h.host);
+    munmap(h.host, (h.bytes + 4095) / 4096 * 4096);
+  }
+  return all_exact ? 0 : 1;
+}
