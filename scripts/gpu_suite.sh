@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds everything the GPU machine runs and bundles it into .gpu/bundle
-# (git-ignored): rankd, rankctl, every GPU test (targets tagged "gpu") and the
+# Builds everything the GPU machine runs and bundles it into
+# .gpu/bundle.tar.xz (git-ignored): rankd, rankctl, every GPU test (targets tagged "gpu") and the
 # GPU benchmarks. Then, on the GPU machine, from the repository root:
 #     bash tests/gpu/run_on_device.sh
 # (with the device tool: command "bash tests/gpu/run_on_device.sh", carry [".gpu"];
@@ -19,8 +19,13 @@ for t in "${targets[@]}"; do
   pkg=${t#//}; pkg=${pkg%%:*}; name=${t##*:}
   paths+=("$bin/$pkg/$name")
 done
-rm -rf .gpu/bundle
+rm -rf .gpu
+mkdir -p .gpu
 bundle=../shared/tools/gpu-bundle
 [ -x "$bundle" ] || bundle=shared/tools/gpu-bundle
-"$bundle" .gpu/bundle "${paths[@]}"
-echo "bundle ready (.gpu/bundle): run 'bash tests/gpu/run_on_device.sh' on the GPU machine with .gpu carried"
+"$bundle" .gpu-build/bundle "${paths[@]}"
+# What is carried to the GPU machine is limited to 64 MiB: the ~100 MiB of
+# binaries travel xz-compressed (~16 MiB); run_on_device.sh unpacks them.
+tar -C .gpu-build -cf - bundle | xz -T0 -6 > .gpu/bundle.tar.xz
+rm -rf .gpu-build
+echo "bundle ready (.gpu/bundle.tar.xz, $(du -h .gpu/bundle.tar.xz | cut -f1)): run 'bash tests/gpu/run_on_device.sh' on the GPU machine with .gpu carried"

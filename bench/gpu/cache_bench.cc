@@ -42,9 +42,10 @@ ABSL_FLAG(std::string, dtype, "fp32", "row type: fp32 | fp16");
 ABSL_FLAG(int, batch, 4096, "candidates per launch");
 ABSL_FLAG(std::string, alphas, "1.05,1.2", "Zipf exponents");
 ABSL_FLAG(std::string, fractions, "1,0.5,0.1,0.01", "cache sizes, fraction of each table's rows");
-ABSL_FLAG(int, warmup_batches, 40, "batches (each followed by a cache refresh) before timing");
+ABSL_FLAG(int, warmup_batches, 64, "batches before timing (the caches learn from them)");
+ABSL_FLAG(int, refresh_every, 4, "warm-up batches between cache refreshes");
 ABSL_FLAG(int, iters, 20, "timed launches (median reported)");
-ABSL_FLAG(int, sample_shift, 2, "cache access sampling: 1 in 2^k");
+ABSL_FLAG(int, sample_shift, 0, "cache access sampling: 1 in 2^k (0: every access)");
 ABSL_FLAG(bool, hbm, true, "also time all tables in HBM (needs the tables' bytes free on the GPU)");
 
 namespace {
@@ -344,7 +345,10 @@ int main(int argc, char** argv) {
         ec::EmbeddingCache::Options o;
         o.capacity_rows = std::max<int64_t>(1, static_cast<int64_t>(fraction * rows[t]));
         o.sample_shift = absl::GetFlag(FLAGS_sample_shift);
-        o.log_entries = int64_t{1} << 22;
+        // Room for every sampled access between two refreshes.
+        o.log_entries = std::min<int64_t>(
+            int64_t{1} << 23,
+            (int64_t{B} * kBags[t] * absl::GetFlag(FLAGS_refresh_every) >> o.sample_shift) + 1);
         o.max_changes = std::max<int64_t>(o.capacity_rows / 4, 1 << 16);
         o.prefill = false;
         auto c = ec::EmbeddingCache::Create("t" + std::to_string(t), rows[t], row_bytes,
@@ -360,11 +364,13 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMemcpy(d_tables, tables.data(), sizeof(rkc::DeviceTable) * 26,
                             cudaMemcpyHostToDevice));
       // Learn the hot set from the warm-up batches through the real refresh.
+      const int every = std::max(1, absl::GetFlag(FLAGS_refresh_every));
       for (int k = 0; k + 1 < nb; ++k) {
         args.ids = batches[k].d_ids;
         args.any_host = true;
         CHECK_CUDA(rkc::LaunchPooledLookup(args, d_prefix, stream));
         CHECK_CUDA(cudaStreamSynchronize(stream));
+        if ((k + 1) % every != 0 && k + 2 < nb) continue;
         for (auto& c : caches) {
           absl::Status s = c->Refresh(stream, nullptr);
           if (!s.ok()) {
