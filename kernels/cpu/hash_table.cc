@@ -1,9 +1,12 @@
 #include "kernels/cpu/hash_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,13 @@
 
 namespace rankd::kernels {
 namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+constexpr std::align_val_t kBucketAlign{128};
+
+size_t RoundToHugePages(size_t bytes) {
+  return (bytes + kHugePage - 1) / kHugePage * kHugePage;
+}
 
 // Smallest power-of-two bucket count whose slots cover `min_slots` (at least
 // one bucket, so lookups in an empty table still have a bucket to read).
@@ -157,6 +167,33 @@ absl::Status DescribeBadKeys(absl::Span<const int64_t> keys, const int64_t* tk,
 
 }  // namespace
 
+void* AllocateTableBytes(size_t bytes) {
+  if (bytes < kHugePage) return ::operator new(bytes, kBucketAlign);
+  // Over-map by one huge page and trim, so the array starts on a 2 MiB
+  // boundary and FreeTableBytes can unmap exactly [p, p + rounded bytes).
+  const size_t length = RoundToHugePages(bytes);
+  void* map = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) throw std::bad_alloc();
+  const uintptr_t start = reinterpret_cast<uintptr_t>(map);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) munmap(map, aligned - start);
+  const size_t tail = kHugePage - (aligned - start);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + length), tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, length, MADV_HUGEPAGE);  // advice: without THP, 4 KiB pages
+  return p;
+}
+
+void FreeTableBytes(void* p, size_t bytes) {
+  if (p == nullptr) return;
+  if (bytes < kHugePage) {
+    ::operator delete(p, kBucketAlign);
+  } else {
+    munmap(p, RoundToHugePages(bytes));
+  }
+}
+
 int64_t HashTable::SlotsFor(int64_t min_slots) {
   return BucketsFor(min_slots) * kBucketSlots;
 }
@@ -188,16 +225,19 @@ absl::Status HashTable::BuildParallel(absl::Span<const int64_t> keys,
   std::atomic<bool> bad{false};
   std::atomic<int64_t> done{0};
   ParallelChunks(n, chunk, threads, [&](int64_t begin, int64_t end) {
-    // The start bucket is a cache miss on any table bigger than the caches;
-    // prefetching a few keys ahead keeps several misses in flight.
-    constexpr int64_t kPrefetch = 8;
+    // The start bucket is a cache miss on any table bigger than the caches,
+    // in both arrays; prefetching them (for writing) a few keys ahead keeps
+    // several misses in flight. Without the row prefetch each CAS (a full
+    // barrier on x86) would also wait for the previous key's row store.
+    constexpr int64_t kPrefetch = 16;
     bool local_bad = false;
     for (int64_t r = begin; r < end; ++r) {
       if (r + kPrefetch < end) {
-        const int64_t ahead = keys[r + kPrefetch];
+        const int64_t base =
+            StartBucket(keys[r + kPrefetch], num_buckets) * kBucketSlots;
 #if defined(__GNUC__)
-        __builtin_prefetch(tk + StartBucket(ahead, num_buckets) * kBucketSlots,
-                           1);
+        __builtin_prefetch(tk + base, 1);
+        __builtin_prefetch(tr + base, 1);
 #endif
       }
       const int64_t key = keys[r];

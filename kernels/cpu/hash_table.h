@@ -47,20 +47,25 @@ struct HashTableView {
   int64_t num_buckets = 0;        // power of two, > 0
 };
 
-// Allocates arrays aligned to a 128 B bucket and leaves elements
-// uninitialised on resize, so a multi-GB table is written once, by the
-// threads that fill it, instead of first being zeroed by one thread.
+// Bytes of an array of the table: arrays of at least 2 MiB are mapped
+// directly, 2 MiB aligned and advised as transparent huge pages (inserts and
+// lookups are random accesses: with 4 KiB pages nearly each one also misses
+// the TLB); smaller ones come from operator new, 128 B (bucket) aligned.
+void* AllocateTableBytes(size_t bytes);
+void FreeTableBytes(void* p, size_t bytes);
+
+// Leaves elements uninitialised on resize, so a multi-GB table is written
+// once, by the threads that fill it, instead of first being zeroed by one.
 template <typename T>
 struct BucketAlignedAllocator {
   using value_type = T;
-  static constexpr std::align_val_t kAlign{128};
   BucketAlignedAllocator() = default;
   template <typename U>
   BucketAlignedAllocator(const BucketAlignedAllocator<U>&) {}  // NOLINT
   T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), kAlign));
+    return static_cast<T*>(AllocateTableBytes(n * sizeof(T)));
   }
-  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  void deallocate(T* p, size_t n) { FreeTableBytes(p, n * sizeof(T)); }
   template <typename U>
   void construct(U* p) {
     ::new (static_cast<void*>(p)) U;  // default-init: no zeroing
