@@ -630,7 +630,7 @@ std::string PerSecond(double amount, double seconds, const char* unit) {
 
 // "loaded mlperf v1 in 12.3 s (16 threads): random rows 52.30 GB in 10.1 s
 // (5.18 GB/s); file rows 0.01 GB mapped (read on first use); hash tables
-// 160.0 M keys in 2.0 s (0.80 G keys/s)".
+// 160.0 M keys in 2.0 s (80.00 M keys/s)".
 std::string SummaryLine(const Model& m) {
   const ModelLoadStats& st = m.load_stats;
   std::vector<std::string> parts;
@@ -650,7 +650,7 @@ std::string SummaryLine(const Model& m) {
   if (const int64_t keys = st.HashKeys(); keys > 0) {
     parts.push_back(absl::StrFormat(
         "hash tables %.1f M keys in %.2f s (%s)", keys / 1e6, st.HashSeconds(),
-        PerSecond(keys / 1e9, st.HashSeconds(), "G keys")));
+        PerSecond(keys / 1e6, st.HashSeconds(), "M keys")));
   }
   return absl::StrFormat("loaded %s v%d in %.2f s (%d thread%s): %s", m.name,
                          m.version, st.seconds, st.threads,
@@ -671,15 +671,17 @@ std::string FormatLoadProgress(const std::string& model, int64_t version,
   const std::string head =
       absl::StrFormat("loading %s v%d table %s (%s): ", model, version, table,
                       phase);
-  // Rates: G keys/s, GB/s.
-  const double rate = secs > 0 ? done / secs / 1e9 : 0;
-  const char* rate_unit = keys ? "G keys/s" : "GB/s";
+  // Rates: M keys/s, GB/s.
+  const double rate = secs > 0 ? done / secs / scale : 0;
+  const std::string rate_text =
+      keys ? absl::StrFormat("%.1f M keys/s", rate)
+           : absl::StrFormat("%.2f GB/s", rate);
   if (done >= total) {
     return absl::StrCat(
         head,
         absl::StrFormat("100%% (%.2f %s) in %.2f s", total / scale, shown,
                         secs),
-        secs > 0 ? absl::StrFormat(", %.2f %s", rate, rate_unit) : "");
+        secs > 0 ? absl::StrCat(", ", rate_text) : "");
   }
   const int percent =
       total > 0 ? static_cast<int>(100.0 * static_cast<double>(done) / total)
@@ -688,9 +690,8 @@ std::string FormatLoadProgress(const std::string& model, int64_t version,
       head, absl::StrFormat("%d%% (%.2f / %.2f %s)", percent, done / scale,
                             total / scale, shown));
   if (secs > 0 && done > 0) {
-    absl::StrAppend(&line, absl::StrFormat(" %.2f %s ETA %.1f s", rate,
-                                           rate_unit,
-                                           (total - done) / (done / secs)));
+    absl::StrAppend(&line, " ", rate_text,
+                    absl::StrFormat(" ETA %.1f s", (total - done) / (done / secs)));
   }
   return line;
 }
@@ -749,7 +750,10 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
     return s;
   }
   model->load_stats.seconds = absl::ToDoubleSeconds(ctx.clock->Now() - start);
-  ctx.Log(SummaryLine(*model));
+  // Small models stay quiet, like their tables' phases.
+  if (model->table_bytes() >= options.progress_min_bytes) {
+    ctx.Log(SummaryLine(*model));
+  }
   return std::shared_ptr<const Model>(std::move(model));
 }
 

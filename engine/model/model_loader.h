@@ -37,9 +37,10 @@ struct LoadOptions {
   int num_threads = 0;
   // Receives human-readable lines, one call per line, never two at once:
   // progress of big table phases ("loading mlperf v1 table t0 (random rows):
-  // 42% (3.1 / 7.4 GB) 5.2 GB/s ETA 0.8 s", at most one per
+  // 42% (3.10 / 7.40 GB) 5.20 GB/s ETA 0.8 s", at most one per
   // `progress_interval` per phase, plus one when the phase ends) and one
-  // summary line per model (bytes, seconds and GB/s per source). Empty =
+  // summary line per model (bytes, seconds and GB/s per source; only for
+  // models whose tables hold at least `progress_min_bytes`). Empty =
   // silent. `rankd serve` logs them at info level.
   std::function<void(const std::string& line)> log;
   // Table phases smaller than this (rows bytes; hash-table bytes for a hash
