@@ -31,7 +31,11 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
   std::unique_ptr<ModelRegistry> registry(new ModelRegistry());
   for (const engine::ModelVersionPath& v : *versions) {
     const absl::Time start = absl::Now();
-    auto model = engine::LoadModel(v.directory, v.version, v.name);
+    engine::LoadOptions load;
+    // Big tables print progress while they are generated or hashed, and
+    // each big model one line of load bandwidth per source.
+    load.log = [](const std::string& line) { spdlog::info("{}", line); };
+    auto model = engine::LoadModel(v.directory, v.version, v.name, load);
     if (!model.ok()) return model.status();
     on_loaded(**model);
     const auto& instances = (*model)->config.instances();

@@ -17,6 +17,8 @@ namespace kc = kernels::cuda;
 
 absl::Status LaunchStatus(cudaError_t err, const char* what) { return CudaStatus(err, what); }
 
+constexpr int64_t kPlanSlackBytes = int64_t{256} << 20;
+
 }  // namespace
 
 CudaWorker::CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options,
@@ -553,8 +555,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
       RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(d), absl::StrCat("cudaSetDevice(", d, ")"));
       size_t free_bytes = 0, total_bytes = 0;
       RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-      least_available =
-          std::min(least_available, static_cast<int64_t>(free_bytes) - base.reserve_bytes);
+      // A default budget leaves some slack for what is allocated between
+      // planning and uploading (contexts, streams, host-memory mappings).
+      least_available = std::min(least_available, static_cast<int64_t>(free_bytes) -
+                                                       base.reserve_bytes - kPlanSlackBytes);
       least_total = std::min(least_total, static_cast<int64_t>(total_bytes));
     }
     auto p = PlanPlacement(PlanInputFromModel(*model),

@@ -1,19 +1,18 @@
 #include "engine/cuda/host_tables.h"
 
 #include <cuda_runtime_api.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/cuda/cuda_util.h"
+#include "engine/model/host_memory.h"
 
 namespace rankd::engine::cuda {
 namespace {
@@ -40,18 +39,6 @@ void ParallelCopy(void* dst, const void* src, int64_t bytes) {
 
 }  // namespace
 
-int64_t HostAvailableBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return kb * 1024;
-  }
-  return -1;
-}
-
 absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
     std::shared_ptr<const Model> model, const PlacementPlan& plan) {
   std::shared_ptr<HostTables> h(new HostTables());
@@ -72,13 +59,15 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
     const EmbeddingTable& t = model->tables[i];
     if (!in_place(t)) to_copy += t.rows.size;
   }
-  const int64_t available = HostAvailableBytes();
-  if (to_copy > 0 && available >= 0 && to_copy > available) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "model \"%s\": the HOST tables need %s of pinned host memory (copied from the weights "
-        "file) but the host has %s available: give the process more memory, or use init: RANDOM "
-        "/ fewer HOST tables",
-        model->name, FormatBytes(to_copy), FormatBytes(available)));
+  if (to_copy > 0) {
+    absl::StatusOr<int64_t> available = ReadMemAvailable();
+    if (available.ok()) {
+      absl::Status s = CheckHostMemory(
+          to_copy, *available,
+          absl::StrCat("model \"", model->name,
+                       "\": pinned copies of its HOST tables (rows mapped from the weights file)"));
+      if (!s.ok()) return s;
+    }
   }
   const auto start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < model->tables.size(); ++i) {
@@ -100,17 +89,13 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
       }
       cudaGetLastError();  // fall back to a copy
     }
-    const int64_t mapped = (e.bytes + page - 1) / page * page;
-    void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-      return absl::ResourceExhaustedError(absl::StrCat("cannot allocate host memory for ", what,
-                                                       ": ", std::strerror(errno)));
-    }
-    madvise(m, mapped, MADV_HUGEPAGE);  // advice only: fine if THP is off
-    e.mapping = m;
-    e.mapping_bytes = mapped;
+    // A huge-page-advised anonymous mapping of our own (host_memory.h).
+    absl::StatusOr<HostAllocation> a = AllocateHostBytes(e.bytes, what);
+    if (!a.ok()) return a.status();
+    e.copy = std::make_unique<HostAllocation>(*std::move(a));
+    void* m = e.copy->data();
     ParallelCopy(m, t.rows.data, e.bytes);
-    RANKD_RETURN_IF_CUDA_ERROR(cudaHostRegister(m, mapped, kRegisterFlags),
+    RANKD_RETURN_IF_CUDA_ERROR(cudaHostRegister(m, e.bytes, kRegisterFlags),
                                absl::StrCat("cudaHostRegister ", what));
     e.host = m;
     e.registered = true;
@@ -125,7 +110,6 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
 HostTables::~HostTables() {
   for (Entry& e : entries_) {
     if (e.registered) cudaHostUnregister(e.host);
-    if (e.mapping != nullptr) munmap(e.mapping, e.mapping_bytes);
   }
 }
 

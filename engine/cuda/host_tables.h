@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/host_memory.h"
 #include "engine/model/model.h"
 #include "engine/model/placement_plan.h"
 
@@ -49,8 +50,7 @@ class HostTables {
     void* host = nullptr;
     int64_t bytes = 0;
     bool registered = false;
-    void* mapping = nullptr;  // our own copy (munmap), or nullptr: in place
-    int64_t mapping_bytes = 0;
+    std::unique_ptr<HostAllocation> copy;  // our own copy, or null: registered in place
   };
   std::shared_ptr<const Model> model_;  // keeps in-place rows alive
   std::vector<Entry> entries_;
@@ -58,9 +58,6 @@ class HostTables {
   int64_t copied_bytes_ = 0;
   double copy_seconds_ = 0;
 };
-
-// MemAvailable of /proc/meminfo in bytes, or -1 when unknown.
-int64_t HostAvailableBytes();
 
 }  // namespace rankd::engine::cuda
 

@@ -32,6 +32,11 @@ struct GenerateOptions {
   int num_tables = 0;
   // Make the N largest tables DYNAMIC (random unique int64 keys).
   int dynamic_tables = 0;
+  // FILE: every table's rows (and keys) are written to weights.safetensors.
+  // RANDOM: tables get `init { kind: RANDOM seed: <seed> }` and the file
+  // holds only the dense weights, so a full-size preset (mlperf: 52 GB of
+  // fp16 rows) is written in seconds; the loader generates the rows.
+  rankd::v1::TableInitKind init = rankd::v1::FILE;
 };
 
 // The preset's config (validated, defaults not yet filled).

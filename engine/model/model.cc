@@ -26,4 +26,44 @@ int64_t Model::table_bytes() const {
   return bytes;
 }
 
+const char* TableSourceName(TableSource source) {
+  switch (source) {
+    case TableSource::kFileMapped:
+      return "file (mapped)";
+    case TableSource::kFileCopied:
+      return "file (copied)";
+    case TableSource::kRandom:
+      return "random";
+  }
+  return "?";
+}
+
+int64_t ModelLoadStats::RowBytes(TableSource source) const {
+  int64_t bytes = 0;
+  for (const TableLoadStats& t : tables) {
+    if (t.source == source) bytes += t.row_bytes;
+  }
+  return bytes;
+}
+
+double ModelLoadStats::RowSeconds(TableSource source) const {
+  double seconds = 0;
+  for (const TableLoadStats& t : tables) {
+    if (t.source == source) seconds += t.rows_seconds;
+  }
+  return seconds;
+}
+
+int64_t ModelLoadStats::HashKeys() const {
+  int64_t keys = 0;
+  for (const TableLoadStats& t : tables) keys += t.hash_keys;
+  return keys;
+}
+
+double ModelLoadStats::HashSeconds() const {
+  double seconds = 0;
+  for (const TableLoadStats& t : tables) seconds += t.hash_seconds;
+  return seconds;
+}
+
 }  // namespace rankd::engine

@@ -51,6 +51,41 @@ struct EmbeddingTable {
   kernels::PoolTable pool_view(const kernels::HashTableView* hash_view) const;
 };
 
+// How a table's rows got into host memory at load.
+enum class TableSource {
+  kFileMapped,  // used in place from the mapped weights file (not read)
+  kFileCopied,  // copied out of the file (a tensor not aligned to its dtype)
+  kRandom,      // generated: `init { kind: RANDOM }`
+};
+// "file (mapped)", "file (copied)", "random".
+const char* TableSourceName(TableSource source);
+
+// What loading one table cost (LoadModel records one per table).
+struct TableLoadStats {
+  std::string table;
+  TableSource source = TableSource::kFileMapped;
+  int64_t row_bytes = 0;
+  // Producing the rows: filling or copying them; 0 for mapped rows, which
+  // are read from disk on first use, not at load.
+  double rows_seconds = 0;
+  // DYNAMIC tables: keys inserted, and seconds for their hash table (making
+  // RANDOM keys included; a FILE table's keys are read from the mapping
+  // here, so this includes their disk reads).
+  int64_t hash_keys = 0;
+  double hash_seconds = 0;
+};
+
+struct ModelLoadStats {
+  int threads = 0;       // for fills, copies and hash builds
+  double seconds = 0;    // the whole load, config parse to ready Model
+  std::vector<TableLoadStats> tables;  // config order
+
+  int64_t RowBytes(TableSource source) const;
+  double RowSeconds(TableSource source) const;
+  int64_t HashKeys() const;
+  double HashSeconds() const;
+};
+
 struct SparseFeature {
   std::string name;
   int table = 0;  // index into Model::tables
@@ -104,6 +139,9 @@ struct Model {
   // Host bytes of every table: rows, plus keys and hash arrays of DYNAMIC
   // tables.
   int64_t table_bytes() const;
+
+  // Filled by LoadModel (zeros for models built in memory).
+  ModelLoadStats load_stats;
 };
 
 }  // namespace rankd::engine

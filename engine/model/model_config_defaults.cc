@@ -1,5 +1,7 @@
 #include "engine/model/model_config_defaults.h"
 
+#include "engine/model/table_init.h"
+
 namespace rankd::engine {
 
 int64_t DefaultDynamicCapacity(int64_t num_rows) {
@@ -32,6 +34,15 @@ void FillTableDefaults(rankd::v1::TableConfig* t) {
   }
   if (t->kind() == rankd::v1::DYNAMIC && t->capacity() == 0) {
     t->set_capacity(DefaultDynamicCapacity(t->num_rows()));
+  }
+  rankd::v1::TableInit* init = t->mutable_init();
+  if (init->kind() == rankd::v1::TABLE_INIT_KIND_UNSPECIFIED) {
+    init->set_kind(rankd::v1::FILE);
+  }
+  // Filled in so the scale that serves is the one `rankd inspect` shows.
+  if (init->kind() == rankd::v1::RANDOM && init->scale() == 0 &&
+      t->num_rows() > 0) {
+    init->set_scale(DefaultRandomInitScale(t->num_rows()));
   }
 }
 

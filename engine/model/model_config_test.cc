@@ -424,9 +424,68 @@ TEST(ModelConfigTest, BatchingAndInstances) {
               HasSubstr("instances.cpu_threads_per_worker: must be >= 0"));
 }
 
+TEST(ModelConfigTest, TableInitDefaults) {
+  ModelConfig config = Parse(kMini);
+  config.mutable_tables(1)->mutable_init()->set_kind(rankd::v1::RANDOM);
+  config.mutable_tables(1)->mutable_init()->set_seed(7);
+  config.mutable_tables(2)->mutable_init()->set_kind(rankd::v1::RANDOM);
+  config.mutable_tables(2)->mutable_init()->set_scale(0.25f);
+  ASSERT_TRUE(ValidateModelConfig(&config).ok());
+  EXPECT_EQ(config.tables(0).init().kind(), rankd::v1::FILE);
+  EXPECT_EQ(config.tables(0).init().scale(), 0);
+  EXPECT_EQ(config.tables(1).init().kind(), rankd::v1::RANDOM);
+  EXPECT_EQ(config.tables(1).init().seed(), 7u);
+  // 0 = 1/sqrt(num_rows), written into the config so inspect shows it.
+  EXPECT_FLOAT_EQ(config.tables(1).init().scale(), 1 / std::sqrt(20.0f));
+  EXPECT_EQ(config.tables(2).init().scale(), 0.25f);
+}
+
+TEST(ModelConfigTest, TableInit) {
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                c->mutable_tables(1)->mutable_init()->set_kind(
+                    static_cast<rankd::v1::TableInitKind>(9));
+              }),
+              HasSubstr("tables[1].init.kind: unknown value 9"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                auto* init = c->mutable_tables(2)->mutable_init();
+                init->set_kind(rankd::v1::RANDOM);
+                init->set_scale(-0.5f);
+              }),
+              HasSubstr("tables[2].init.scale: must be finite and >= 0 "
+                        "(0 = 1/sqrt(num_rows)), got -0.5"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                auto* init = c->mutable_tables(0)->mutable_init();
+                init->set_kind(rankd::v1::RANDOM);
+                init->set_scale(std::nanf(""));
+              }),
+              HasSubstr("tables[0].init.scale: must be finite"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                c->mutable_tables(0)->mutable_init()->set_seed(3);
+              }),
+              HasSubstr("tables[0].init.seed: only RANDOM init takes a seed"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                auto* init = c->mutable_tables(1)->mutable_init();
+                init->set_kind(rankd::v1::FILE);
+                init->set_scale(0.1f);
+              }),
+              HasSubstr("tables[1].init.scale: only RANDOM init takes a scale"));
+  // The text form users write.
+  ModelConfig text = Parse(R"pb(
+    name: "r"
+    tables { name: "t" kind: DYNAMIC num_rows: 5 dim: 2 dtype: BF16
+             init { kind: RANDOM seed: 11 scale: 0.5 } }
+    sparse_features { name: "f" table: "t" }
+    interaction { kind: CAT }
+    top_mlp: [ 1 ]
+  )pb");
+  EXPECT_TRUE(ValidateModelConfig(&text).ok()) << ValidateModelConfig(&text);
+  EXPECT_EQ(text.tables(0).init().seed(), 11u);
+}
+
 TEST(ModelConfigTest, ValidationIsIdempotent) {
   ModelConfig config = Parse(kMini);
   config.mutable_tables(0)->set_kind(rankd::v1::DYNAMIC);
+  config.mutable_tables(1)->mutable_init()->set_kind(rankd::v1::RANDOM);
   ASSERT_TRUE(ValidateModelConfig(&config).ok());
   ModelConfig again = config;
   ASSERT_TRUE(ValidateModelConfig(&again).ok());

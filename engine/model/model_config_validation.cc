@@ -43,6 +43,32 @@ void CheckName(const ModelConfig& c, ErrorList* e) {
   }
 }
 
+void CheckTableInit(const rankd::v1::TableInit& init, const std::string& field,
+                    ErrorList* e) {
+  if (!rankd::v1::TableInitKind_IsValid(init.kind())) {
+    e->Addf(field, ".kind: unknown value ", init.kind(),
+            " (expected FILE or RANDOM)");
+    return;
+  }
+  if (init.kind() == rankd::v1::RANDOM) {
+    if (!std::isfinite(init.scale()) || init.scale() < 0) {
+      e->Addf(field, ".scale: must be finite and >= 0 (0 = 1/sqrt(num_rows)), "
+              "got ", init.scale());
+    }
+    return;
+  }
+  // A seed or scale on a FILE table would be silently meaningless: more
+  // likely a forgotten `kind: RANDOM`.
+  if (init.seed() != 0) {
+    e->Addf(field, ".seed: only RANDOM init takes a seed (kind is FILE), got ",
+            init.seed());
+  }
+  if (init.scale() != 0) {
+    e->Addf(field, ".scale: only RANDOM init takes a scale (kind is FILE), got ",
+            init.scale());
+  }
+}
+
 void CheckTable(const TableConfig& t, const std::string& field, ErrorList* e) {
   if (t.name().empty()) {
     e->Addf(field, ".name: must be set");
@@ -89,6 +115,7 @@ void CheckTable(const TableConfig& t, const std::string& field, ErrorList* e) {
               t.default_vector(k));
     }
   }
+  CheckTableInit(t.init(), field + ".init", e);
 }
 
 // Returns table name -> index (first occurrence).

@@ -17,11 +17,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/model/error_list.h"
+#include "engine/model/host_memory.h"
 #include "engine/model/model_shapes.h"
 #include "engine/model/safetensors.h"
+#include "engine/model/table_init.h"
 #include "engine/model/tensor_layout.h"
+#include "kernels/cpu/parallel.h"
 
 namespace rankd::engine {
 namespace {
@@ -109,9 +114,30 @@ void CheckTensors(const ModelConfig& config, const SafetensorsFile& file,
                   const ModelTensorLayout& layout, ErrorList* errors) {
   std::set<std::string> expected;
   for (const TensorSpec* spec : layout.All()) expected.insert(spec->name);
+  // A RANDOM table whose tensors are in the file too is ambiguous (which
+  // rows serve?): an error naming both, never a silent choice.
+  std::set<std::string> random_in_file;
+  for (size_t k = 0; k < layout.tables.size(); ++k) {
+    const TableTensors& tt = layout.tables[k];
+    if (tt.in_file) continue;
+    for (const TensorSpec* spec :
+         {&tt.weight, tt.keys ? &*tt.keys : nullptr}) {
+      if (spec == nullptr || file.Find(spec->name) == nullptr) continue;
+      random_in_file.insert(spec->name);
+      errors->Addf("tensor '", spec->name, "': table '",
+                   config.tables(static_cast<int>(k)).name(), "' (tables[", k,
+                   "]) has init RANDOM in model.pbtxt, so the file must not "
+                   "hold its ",
+                   spec == &tt.weight ? "rows" : "keys",
+                   " (remove the tensor, or set tables[", k,
+                   "].init.kind: FILE)");
+    }
+  }
   std::vector<std::string> unused;
   for (const auto& [name, info] : file.tensors()) {
-    if (expected.count(name) == 0) unused.push_back(name);
+    if (expected.count(name) == 0 && random_in_file.count(name) == 0) {
+      unused.push_back(name);
+    }
   }
   if (std::string hint = ConventionHint(config, unused); !hint.empty()) {
     errors->Add(std::move(hint));
@@ -209,27 +235,202 @@ kernels::Pooling PoolingOf(rankd::v1::PoolingMode p) {
   }
 }
 
+// State shared by one LoadModel call.
+struct LoadContext {
+  std::string directory;
+  std::string model;
+  int64_t version = 0;
+  const LoadOptions* options = nullptr;
+  const Clock* clock = nullptr;
+  int threads = 1;
+  // Caps the host bytes of each allocation; -1 = /proc/meminfo, read anew.
+  int64_t mem_available = -1;
+  absl::Mutex log_mu;
+
+  void Log(const std::string& line) {
+    if (!options->log) return;
+    absl::MutexLock lock(&log_mu);  // one line at a time, from any thread
+    options->log(line);
+  }
+};
+
+// Progress of one phase of one table (filling rows, copying rows, building
+// a hash table): rate-limited lines for big phases, and the phase's time.
+// Thread-safe.
+class PhaseProgress {
+ public:
+  // `bytes` decides whether lines are printed at all (progress_min_bytes);
+  // `total` is in `unit`s.
+  PhaseProgress(LoadContext* ctx, std::string table, std::string phase,
+                const char* unit, int64_t total, int64_t bytes)
+      : ctx_(ctx),
+        table_(std::move(table)),
+        phase_(std::move(phase)),
+        unit_(unit),
+        total_(total),
+        report_(ctx->options->log && bytes >= ctx->options->progress_min_bytes),
+        start_(ctx->clock->Now()),
+        last_line_(start_) {}
+
+  // `amount` more units done.
+  void Add(int64_t amount) {
+    absl::MutexLock lock(&mu_);
+    ReportLocked(done_ + amount);
+  }
+  // `done` units done in all (reports may arrive out of order).
+  void Reached(int64_t done) {
+    absl::MutexLock lock(&mu_);
+    ReportLocked(std::max(done_, done));
+  }
+  // Prints the end line (big phases only); returns the phase's seconds.
+  double Finish() {
+    const absl::Duration elapsed = ctx_->clock->Now() - start_;
+    if (report_) {
+      ctx_->Log(FormatLoadProgress(ctx_->model, ctx_->version, table_, phase_,
+                                   unit_, total_, total_, elapsed));
+    }
+    return absl::ToDoubleSeconds(elapsed);
+  }
+
+ private:
+  void ReportLocked(int64_t done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    done_ = done;
+    // The end line says 100%; no progress line just before it.
+    if (!report_ || done_ >= total_) return;
+    const absl::Time now = ctx_->clock->Now();
+    if (now - last_line_ < ctx_->options->progress_interval) return;
+    last_line_ = now;
+    ctx_->Log(FormatLoadProgress(ctx_->model, ctx_->version, table_, phase_,
+                                 unit_, done_, total_, now - start_));
+  }
+
+  LoadContext* const ctx_;
+  const std::string table_;
+  const std::string phase_;
+  const char* const unit_;
+  const int64_t total_;
+  const bool report_;
+  const absl::Time start_;
+  absl::Mutex mu_;
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_line_ ABSL_GUARDED_BY(mu_);
+};
+
+// Work items of a fill or copy: whole rows, about this many bytes, so
+// threads balance and progress moves in small steps.
+constexpr int64_t kChunkBytes = int64_t{8} << 20;
+
+int64_t RowsPerChunk(int64_t row_bytes) {
+  return std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, row_bytes));
+}
+
+bool Aligned(const TensorInfo& t, int element_bytes) {
+  return reinterpret_cast<uintptr_t>(t.data) % element_bytes == 0;
+}
+
+// A buffer owning a fresh host mapping of `bytes`.
+absl::StatusOr<ByteBuffer> NewHostBuffer(LoadContext* ctx, int64_t bytes,
+                                         const std::string& what) {
+  absl::StatusOr<HostAllocation> a =
+      AllocateHostBytes(bytes, what, ctx->mem_available);
+  if (!a.ok()) {
+    return absl::Status(a.status().code(), absl::StrCat(ctx->directory, ": ",
+                                                        a.status().message()));
+  }
+  auto owner = std::make_shared<HostAllocation>(*std::move(a));
+  ByteBuffer buf;
+  buf.data = owner->data();
+  buf.size = bytes;
+  buf.owner = std::move(owner);
+  buf.pinnable = true;  // its own page-aligned, writable mapping
+  return buf;
+}
+
 // Rows stay in the mapping (a 100 GB table is never copied); only a tensor
 // not aligned to its element size (possible in hand-made files) is copied, as
-// kernels read rows as typed arrays.
-ByteBuffer RowsBuffer(const std::shared_ptr<const SafetensorsFile>& file,
-                      const TensorInfo& t, int element_bytes) {
-  ByteBuffer buf;
-  buf.size = t.size_bytes;
-  if (reinterpret_cast<uintptr_t>(t.data) % element_bytes == 0) {
+// kernels read rows as typed arrays. `copied` says which happened.
+absl::StatusOr<ByteBuffer> FileBuffer(
+    LoadContext* ctx, const std::shared_ptr<const SafetensorsFile>& file,
+    const TensorInfo& t, int element_bytes, int64_t item_bytes,
+    const std::string& table, const std::string& what, bool* copied) {
+  *copied = false;
+  if (Aligned(t, element_bytes)) {
+    ByteBuffer buf;
+    buf.size = t.size_bytes;
     buf.data = t.data;
     buf.owner = file;
     return buf;
   }
-  auto copy = std::make_shared<std::vector<uint8_t>>(t.data, t.data + t.size_bytes);
-  buf.data = copy->data();
-  buf.owner = std::move(copy);
+  absl::StatusOr<ByteBuffer> buf =
+      NewHostBuffer(ctx, t.size_bytes, absl::StrCat("table '", table, "' ",
+                                                    what, " (copy)"));
+  if (!buf.ok()) return buf.status();
+  *copied = true;
+  uint8_t* dst = const_cast<uint8_t*>(buf->data);
+  PhaseProgress progress(ctx, table, absl::StrCat("copying ", what), "B",
+                         t.size_bytes, t.size_bytes);
+  const int64_t items = t.size_bytes / item_bytes;
+  kernels::ParallelChunks(
+      items, RowsPerChunk(item_bytes), ctx->threads,
+      [&](int64_t begin, int64_t end) {
+        std::memcpy(dst + begin * item_bytes, t.data + begin * item_bytes,
+                    static_cast<size_t>((end - begin) * item_bytes));
+        progress.Add((end - begin) * item_bytes);
+      });
+  progress.Finish();
   return buf;
 }
 
-absl::Status LoadTable(const std::shared_ptr<const SafetensorsFile>& file,
+// Rows of an `init { kind: RANDOM }` table (table_init.h), filled by every
+// loader thread: each chunk's values depend only on its rows, so the bytes
+// do not depend on the thread count. Each thread's first write faults in its
+// own pages.
+absl::StatusOr<ByteBuffer> RandomRows(LoadContext* ctx,
+                                      const rankd::v1::TableConfig& config,
+                                      const EmbeddingTable& table) {
+  const int64_t bytes = table.num_rows * table.row_bytes();
+  absl::StatusOr<ByteBuffer> buf = NewHostBuffer(
+      ctx, bytes, absl::StrCat("table '", table.name, "' rows"));
+  if (!buf.ok()) return buf.status();
+  uint8_t* dst = const_cast<uint8_t*>(buf->data);
+  const uint64_t stream = RandomTableStream(config.init().seed(), table.name);
+  const float scale = config.init().scale() > 0
+                          ? config.init().scale()
+                          : DefaultRandomInitScale(table.num_rows);
+  const int64_t row_bytes = table.row_bytes();
+  PhaseProgress progress(ctx, table.name, "random rows", "B", bytes, bytes);
+  kernels::ParallelChunks(
+      table.num_rows, RowsPerChunk(row_bytes), ctx->threads,
+      [&](int64_t begin, int64_t end) {
+        FillRandomRows(stream, scale, table.dim, table.row_type, begin, end,
+                       dst + begin * row_bytes);
+        progress.Add((end - begin) * row_bytes);
+      });
+  progress.Finish();
+  return buf;
+}
+
+absl::StatusOr<ByteBuffer> RandomKeys(LoadContext* ctx,
+                                      const rankd::v1::TableConfig& config,
+                                      const EmbeddingTable& table) {
+  absl::StatusOr<ByteBuffer> buf =
+      NewHostBuffer(ctx, table.num_rows * 8,
+                    absl::StrCat("table '", table.name, "' keys"));
+  if (!buf.ok()) return buf.status();
+  int64_t* dst = reinterpret_cast<int64_t*>(const_cast<uint8_t*>(buf->data));
+  const uint64_t stream = RandomTableStream(config.init().seed(), table.name);
+  kernels::ParallelChunks(table.num_rows, RowsPerChunk(8), ctx->threads,
+                          [&](int64_t begin, int64_t end) {
+                            FillRandomKeys(stream, begin, end, dst + begin);
+                          });
+  return buf;
+}
+
+absl::Status LoadTable(LoadContext* ctx,
+                       const std::shared_ptr<const SafetensorsFile>& file,
                        const rankd::v1::TableConfig& config,
-                       const TableTensors& spec, EmbeddingTable* table) {
+                       const TableTensors& spec, EmbeddingTable* table,
+                       TableLoadStats* stats) {
   table->name = config.name();
   table->dynamic = config.kind() == rankd::v1::DYNAMIC;
   table->num_rows = config.num_rows();
@@ -240,34 +441,77 @@ absl::Status LoadTable(const std::shared_ptr<const SafetensorsFile>& file,
   table->id_policy = config.id_policy();
   table->default_vector.assign(config.default_vector().begin(),
                                config.default_vector().end());
-  table->rows = RowsBuffer(file, *file->Find(spec.weight.name),
-                           kernels::RowTypeBytes(table->row_type));
+  const bool random = config.init().kind() == rankd::v1::RANDOM;
+  stats->table = table->name;
+  stats->row_bytes = table->num_rows * table->row_bytes();
+
+  const absl::Time rows_start = ctx->clock->Now();
+  absl::StatusOr<ByteBuffer> rows;
+  if (random) {
+    stats->source = TableSource::kRandom;
+    rows = RandomRows(ctx, config, *table);
+  } else {
+    bool copied = false;
+    const int element = static_cast<int>(kernels::RowTypeBytes(table->row_type));
+    rows = FileBuffer(ctx, file, *file->Find(spec.weight.name), element,
+                      table->row_bytes(), table->name, "rows", &copied);
+    stats->source = copied ? TableSource::kFileCopied : TableSource::kFileMapped;
+  }
+  if (!rows.ok()) return rows.status();
+  table->rows = *std::move(rows);
+  if (stats->source != TableSource::kFileMapped) {
+    stats->rows_seconds =
+        absl::ToDoubleSeconds(ctx->clock->Now() - rows_start);
+  }
   if (!table->dynamic) return absl::OkStatus();
 
-  // Kept (a view, like the rows): request generators and warmup need real
-  // keys, and GPU backends may rebuild their own tables from them.
-  table->keys = RowsBuffer(file, *file->Find(spec.keys->name), sizeof(int64_t));
+  // Kept (like the rows): request generators and warmup need real keys, and
+  // GPU backends may rebuild their own tables from them.
+  const absl::Time hash_start = ctx->clock->Now();
+  absl::StatusOr<ByteBuffer> keys;
+  if (random) {
+    keys = RandomKeys(ctx, config, *table);
+  } else {
+    bool copied = false;
+    keys = FileBuffer(ctx, file, *file->Find(spec.keys->name), 8, 8,
+                      table->name, "keys", &copied);
+  }
+  if (!keys.ok()) return keys.status();
+  table->keys = *std::move(keys);
   absl::Span<const int64_t> key_span(
       reinterpret_cast<const int64_t*>(table->keys.data),
       static_cast<size_t>(table->num_rows));
-  absl::Status s =
-      kernels::HashTable::Build(key_span, config.capacity(), &table->hash);
+  const int64_t hash_bytes = kernels::HashTable::SlotsFor(config.capacity()) * 16;
+  PhaseProgress progress(ctx, table->name, "hash build", "keys",
+                         table->num_rows, hash_bytes);
+  kernels::HashBuildOptions build;
+  build.num_threads = ctx->threads;
+  build.progress = [&progress](int64_t done) { progress.Reached(done); };
+  absl::Status s = kernels::HashTable::BuildParallel(
+      key_span, config.capacity(), build, &table->hash);
   if (!s.ok()) {
+    // RANDOM keys are distinct by construction: only a file can get here.
     return absl::Status(s.code(), absl::StrCat(file->path(), ": tensor '",
                                                spec.keys->name, "': ",
                                                s.message()));
   }
+  progress.Finish();
+  stats->hash_keys = table->num_rows;
+  stats->hash_seconds = absl::ToDoubleSeconds(ctx->clock->Now() - hash_start);
   return absl::OkStatus();
 }
 
-absl::Status BuildModel(const std::shared_ptr<const SafetensorsFile>& file,
+absl::Status BuildModel(LoadContext* ctx,
+                        const std::shared_ptr<const SafetensorsFile>& file,
                         const ModelTensorLayout& layout, Model* model) {
   const ModelConfig& c = model->config;
   model->num_dense = c.num_dense();
   model->tables.resize(c.tables_size());
+  model->load_stats.tables.resize(c.tables_size());
   for (int k = 0; k < c.tables_size(); ++k) {
     if (absl::Status s =
-            LoadTable(file, c.tables(k), layout.tables[k], &model->tables[k]);
+            LoadTable(ctx, file, c.tables(k), layout.tables[k],
+                      &model->tables[k], &model->load_stats.tables[k]);
         !s.ok()) {
       return s;
     }
@@ -309,11 +553,168 @@ absl::Status BuildModel(const std::shared_ptr<const SafetensorsFile>& file,
   return absl::OkStatus();
 }
 
+int64_t SpecBytes(const TensorSpec& spec) {
+  int64_t n = TensorDtypeBytes(spec.dtype);
+  for (int64_t d : spec.shape) n *= d;
+  return n;
+}
+
+// Host memory the load will allocate (file-mapped rows are page cache the
+// kernel can evict and re-read, so they are not counted), checked against
+// MemAvailable before anything is allocated: a model that cannot fit fails
+// at once, naming what it needs, instead of after minutes of filling or
+// being OOM-killed.
+absl::Status CheckModelHostMemory(const LoadContext& ctx,
+                                  const ModelConfig& c,
+                                  const SafetensorsFile& file,
+                                  const ModelTensorLayout& layout) {
+  int64_t random_rows = 0, keys = 0, hash = 0, copies = 0, dense = 0;
+  for (int k = 0; k < c.tables_size(); ++k) {
+    const rankd::v1::TableConfig& t = c.tables(k);
+    const TableTensors& spec = layout.tables[k];
+    const bool dynamic = t.kind() == rankd::v1::DYNAMIC;
+    if (!spec.in_file) {
+      random_rows += SpecBytes(spec.weight);
+      if (dynamic) keys += t.num_rows() * 8;
+    } else {
+      const TensorInfo* w = file.Find(spec.weight.name);
+      const int element = TensorDtypeBytes(spec.weight.dtype);
+      if (w != nullptr && !Aligned(*w, element)) copies += w->size_bytes;
+      const TensorInfo* kt = spec.keys ? file.Find(spec.keys->name) : nullptr;
+      if (kt != nullptr && !Aligned(*kt, 8)) copies += kt->size_bytes;
+    }
+    if (dynamic) hash += kernels::HashTable::SlotsFor(t.capacity()) * 16;
+  }
+  for (const auto* group : {&layout.bottom, &layout.top}) {
+    for (const LinearTensors& l : *group) {
+      dense += SpecBytes(l.weight) + SpecBytes(l.bias);
+    }
+  }
+  for (const CrossTensors& x : layout.cross) {
+    dense += SpecBytes(x.v) + SpecBytes(x.w) + SpecBytes(x.bias);
+  }
+  const int64_t total = random_rows + keys + hash + copies + dense;
+  int64_t available = ctx.mem_available;
+  if (available < 0) {
+    absl::StatusOr<int64_t> read = ReadMemAvailable();
+    if (!read.ok()) return absl::OkStatus();  // not Linux: no early check
+    available = *read;
+  }
+  std::vector<std::string> parts;
+  auto part = [&parts](const char* name, int64_t bytes) {
+    if (bytes > 0) {
+      parts.push_back(
+          absl::StrCat(name, " ", HumanBytes(static_cast<double>(bytes))));
+    }
+  };
+  part("random rows", random_rows);
+  part("random keys", keys);
+  part("hash tables", hash);
+  part("copied tensors", copies);
+  part("dense weights", dense);
+  return CheckHostMemory(
+      total, available,
+      absl::StrCat("loading model '", ctx.model, "' v", ctx.version, " (",
+                   absl::StrJoin(parts, " + "),
+                   "; rows mapped from the weights file are page cache and "
+                   "not counted)"));
+}
+
+std::string Gb(int64_t bytes) {
+  return absl::StrFormat("%.2f GB", static_cast<double>(bytes) / 1e9);
+}
+
+std::string PerSecond(double amount, double seconds, const char* unit) {
+  if (seconds <= 0) return absl::StrCat("- ", unit, "/s");
+  return absl::StrFormat("%.2f %s/s", amount / seconds, unit);
+}
+
+// "loaded mlperf v1 in 12.3 s (16 threads): random rows 52.30 GB in 10.1 s
+// (5.18 GB/s); file rows 0.01 GB mapped (read on first use); hash tables
+// 160.0 M keys in 2.0 s (80.00 M keys/s)".
+std::string SummaryLine(const Model& m) {
+  const ModelLoadStats& st = m.load_stats;
+  std::vector<std::string> parts;
+  for (TableSource source : {TableSource::kRandom, TableSource::kFileCopied}) {
+    const int64_t bytes = st.RowBytes(source);
+    const double secs = st.RowSeconds(source);
+    if (bytes == 0) continue;
+    parts.push_back(absl::StrFormat(
+        "%s rows %s in %.2f s (%s)",
+        source == TableSource::kRandom ? "random" : "copied file", Gb(bytes),
+        secs, PerSecond(static_cast<double>(bytes) / 1e9, secs, "GB")));
+  }
+  if (const int64_t mapped = st.RowBytes(TableSource::kFileMapped); mapped > 0) {
+    parts.push_back(
+        absl::StrCat("file rows ", Gb(mapped), " mapped (read on first use)"));
+  }
+  if (const int64_t keys = st.HashKeys(); keys > 0) {
+    parts.push_back(absl::StrFormat(
+        "hash tables %.1f M keys in %.2f s (%s)", keys / 1e6, st.HashSeconds(),
+        PerSecond(keys / 1e6, st.HashSeconds(), "M keys")));
+  }
+  return absl::StrFormat("loaded %s v%d in %.2f s (%d thread%s): %s", m.name,
+                         m.version, st.seconds, st.threads,
+                         st.threads == 1 ? "" : "s", absl::StrJoin(parts, "; "));
+}
+
 }  // namespace
+
+std::string FormatLoadProgress(const std::string& model, int64_t version,
+                               const std::string& table,
+                               const std::string& phase, const char* unit,
+                               int64_t done, int64_t total,
+                               absl::Duration elapsed) {
+  const bool keys = std::string(unit) == "keys";
+  const double scale = keys ? 1e6 : 1e9;  // M keys, GB
+  const char* shown = keys ? "M keys" : "GB";
+  const double secs = absl::ToDoubleSeconds(elapsed);
+  const std::string head =
+      absl::StrFormat("loading %s v%d table %s (%s): ", model, version, table,
+                      phase);
+  // Rates: M keys/s, GB/s.
+  const double rate = secs > 0 ? done / secs / scale : 0;
+  const std::string rate_text =
+      keys ? absl::StrFormat("%.1f M keys/s", rate)
+           : absl::StrFormat("%.2f GB/s", rate);
+  if (done >= total) {
+    return absl::StrCat(
+        head,
+        absl::StrFormat("100%% (%.2f %s) in %.2f s", total / scale, shown,
+                        secs),
+        secs > 0 ? absl::StrCat(", ", rate_text) : "");
+  }
+  const int percent =
+      total > 0 ? static_cast<int>(100.0 * static_cast<double>(done) / total)
+                : 0;
+  std::string line = absl::StrCat(
+      head, absl::StrFormat("%d%% (%.2f / %.2f %s)", percent, done / scale,
+                            total / scale, shown));
+  if (secs > 0 && done > 0) {
+    absl::StrAppend(&line, " ", rate_text,
+                    absl::StrFormat(" ETA %.1f s", (total - done) / (done / secs)));
+  }
+  return line;
+}
 
 absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
     const std::string& directory, int64_t version,
     const std::string& expected_name) {
+  return LoadModel(directory, version, expected_name, LoadOptions());
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
+    const std::string& directory, int64_t version,
+    const std::string& expected_name, const LoadOptions& options) {
+  LoadContext ctx;
+  ctx.options = &options;
+  ctx.clock = options.clock != nullptr ? options.clock : RealClock::Get();
+  ctx.threads = kernels::ResolveThreads(options.num_threads);
+  ctx.mem_available = options.mem_available_bytes;
+  ctx.version = version;
+  ctx.directory = directory;
+  const absl::Time start = ctx.clock->Now();
+
   const std::string config_path = absl::StrCat(directory, "/model.pbtxt");
   absl::StatusOr<ModelConfig> config = ReadModelConfig(config_path);
   if (!config.ok()) return config.status();
@@ -323,6 +724,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
                      "' must equal the model's directory name '",
                      expected_name, "'"));
   }
+  ctx.model = config->name();
 
   const std::string weights_path =
       absl::StrCat(directory, "/weights.safetensors");
@@ -334,14 +736,24 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
   ErrorList errors(weights_path);
   CheckTensors(*config, **file, layout, &errors);
   if (!errors.empty()) return errors.ToStatus();
+  if (absl::Status s = CheckModelHostMemory(ctx, *config, **file, layout);
+      !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(directory, ": ", s.message()));
+  }
 
   auto model = std::make_shared<Model>();
   model->name = config->name();
   model->version = version;
   model->directory = directory;
   model->config = *std::move(config);
-  if (absl::Status s = BuildModel(*file, layout, model.get()); !s.ok()) {
+  model->load_stats.threads = ctx.threads;
+  if (absl::Status s = BuildModel(&ctx, *file, layout, model.get()); !s.ok()) {
     return s;
+  }
+  model->load_stats.seconds = absl::ToDoubleSeconds(ctx.clock->Now() - start);
+  // Small models stay quiet, like their tables' phases.
+  if (model->table_bytes() >= options.progress_min_bytes) {
+    ctx.Log(SummaryLine(*model));
   }
   return std::shared_ptr<const Model>(std::move(model));
 }

@@ -6,12 +6,15 @@
 #define RANKD_ENGINE_MODEL_MODEL_LOADER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "engine/model/model.h"
+#include "engine/serving/clock.h"
 #include "rankd/v1/model_config.pb.h"
 
 namespace rankd::engine {
@@ -27,12 +30,52 @@ absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path);
 // "tables[2].dim: must be > 0, got 0".
 absl::Status ValidateModelConfig(rankd::v1::ModelConfig* config);
 
+struct LoadOptions {
+  // Threads that fill RANDOM tables, copy rows and build hash tables;
+  // 0 = every hardware thread (loading is the only thing a starting server
+  // does).
+  int num_threads = 0;
+  // Receives human-readable lines, one call per line, never two at once:
+  // progress of big table phases ("loading mlperf v1 table t0 (random rows):
+  // 42% (3.10 / 7.40 GB) 5.20 GB/s ETA 0.8 s", at most one per
+  // `progress_interval` per phase, plus one when the phase ends) and one
+  // summary line per model (bytes, seconds and GB/s per source; only for
+  // models whose tables hold at least `progress_min_bytes`). Empty =
+  // silent. `rankd serve` logs them at info level.
+  std::function<void(const std::string& line)> log;
+  // Table phases smaller than this (rows bytes; hash-table bytes for a hash
+  // build) print no progress lines, so small models load quietly.
+  int64_t progress_min_bytes = int64_t{256} << 20;
+  absl::Duration progress_interval = absl::Seconds(2);
+  // Time source for progress lines and Model::load_stats; nullptr = the
+  // real clock. Tests inject a FakeClock.
+  const Clock* clock = nullptr;
+  // MemAvailable (bytes) to check the model's host memory against before
+  // allocating anything; -1 = read /proc/meminfo. Tests inject a number.
+  int64_t mem_available_bytes = -1;
+};
+
 // Loads one version directory. `expected_name` (if not empty) must equal the
 // config's name. Tables are mapped from the file, not copied, when their
-// dtype matches.
+// dtype matches; RANDOM tables are generated (docs/model-format.md). Before
+// any table memory is allocated, the host bytes the load needs (generated
+// rows and keys, hash tables, copies) are checked against MemAvailable:
+// RESOURCE_EXHAUSTED naming the model, the bytes needed and available.
 absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
     const std::string& directory, int64_t version = 0,
     const std::string& expected_name = "");
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
+    const std::string& directory, int64_t version,
+    const std::string& expected_name, const LoadOptions& options);
+
+// One progress line, as LoadOptions::log receives it. `unit` is "B" (shown
+// in GB, 1e9) or "keys" (shown in M keys); `done` == `total` gives the end
+// line ("... 100% (7.4 GB) in 1.4 s, 5.2 GB/s").
+std::string FormatLoadProgress(const std::string& model, int64_t version,
+                               const std::string& table,
+                               const std::string& phase, const char* unit,
+                               int64_t done, int64_t total,
+                               absl::Duration elapsed);
 
 // One model version found under a model root.
 struct ModelVersionPath {

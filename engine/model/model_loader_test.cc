@@ -3,6 +3,7 @@
 // TorchRec names, a DYNAMIC table; and each way a model directory can be bad.
 #include "engine/model/model_loader.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -16,9 +17,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/model/model.h"
 #include "engine/model/safetensors.h"
+#include "engine/model/table_init.h"
 #include "engine/model/tensor_layout.h"
+#include "engine/serving/clock.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -411,8 +415,247 @@ TEST(ModelLoaderTest, UnalignedRowsAreCopied) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(rows.data) % alignof(float), 0u);
   ASSERT_EQ(rows.size, 8);
   EXPECT_EQ(std::memcmp(rows.data, values, 8), 0);
+  EXPECT_EQ((*m)->load_stats.tables[0].source, TableSource::kFileCopied);
   EXPECT_EQ((*m)->top[0].weight, (std::vector<float>{0.1f, 0.2f, 0.3f}));
   EXPECT_EQ((*m)->top[0].bias, (std::vector<float>{0.4f}));
+}
+
+// ---- init { kind: RANDOM } tables, load options, progress, memory check ----
+
+// Every dtype generated, one DYNAMIC table generated, one table from the file.
+constexpr char kRandom[] = R"pb(
+  name: "rnd"
+  num_dense: 2
+  tables { name: "a" num_rows: 1000 dim: 8 init { kind: RANDOM seed: 5 } }
+  tables { name: "b" num_rows: 333 dim: 3 dtype: FP16
+           init { kind: RANDOM seed: 5 scale: 0.5 } }
+  tables { name: "c" num_rows: 77 dim: 16 dtype: BF16 init { kind: RANDOM } }
+  tables { name: "ids" kind: DYNAMIC num_rows: 5000 dim: 4
+           init { kind: RANDOM seed: 9 } }
+  tables { name: "f" num_rows: 6 dim: 2 }
+  sparse_features { name: "fa" table: "a" }
+  sparse_features { name: "fb" table: "b" }
+  sparse_features { name: "fc" table: "c" }
+  sparse_features { name: "fid" table: "ids" }
+  sparse_features { name: "ff" table: "f" }
+  interaction { kind: CAT }
+  top_mlp: [ 1 ]
+)pb";
+
+absl::StatusOr<std::shared_ptr<const Model>> LoadWith(
+    const std::string& text, const std::map<std::string, OwnedTensor>& tensors,
+    const std::string& dir_name, const LoadOptions& options) {
+  const std::string dir = TmpDir(dir_name);
+  WriteModel(dir, text, tensors);
+  return LoadModel(dir, 3, "", options);
+}
+
+TEST(ModelLoaderTest, RandomTablesAreGeneratedIdenticallyForAnyThreadCount) {
+  const auto tensors = ExpectedTensors(kRandom);
+  // The file holds only the FILE table and the MLP.
+  EXPECT_EQ(tensors.count("emb_l.0.weight"), 0u);
+  EXPECT_EQ(tensors.count("emb_l.3.keys"), 0u);
+  EXPECT_EQ(tensors.count("emb_l.4.weight"), 1u);
+  LoadOptions one;
+  one.num_threads = 1;
+  LoadOptions three;
+  three.num_threads = 3;
+  auto a = LoadWith(kRandom, tensors, "rnd1", one);
+  auto b = LoadWith(kRandom, tensors, "rnd3", three);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const Model& m = **a;
+  for (size_t k = 0; k < m.tables.size(); ++k) {
+    const EmbeddingTable& t = m.tables[k];
+    const EmbeddingTable& u = (*b)->tables[k];
+    ASSERT_EQ(t.rows.size, t.num_rows * t.row_bytes()) << t.name;
+    ASSERT_EQ(u.rows.size, t.rows.size);
+    EXPECT_EQ(std::memcmp(t.rows.data, u.rows.data, t.rows.size), 0) << t.name;
+  }
+  EXPECT_EQ(m.load_stats.threads, 1);
+  EXPECT_EQ((*b)->load_stats.threads, 3);
+
+  // The values are the documented function of (seed, name, row, column).
+  const rankd::v1::ModelConfig& c = m.config;
+  for (int k : {0, 1, 2, 3}) {
+    const EmbeddingTable& t = m.tables[k];
+    EXPECT_EQ(m.load_stats.tables[k].source, TableSource::kRandom);
+    EXPECT_EQ(m.load_stats.tables[k].row_bytes, t.rows.size);
+    // Mapped for the CUDA side to register in place: 2 MiB aligned.
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.rows.data) % (2 << 20), 0u);
+    std::vector<uint8_t> want(t.rows.size);
+    FillRandomRows(RandomTableStream(c.tables(k).init().seed(), t.name),
+                   c.tables(k).init().scale(), t.dim, t.row_type, 0,
+                   t.num_rows, want.data());
+    EXPECT_EQ(std::memcmp(t.rows.data, want.data(), want.size()), 0) << t.name;
+  }
+  EXPECT_FLOAT_EQ(c.tables(0).init().scale(), 1 / std::sqrt(1000.0f));
+  EXPECT_EQ(c.tables(1).init().scale(), 0.5f);
+  EXPECT_EQ(m.tables[1].row_type, kernels::RowType::kFp16);
+  EXPECT_EQ(m.tables[2].row_type, kernels::RowType::kBf16);
+  const float* a_rows = reinterpret_cast<const float*>(m.tables[0].rows.data);
+  for (int64_t i = 0; i < 1000 * 8; ++i) {
+    ASSERT_LE(std::fabs(a_rows[i]), c.tables(0).init().scale());
+  }
+
+  // DYNAMIC: keys are key(r), every one finds its row, keys past the table
+  // (what request generators send as misses) find nothing.
+  const EmbeddingTable& ids = m.tables[3];
+  const uint64_t stream = RandomTableStream(9, "ids");
+  ASSERT_EQ(ids.keys.size, 5000 * 8);
+  const int64_t* keys = reinterpret_cast<const int64_t*>(ids.keys.data);
+  const kernels::HashTableView view = ids.hash.view();
+  const kernels::HashTableView view3 = (*b)->tables[3].hash.view();
+  for (int64_t r = 0; r < 5000; ++r) {
+    ASSERT_EQ(keys[r], RandomTableKey(stream, r));
+    ASSERT_EQ(kernels::HashLookup(view, keys[r]), r);
+    ASSERT_EQ(kernels::HashLookup(view3, keys[r]), r);
+  }
+  for (int64_t r = 5000; r < 6000; ++r) {
+    ASSERT_EQ(kernels::HashLookup(view, RandomTableKey(stream, r)),
+              kernels::kMissingRow);
+  }
+  EXPECT_EQ(m.load_stats.tables[3].hash_keys, 5000);
+  EXPECT_EQ(m.load_stats.tables[4].source, TableSource::kFileMapped);
+  EXPECT_EQ(m.load_stats.tables[4].rows_seconds, 0);
+  EXPECT_EQ(std::memcmp(m.tables[4].rows.data,
+                        tensors.at("emb_l.4.weight").bytes.data(), 6 * 2 * 4),
+            0);
+  // Rows outlive the model's other owners (the mapping's owner is shared).
+  std::shared_ptr<const Model> keep = *a;
+  const ByteBuffer rows = keep->tables[0].rows;
+  keep.reset();
+  a = absl::StatusOr<std::shared_ptr<const Model>>(nullptr);
+  EXPECT_EQ(reinterpret_cast<const float*>(rows.data)[5], a_rows[5]);
+}
+
+TEST(ModelLoaderTest, RandomTableTensorInTheFileIsAnError) {
+  auto tensors = ExpectedTensors(kRandom);
+  tensors["emb_l.1.weight"] =
+      MakeTensor("emb_l.1.weight", TensorDtype::kF16, {333, 3});
+  tensors["emb_l.3.keys"] = MakeTensor("emb_l.3.keys", TensorDtype::kI64, {5000});
+  const std::string msg = LoadError(kRandom, tensors, "rnd_in_file");
+  EXPECT_THAT(msg, HasSubstr("tensor 'emb_l.1.weight': table 'b' (tables[1]) "
+                             "has init RANDOM in model.pbtxt, so the file must "
+                             "not hold its rows (remove the tensor, or set "
+                             "tables[1].init.kind: FILE)"));
+  EXPECT_THAT(msg, HasSubstr("tensor 'emb_l.3.keys': table 'ids' (tables[3]) "
+                             "has init RANDOM in model.pbtxt, so the file must "
+                             "not hold its keys"));
+  EXPECT_THAT(msg, Not(HasSubstr("not used by")));
+}
+
+TEST(ModelLoaderTest, HostMemoryIsCheckedBeforeAnythingIsAllocated) {
+  LoadOptions o;
+  o.mem_available_bytes = 100000;  // a tenth of what kRandom needs
+  auto m = LoadWith(kRandom, ExpectedTensors(kRandom), "rnd_mem", o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string msg(m.status().message());
+  // Rows 32000 + 1998 + 2464 + 80000, keys 40000, hash 16384 x 16, dense
+  // top_l.0 [1, 35] + [1].
+  const int64_t need =
+      32000 + 1998 + 2464 + 80000 + 40000 + 16384 * 16 + 36 * 4;
+  EXPECT_THAT(msg, HasSubstr("loading model 'rnd' v3 (random rows 113.73 KiB "
+                             "+ random keys 39.06 KiB + hash tables 256.00 KiB "
+                             "+ dense weights 144.00 B; rows mapped from the "
+                             "weights file are page cache and not counted) "
+                             "needs "));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("(", need, " bytes) of host memory, "
+                                          "but only 97.66 KiB (100000 bytes) "
+                                          "is available")));
+  o.mem_available_bytes = need;
+  EXPECT_TRUE(LoadWith(kRandom, ExpectedTensors(kRandom), "rnd_mem2", o).ok());
+}
+
+// A clock that moves one second each time it is read: progress lines then
+// depend only on the order of the loader's reads, not on real time.
+class SteppingClock final : public Clock {
+ public:
+  absl::Time Now() const override {
+    return absl::FromUnixSeconds(1'700'000'000 + ticks_.fetch_add(1));
+  }
+
+ private:
+  mutable std::atomic<int64_t> ticks_{0};
+};
+
+TEST(ModelLoaderTest, ProgressLinesForBigTablesOnly) {
+  // "e" is 32 MiB: four 8 MiB fill chunks. "small" stays under the
+  // threshold and prints nothing but its part of the summary.
+  constexpr char kBig[] = R"pb(
+    name: "big"
+    num_dense: 2
+    tables { name: "e" num_rows: 65536 dim: 128 init { kind: RANDOM } }
+    tables { name: "small" num_rows: 10 dim: 2 init { kind: RANDOM } }
+    sparse_features { name: "fe" table: "e" }
+    sparse_features { name: "fs" table: "small" }
+    interaction { kind: CAT }
+    top_mlp: [ 1 ]
+  )pb";
+  SteppingClock clock;
+  std::vector<std::string> lines;
+  LoadOptions o;
+  o.num_threads = 1;  // chunks in order: the clock reads are deterministic
+  o.clock = &clock;
+  o.progress_min_bytes = 16 << 20;
+  o.log = [&lines](const std::string& line) { lines.push_back(line); };
+  auto m = LoadWith(kBig, ExpectedTensors(kBig), "big", o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(lines.size(), 3u) << absl::StrJoin(lines, "\n");
+  // Chunk 1 at +1 s (under the 2 s interval), chunk 2 at +2 s: one line;
+  // chunk 3 is 1 s after it; chunk 4 completes the phase: the end line.
+  EXPECT_EQ(lines[0],
+            "loading big v3 table e (random rows): 50% (0.02 / 0.03 GB) "
+            "0.01 GB/s ETA 2.0 s");
+  EXPECT_EQ(lines[1],
+            "loading big v3 table e (random rows): 100% (0.03 GB) in 4.00 s, "
+            "0.01 GB/s");
+  EXPECT_THAT(lines[2], ::testing::StartsWith("loaded big v3 in "));
+  EXPECT_THAT(lines[2], HasSubstr("(1 thread): random rows 0.03 GB in "));
+  const ModelLoadStats& st = (*m)->load_stats;
+  EXPECT_EQ(st.RowBytes(TableSource::kRandom), 65536 * 128 * 4 + 10 * 2 * 4);
+  EXPECT_GT(st.tables[0].rows_seconds, 0);
+  EXPECT_GT(st.seconds, st.tables[0].rows_seconds);
+}
+
+TEST(ModelLoaderTest, HashBuildReportsProgress) {
+  constexpr char kKeys[] = R"pb(
+    name: "keys"
+    num_dense: 2
+    tables { name: "ids" kind: DYNAMIC num_rows: 300000 dim: 1 dtype: FP16
+             init { kind: RANDOM } }
+    sparse_features { name: "f" table: "ids" }
+    interaction { kind: CAT }
+    top_mlp: [ 1 ]
+  )pb";
+  SteppingClock clock;
+  std::vector<std::string> lines;
+  LoadOptions o;
+  o.num_threads = 1;
+  o.clock = &clock;
+  o.progress_min_bytes = 1 << 20;  // the 8 MiB hash table, not the rows
+  o.log = [&lines](const std::string& line) { lines.push_back(line); };
+  auto m = LoadWith(kKeys, ExpectedTensors(kKeys), "keys", o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::string all = absl::StrJoin(lines, "\n");
+  EXPECT_THAT(all, HasSubstr("loading keys v3 table ids (hash build): 43% "
+                             "(0.13 / 0.30 M keys)"));
+  EXPECT_THAT(all, HasSubstr("loading keys v3 table ids (hash build): 100% "
+                             "(0.30 M keys) in "));
+  EXPECT_THAT(all, Not(HasSubstr("(random rows)")));
+  EXPECT_THAT(lines.back(), HasSubstr("hash tables 0.3 M keys in "));
+  EXPECT_EQ((*m)->load_stats.HashKeys(), 300000);
+}
+
+TEST(ModelLoaderTest, FormatLoadProgress) {
+  EXPECT_EQ(FormatLoadProgress("m", 2, "t", "random rows", "B", 3'100'000'000,
+                               7'400'000'000, absl::Milliseconds(596)),
+            "loading m v2 table t (random rows): 41% (3.10 / 7.40 GB) "
+            "5.20 GB/s ETA 0.8 s");
+  EXPECT_EQ(FormatLoadProgress("m", 2, "t", "hash build", "keys", 0, 100,
+                               absl::ZeroDuration()),
+            "loading m v2 table t (hash build): 0% (0.00 / 0.00 M keys)");
 }
 
 TEST(ModelLoaderTest, DuplicateKey) {

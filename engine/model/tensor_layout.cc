@@ -35,6 +35,7 @@ TableTensors Table(const rankd::v1::TableConfig& t, const std::string& prefix) {
     out.keys = TensorSpec{absl::StrCat(prefix, ".keys"), TensorDtype::kI64,
                           {t.num_rows()}};
   }
+  out.in_file = t.init().kind() != rankd::v1::RANDOM;
   return out;
 }
 
@@ -99,6 +100,7 @@ TensorDtype TableTensorDtype(rankd::v1::DataType dtype) {
 std::vector<const TensorSpec*> ModelTensorLayout::All() const {
   std::vector<const TensorSpec*> all;
   for (const TableTensors& t : tables) {
+    if (!t.in_file) continue;
     all.push_back(&t.weight);
     if (t.keys) all.push_back(&*t.keys);
   }

@@ -36,6 +36,9 @@ struct LinearTensors {
 struct TableTensors {
   TensorSpec weight;                // [num_rows, dim] of the table's dtype
   std::optional<TensorSpec> keys;  // DYNAMIC only: I64 [num_rows]
+  // False for `init { kind: RANDOM }` tables: their rows (and keys) are made
+  // at load, and the file must not hold these tensors.
+  bool in_file = true;
 };
 
 struct CrossTensors {
@@ -50,7 +53,8 @@ struct ModelTensorLayout {
   std::vector<CrossTensors> cross;  // DCN_V2 only
   std::vector<LinearTensors> top;
 
-  // Every spec above, in file-listing order (tables, bottom, cross, top).
+  // Every tensor the file holds, in file-listing order (tables, bottom,
+  // cross, top): the specs above except those of RANDOM tables.
   std::vector<const TensorSpec*> All() const;
 };
 

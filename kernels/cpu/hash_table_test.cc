@@ -1,9 +1,11 @@
 #include "kernels/cpu/hash_table.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -256,6 +258,146 @@ TEST(HashTableTest, BatchMatchesSingleLookups) {
     }
     EXPECT_EQ(rows[n], 12345) << "wrote past the end";
   }
+}
+
+// ---- BuildParallel: same lookups as Build, whatever the thread count ----
+
+HashBuildOptions Threads(int n, int64_t chunk = 64) {
+  HashBuildOptions o;
+  o.num_threads = n;
+  o.keys_per_chunk = chunk;  // small chunks: threads interleave on small inputs
+  return o;
+}
+
+// With one thread the keys go in in row order, as in Build: same bytes.
+TEST(HashTableParallelTest, OneThreadGivesBuildsExactLayout) {
+  const std::vector<int64_t> keys = DistinctKeys(5000, 21);
+  HashTable serial;
+  HashTable parallel;
+  ASSERT_TRUE(HashTable::Build(keys, 0, &serial).ok());
+  ASSERT_TRUE(HashTable::BuildParallel(keys, 0, Threads(1), &parallel).ok());
+  ASSERT_EQ(parallel.num_slots(), serial.num_slots());
+  for (int64_t s = 0; s < serial.num_slots(); ++s) {
+    ASSERT_EQ(parallel.view().keys[s], serial.view().keys[s]) << s;
+    ASSERT_EQ(parallel.view().rows[s], serial.view().rows[s]) << s;
+  }
+}
+
+// Several threads, load factors 0.5 and 0.9 and a table where every key
+// shares one start bucket (maximal contention): every stored and missing key
+// looks up exactly as in the serial table, and the layout invariant holds.
+TEST(HashTableParallelTest, LookupsMatchSerialBuild) {
+  std::vector<int64_t> same_bucket;
+  for (int64_t k = 1; same_bucket.size() < 60; ++k) {
+    if ((HashKey(k) & 3) == 2) same_bucket.push_back(k);
+  }
+  struct Case {
+    std::vector<int64_t> keys;
+    int64_t min_slots;
+  };
+  const std::vector<Case> cases = {{DistinctKeys(20000, 31), 0},
+                                   {DistinctKeys(14746, 32), 16384},
+                                   {same_bucket, 4 * kBucketSlots}};
+  for (const Case& c : cases) {
+    HashTable serial;
+    ASSERT_TRUE(HashTable::Build(c.keys, c.min_slots, &serial).ok());
+    std::vector<int64_t> queries = MissingKeys(c.keys, 3000, 33);
+    queries.insert(queries.end(), c.keys.begin(), c.keys.end());
+    for (int threads : {2, 3, 8}) {
+      SCOPED_TRACE(testing::Message() << "keys=" << c.keys.size()
+                                      << " threads=" << threads);
+      HashTable t;
+      ASSERT_TRUE(
+          HashTable::BuildParallel(c.keys, c.min_slots, Threads(threads, 7), &t)
+              .ok());
+      EXPECT_EQ(t.num_slots(), serial.num_slots());
+      EXPECT_EQ(t.size(), serial.size());
+      ExpectValidLayout(t);
+      for (int64_t q : queries) {
+        ASSERT_EQ(HashLookup(t.view(), q), HashLookup(serial.view(), q))
+            << "key " << q;
+      }
+    }
+  }
+}
+
+// Random keys with repeats: the error names the first repeating row and
+// the row of the key's first occurrence, as Build does, for any thread count.
+TEST(HashTableParallelTest, DuplicatesGiveBuildsErrorDeterministically) {
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 5; ++trial) {
+    std::vector<int64_t> keys = DistinctKeys(4000, 42 + trial);
+    // Copy a few keys over later rows.
+    for (int d = 0; d < 1 + trial; ++d) {
+      const size_t from = rng() % keys.size();
+      const size_t to = rng() % keys.size();
+      if (from != to) keys[to] = keys[from];
+    }
+    HashTable t;
+    const absl::Status serial = HashTable::Build(keys, 0, &t);
+    if (serial.ok()) continue;  // the copies happened to land on themselves
+    for (int threads : {1, 2, 5}) {
+      for (int repeat = 0; repeat < 3; ++repeat) {
+        HashTable p;
+        const absl::Status s =
+            HashTable::BuildParallel(keys, 0, Threads(threads, 13), &p);
+        ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+        // Build's message, possibly followed by a count of repeating rows.
+        EXPECT_THAT(std::string(s.message()),
+                    ::testing::StartsWith(std::string(serial.message())))
+            << "threads=" << threads;
+      }
+    }
+  }
+  HashTable p;
+  const absl::Status s = HashTable::BuildParallel(
+      {10, 42, 11, 42, 12, 42, 11}, 0, Threads(3, 1), &p);
+  EXPECT_EQ(s.message(),
+            "duplicate key 42 at rows 1 and 3 (3 rows in all repeat an "
+            "earlier row's key)");
+}
+
+TEST(HashTableParallelTest, EmptyKeySentinelAndCapacityErrors) {
+  HashTable t;
+  // The sentinel at row 4 comes before the repeat at row 5: Build's order.
+  const absl::Status s = HashTable::BuildParallel({1, 2, 3, 4, kEmptyKey, 1},
+                                                  0, Threads(2, 1), &t);
+  EXPECT_THAT(s.message(), HasSubstr("key at row 4"));
+  const absl::Status later = HashTable::BuildParallel(
+      {1, 2, 1, 4, kEmptyKey}, 0, Threads(2, 1), &t);
+  EXPECT_THAT(later.message(), HasSubstr("duplicate key 1 at rows 0 and 2"));
+  EXPECT_FALSE(
+      HashTable::BuildParallel(DistinctKeys(20, 5), 19, Threads(2), &t).ok());
+  ASSERT_TRUE(HashTable::BuildParallel({5, 6, 7}, 0, Threads(2), &t).ok());
+  ASSERT_FALSE(HashTable::BuildParallel({1, 1}, 0, Threads(2), &t).ok());
+  EXPECT_EQ(t.size(), 3);
+  EXPECT_EQ(HashLookup(t.view(), 7), 2);
+  ASSERT_TRUE(HashTable::BuildParallel({}, 0, Threads(2), &t).ok());
+  EXPECT_EQ(t.size(), 0);
+  EXPECT_EQ(HashLookup(t.view(), 7), kMissingRow);
+}
+
+TEST(HashTableParallelTest, ProgressCoversEveryKey) {
+  const std::vector<int64_t> keys = DistinctKeys(1000, 51);
+  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> most{0};
+  HashBuildOptions o = Threads(3, 100);
+  o.progress = [&](int64_t done) {
+    calls.fetch_add(1);
+    int64_t cur = most.load();
+    while (done > cur && !most.compare_exchange_weak(cur, done)) {
+    }
+  };
+  HashTable t;
+  ASSERT_TRUE(HashTable::BuildParallel(keys, 0, o, &t).ok());
+  EXPECT_EQ(calls.load(), 10);
+  EXPECT_EQ(most.load(), 1000);
+}
+
+TEST(HashTableParallelTest, SlotsFor) {
+  EXPECT_EQ(HashTable::SlotsFor(1), kBucketSlots);
+  EXPECT_EQ(HashTable::SlotsFor(33), 4 * kBucketSlots);
+  EXPECT_EQ(HashTable::SlotsFor(int64_t{1} << 28), int64_t{1} << 28);
 }
 
 }  // namespace

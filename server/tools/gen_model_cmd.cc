@@ -18,6 +18,10 @@ ABSL_FLAG(std::string, dtype, "fp32", "gen-model: table row type: fp32 | fp16 | 
 ABSL_FLAG(std::string, name, "", "gen-model: model name (default: the preset's name)");
 ABSL_FLAG(int, num_tables, 0, "gen-model: mini preset only, 3..16 tables (n_sparse sweep); 0 = 3");
 ABSL_FLAG(int, dynamic_tables, 0, "gen-model: make the N largest tables DYNAMIC (int64 keys)");
+ABSL_FLAG(std::string, init, "file",
+          "gen-model: file = write every table's rows to weights.safetensors; random = tables "
+          "get `init { kind: RANDOM seed: --seed }` and are generated at load (the file holds "
+          "only the dense weights: full-size presets in seconds)");
 
 namespace rankd::server {
 
@@ -41,6 +45,15 @@ int RunGenModel() {
               << dtype << "\"\n";
     return 2;
   }
+  const std::string init = absl::AsciiStrToLower(absl::GetFlag(FLAGS_init));
+  if (init == "file") {
+    o.init = rankd::v1::FILE;
+  } else if (init == "random") {
+    o.init = rankd::v1::RANDOM;
+  } else {
+    std::cerr << "rankd gen-model: --init: expected file or random, got \"" << init << "\"\n";
+    return 2;
+  }
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
     std::cerr << "rankd gen-model: --out: required (the version directory to "
@@ -55,7 +68,8 @@ int RunGenModel() {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << "rankd gen-model: wrote " << out << " (preset " << o.preset << ", scale "
-            << o.scale << ", " << dtype << ") in " << secs << " s\n";
+            << o.scale << ", " << dtype << (o.init == rankd::v1::RANDOM ? ", init random" : "")
+            << ") in " << secs << " s\n";
   return 0;
 }
 

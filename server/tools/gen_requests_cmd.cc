@@ -1,16 +1,28 @@
 // rankd gen-requests: synthetic ScoreRequest JSON lines for a model, with
 // Zipf-distributed ids (MODELS.md: alpha 1.05 and 1.2) so caches see skew.
+// Reads model.pbtxt and, for DYNAMIC tables with file keys, only the keys
+// tensor of weights.safetensors (mapped): generating traffic for a 100 GB
+// model never loads its rows. RANDOM tables' keys are computed
+// (engine/model/table_init.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <numeric>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/random/zipf_distribution.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/safetensors.h"
+#include "engine/model/table_init.h"
+#include "engine/model/tensor_layout.h"
 #include "google/protobuf/util/json_util.h"
 #include "rankd/v1/ranking.pb.h"
 #include "server/tools/commands.h"
@@ -24,6 +36,11 @@ ABSL_FLAG(double, zipf, 1.05,
 ABSL_FLAG(int, bag_size, 0,
           "gen-requests: ids per bag; 0 = each feature's typical_ids_per_bag");
 ABSL_FLAG(bool, weighted, false, "gen-requests: add per-id weights in [0.5, 1.5)");
+ABSL_FLAG(double, miss_fraction, 0,
+          "gen-requests: fraction of DYNAMIC-table ids that are not stored keys (new ids, "
+          "pooled as the table's default vector), in [0, 1]. RANDOM tables: keys of rows past "
+          "the table, never stored; file tables: random non-negative ids (stored with "
+          "probability ~rows/2^63)");
 ABSL_DECLARE_FLAG(std::string, output);
 
 namespace rankd::server {
@@ -45,6 +62,24 @@ struct RankToRow {
   int64_t mult;
 };
 
+// Where one table's ids come from.
+struct TableIds {
+  int64_t rows = 0;
+  bool dynamic = false;
+  bool random = false;              // DYNAMIC: keys computed from the config
+  uint64_t stream = 0;              // RANDOM: table_init.h stream
+  const uint8_t* file_keys = nullptr;  // FILE DYNAMIC: the mapped keys tensor
+
+  // Stored key of `row` (DYNAMIC) or the row itself (STATIC).
+  int64_t Id(int64_t row) const {
+    if (!dynamic) return row;
+    if (random) return engine::RandomTableKey(stream, row);
+    int64_t key;  // the tensor may be unaligned in a hand-made file
+    std::memcpy(&key, file_keys + 8 * row, 8);
+    return key;
+  }
+};
+
 }  // namespace
 
 int RunGenRequests() {
@@ -53,24 +88,60 @@ int RunGenRequests() {
   const int candidates = absl::GetFlag(FLAGS_candidates);
   const double zipf = absl::GetFlag(FLAGS_zipf);
   const int bag_size = absl::GetFlag(FLAGS_bag_size);
+  const double miss = absl::GetFlag(FLAGS_miss_fraction);
   if (dir.empty()) {
     std::cerr << "rankd gen-requests: --model: required (a model version directory)\n";
     return 2;
   }
-  if (count < 0 || candidates <= 0 || bag_size < 0 || (zipf != 0 && !(zipf > 1.0))) {
-    std::cerr << "rankd gen-requests: need --count >= 0, --candidates > 0, --bag_size >= 0 "
-                 "and --zipf > 1 (or 0 for uniform); got count "
+  if (count < 0 || candidates <= 0 || bag_size < 0 || (zipf != 0 && !(zipf > 1.0)) ||
+      !(miss >= 0 && miss <= 1)) {
+    std::cerr << "rankd gen-requests: need --count >= 0, --candidates > 0, --bag_size >= 0, "
+                 "--zipf > 1 (or 0 for uniform) and --miss_fraction in [0, 1]; got count "
               << count << ", candidates " << candidates << ", bag_size " << bag_size
-              << ", zipf " << zipf << "\n";
+              << ", zipf " << zipf << ", miss_fraction " << miss << "\n";
     return 2;
   }
-  // Dynamic tables need their stored keys, so load the whole model.
-  auto model = engine::LoadModel(dir);
-  if (!model.ok()) {
-    std::cerr << "rankd gen-requests: " << model.status().message() << "\n";
+  absl::StatusOr<rankd::v1::ModelConfig> config =
+      engine::ReadModelConfig(dir + "/model.pbtxt");
+  if (!config.ok()) {
+    std::cerr << "rankd gen-requests: " << config.status().message() << "\n";
     return 1;
   }
-  const engine::Model& m = **model;
+  const rankd::v1::ModelConfig& c = *config;
+  const engine::ModelTensorLayout layout = engine::ExpectedTensorLayout(c);
+  std::shared_ptr<const engine::SafetensorsFile> weights;  // keeps keys mapped
+  std::vector<TableIds> tables(c.tables_size());
+  for (int k = 0; k < c.tables_size(); ++k) {
+    const rankd::v1::TableConfig& tc = c.tables(k);
+    TableIds& t = tables[k];
+    t.rows = tc.num_rows();
+    t.dynamic = tc.kind() == rankd::v1::DYNAMIC;
+    t.random = tc.init().kind() == rankd::v1::RANDOM;
+    t.stream = engine::RandomTableStream(tc.init().seed(), tc.name());
+    if (!t.dynamic || t.random) continue;
+    if (weights == nullptr) {
+      auto file = engine::SafetensorsFile::Open(dir + "/weights.safetensors");
+      if (!file.ok()) {
+        std::cerr << "rankd gen-requests: " << file.status().message() << "\n";
+        return 1;
+      }
+      weights = *std::move(file);
+    }
+    const engine::TensorSpec& spec = *layout.tables[k].keys;
+    auto keys = weights->Get(spec.name, spec.dtype, spec.shape);
+    if (!keys.ok()) {
+      std::cerr << "rankd gen-requests: " << keys.status().message() << "\n";
+      return 1;
+    }
+    t.file_keys = (*keys)->data;
+  }
+  std::vector<int> feature_table;
+  for (const auto& f : c.sparse_features()) {
+    for (int k = 0; k < c.tables_size(); ++k) {
+      if (c.tables(k).name() == f.table()) feature_table.push_back(k);
+    }
+  }
+
   std::ofstream file;
   const std::string output = absl::GetFlag(FLAGS_output);
   if (output != "-") {
@@ -84,35 +155,44 @@ int RunGenRequests() {
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
   std::uniform_real_distribution<float> dense_value(0.0f, 4.0f);
   std::uniform_real_distribution<float> weight(0.5f, 1.5f);
+  std::bernoulli_distribution is_miss(miss);
   std::vector<RankToRow> maps;
-  for (const auto& t : m.tables) maps.emplace_back(t.num_rows);
+  for (const TableIds& t : tables) maps.emplace_back(t.rows);
   google::protobuf::util::JsonPrintOptions opts;
   for (int64_t n = 0; n < count; ++n) {
     rankd::v1::ScoreRequest req;
-    req.set_model(m.name);
+    req.set_model(c.name());
     req.set_num_candidates(candidates);
-    for (int i = 0; i < candidates * m.num_dense; ++i) req.add_dense(dense_value(rng));
-    for (size_t f = 0; f < m.features.size(); ++f) {
-      const engine::SparseFeature& feature = m.features[f];
-      const engine::EmbeddingTable& t = m.tables[feature.table];
-      const int hint = m.config.sparse_features(f).typical_ids_per_bag();
+    for (int i = 0; i < candidates * c.num_dense(); ++i) req.add_dense(dense_value(rng));
+    for (int f = 0; f < c.sparse_features_size(); ++f) {
+      const rankd::v1::SparseFeatureConfig& feature = c.sparse_features(f);
+      const TableIds& t = tables[feature_table[f]];
+      const int hint = feature.typical_ids_per_bag();
       const int per_bag = bag_size > 0 ? bag_size : std::max(1, hint);
-      const int bags = feature.request_level ? 1 : candidates;
+      const int bags = feature.request_level() ? 1 : candidates;
       rankd::v1::SparseFeature* sf = req.add_sparse();
-      sf->set_name(feature.name);
+      sf->set_name(feature.name());
       for (int b = 0; b < bags; ++b) {
         sf->add_lengths(per_bag);
         for (int i = 0; i < per_bag; ++i) {
           int64_t rank;
-          if (t.num_rows < 2) {
+          if (t.rows < 2) {
             rank = 0;
           } else if (zipf == 0) {
-            rank = std::uniform_int_distribution<int64_t>(0, t.num_rows - 1)(rng);
+            rank = std::uniform_int_distribution<int64_t>(0, t.rows - 1)(rng);
           } else {
-            rank = absl::zipf_distribution<int64_t>(t.num_rows - 1, zipf, 1.0)(rng);
+            rank = absl::zipf_distribution<int64_t>(t.rows - 1, zipf, 1.0)(rng);
           }
-          const int64_t row = maps[feature.table](rank);
-          sf->add_ids(t.dynamic ? reinterpret_cast<const int64_t*>(t.keys.data)[row] : row);
+          const int64_t row = maps[feature_table[f]](rank);
+          // Drawn only when asked for, so --miss_fraction 0 gives the same
+          // requests as before the flag existed.
+          if (t.dynamic && miss > 0 && is_miss(rng)) {
+            // Misses are skewed like hits: popular new ids recur.
+            sf->add_ids(t.random ? engine::RandomTableKey(t.stream, t.rows + rank)
+                                 : static_cast<int64_t>(rng() >> 1));
+          } else {
+            sf->add_ids(t.Id(row));
+          }
           if (absl::GetFlag(FLAGS_weighted)) sf->add_weights(weight(rng));
         }
       }

@@ -48,7 +48,9 @@ int RunScore() {
     std::cerr << "rankd score: --batch_requests: must be > 0, got " << batch_requests << "\n";
     return 2;
   }
-  auto model = engine::LoadModel(dir, VersionFromDirectory(dir));
+  engine::LoadOptions load;
+  load.log = [](const std::string& line) { std::cerr << "rankd score: " << line << "\n"; };
+  auto model = engine::LoadModel(dir, VersionFromDirectory(dir), "", load);
   if (!model.ok()) {
     std::cerr << "rankd score: " << model.status().message() << "\n";
     return 1;
