@@ -5,6 +5,7 @@
 // Exit codes: 0 done; 1 the run failed part-way (an output could not be
 // written, plotting failed); 2 a bad flag (the message names it); 3 the server
 // (or --metrics_url) could not be reached; 4 --mode slo found no passing rate.
+// abseil's own flag errors (unknown flag, unparsable value) and --help exit 1.
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -45,7 +46,7 @@ constexpr int kExitUnavailable = 3;
 constexpr int kExitSloNotMet = 4;
 
 constexpr char kUsage[] =
-    "rankload: load tests of a rankd server against latency SLOs.\n"
+    "load tests of a rankd server against latency SLOs.\n"
     "\n"
     "  # open loop, 2000 req/s, latency from each request's scheduled send time\n"
     "  rankload --target localhost:8500 --model kaggle --candidates 1 --rate 2000\n"
@@ -306,10 +307,10 @@ int Run(const Config& c, const std::string& command_line) {
       StepSpec spec;
       spec.mode = StepSpec::Mode::kOpen;
       spec.rate_rps = *rate;
-      auto step = run_step(spec, absl::StrFormat("[slo %d: %g/s] ", search->steps(), *rate));
+      auto step = run_step(spec, absl::StrFormat("[slo %d: %g/s] ", search->steps() + 1, *rate));
       if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
       const bool pass = *step->slo_pass;
-      std::cerr << "rankload: probe " << search->steps() << " at " << *rate << " req/s: "
+      std::cerr << "rankload: probe " << search->steps() + 1 << " at " << *rate << " req/s: "
                 << (pass ? "pass" : "FAIL") << " (" << step->slo_reason << ")\n";
       report.steps.push_back(std::move(*step));
       search->Report(*rate, pass);
