@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libeigen3-dev
   python3-grpcio python3-grpc-tools python3-numpy python3-protobuf
-  prometheus curl
+  prometheus curl gnuplot-nox
 )
 
 missing=()
