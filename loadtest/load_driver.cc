@@ -313,7 +313,10 @@ absl::StatusOr<StepResult> LoadDriver::Run(const StepSpec& spec, std::string* wa
   r.send_lag = Summarize(totals.send_lag, options_.slo_percentile);
   r.late_sends = totals.late_sends;
   r.in_flight_cap_waits = step->cap_waits.load();
-  r.client_behind = (open && totals.late_sends * 100 > totals.sent) || r.in_flight_cap_waits > 0;
+  // Behind: the in-flight cap held sends back, or more than 1% (and at least
+  // 10) of the sends left more than 1 ms after their scheduled time.
+  r.client_behind = (open && totals.late_sends >= 10 && totals.late_sends * 100 > totals.sent) ||
+                    r.in_flight_cap_waits > 0;
   r.intervals = std::move(step->intervals);
 
   if (options_.scrape != nullptr) {

@@ -70,7 +70,7 @@ struct StepResult {
   // Open loop: actual send - scheduled send.
   LatencySummary send_lag;
   int64_t late_sends = 0;        // sends more than 1 ms behind schedule
-  bool client_behind = false;    // > 1% of sends more than 1 ms late, or the in-flight cap hit
+  bool client_behind = false;    // > 1% (and >= 10) of sends more than 1 ms late, or the cap hit
   int64_t in_flight_cap_waits = 0;
 
   std::vector<IntervalStats> intervals;
