@@ -211,6 +211,13 @@ void Judge(const Config& c, StepResult* s) {
                                                 c.slo_percentile, s->latency.slo_percentile_us / 1000,
                                                 c.slo_latency_ms, error_ratio * 100)
                               : absl::StrJoin(why, "; ");
+  // Below 100 answers a p99 is just the largest few: say so.
+  const double tail = 1.0 - c.slo_percentile / 100.0;
+  if (s->completed > 0 && tail > 0 && s->completed * tail < 1.0) {
+    absl::StrAppend(&s->slo_reason, absl::StrFormat(" (only %d answers: p%g is their max; "
+                                                    "use a longer --duration_s)",
+                                                    s->completed, c.slo_percentile));
+  }
   if (!why.empty() && s->client_behind) {
     absl::StrAppend(&s->slo_reason, " (the client fell behind its schedule: its lag counts)");
   }
