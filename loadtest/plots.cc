@@ -56,16 +56,17 @@ std::string MsOrMissing(double us, int64_t count) {
   return count > 0 && us > 0 ? absl::StrFormat("%.6g", us / 1000.0) : "?";
 }
 
-// Runs `gnuplot script`, stderr and stdout appended to `log`.
-absl::Status RunGnuplot(const std::string& gnuplot, const std::string& script,
-                        const std::string& log) {
+// Runs `gnuplot -e "cd 'dir'" script` (the scripts name their files relative
+// to their directory), stderr and stdout appended to `log`.
+absl::Status RunGnuplot(const std::string& gnuplot, const std::string& dir,
+                        const std::string& script, const std::string& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
                                    O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  std::string arg0 = gnuplot, arg1 = script;
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  std::string arg0 = gnuplot, arg1 = "-e", arg2 = absl::StrCat("cd ", Quote(dir)), arg3 = script;
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), arg3.data(), nullptr};
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, gnuplot.c_str(), &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -170,7 +171,11 @@ absl::Status WritePlots(const Report& report, const PlotOptions& options, PlotFi
     const std::string gp = absl::StrCat(dir, "/latency_over_time.gp");
     const std::string png = absl::StrCat(dir, "/latency_over_time.png");
     if (auto s = WriteFile(dat, data); !s.ok()) return s;
-    if (auto s = WriteFile(gp, LatencyOverTimeScript(dat, png, options.title)); !s.ok()) return s;
+    if (auto s = WriteFile(gp, LatencyOverTimeScript("latency_over_time.dat",
+                                                     "latency_over_time.png", options.title));
+        !s.ok()) {
+      return s;
+    }
     out.scripts.push_back(gp);
     jobs.emplace_back(gp, png);
   }
@@ -197,7 +202,8 @@ absl::Status WritePlots(const Report& report, const PlotOptions& options, PlotFi
     const std::string gp = absl::StrCat(dir, "/latency_vs_throughput.gp");
     const std::string png = absl::StrCat(dir, "/latency_vs_throughput.png");
     if (auto s = WriteFile(dat, points); !s.ok()) return s;
-    if (auto s = WriteFile(gp, LatencyThroughputScript(dat, png, options.title,
+    if (auto s = WriteFile(gp, LatencyThroughputScript("latency_vs_throughput.dat",
+                                                       "latency_vs_throughput.png", options.title,
                                                        options.slo_latency_ms,
                                                        options.slo_percentile));
         !s.ok()) {
@@ -208,7 +214,7 @@ absl::Status WritePlots(const Report& report, const PlotOptions& options, PlotFi
   }
   for (const auto& [gp, png] : jobs) {
     unlink(png.c_str());  // a stale plot must not pass for a new one
-    if (absl::Status s = RunGnuplot(options.gnuplot, gp, log); !s.ok()) return s;
+    if (absl::Status s = RunGnuplot(options.gnuplot, dir, gp, log); !s.ok()) return s;
     if (access(png.c_str(), R_OK) != 0) {
       return absl::InternalError(absl::StrCat("gnuplot wrote no ", png, " (see ", log, ")"));
     }

@@ -6,6 +6,8 @@
 //   latency_vs_throughput.png   p50 / p90 / p99 / p99.9 against the achieved
 //                               rate, one point per step (sweeps and SLO
 //                               searches only), with the SLO bound
+// The scripts name their data and PNG files relative to their own directory,
+// so `cd DIR && gnuplot *.gp` renders them on another machine too.
 // Blocking (runs gnuplot as a child process); no shared state.
 #ifndef RANKD_LOADTEST_PLOTS_H_
 #define RANKD_LOADTEST_PLOTS_H_
@@ -34,11 +36,12 @@ struct PlotFiles {
 // Writes the data and scripts (INVALID_ARGUMENT naming `dir` when it cannot be
 // written), then renders them: NOT_FOUND when gnuplot cannot be run, INTERNAL
 // when it fails (its messages are in DIR/gnuplot.log); the scripts stay, so
-// `gnuplot DIR/*.gp` can render them elsewhere. `files` (may be null) lists
+// `cd DIR && gnuplot *.gp` can render them elsewhere. `files` (may be null) lists
 // what was written even on error.
 absl::Status WritePlots(const Report& report, const PlotOptions& options, PlotFiles* files);
 
-// Gnuplot scripts (exposed for tests): `data` and `png` are paths.
+// Gnuplot scripts (exposed for tests): `data` and `png` are paths (relative to
+// gnuplot's working directory).
 std::string LatencyOverTimeScript(const std::string& data, const std::string& png,
                                   const std::string& title);
 std::string LatencyThroughputScript(const std::string& data, const std::string& png,

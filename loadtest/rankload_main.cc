@@ -385,8 +385,8 @@ int Run(const Config& c, const std::string& command_line) {
     PlotFiles files;
     absl::Status s = WritePlots(report, p, &files);
     if (absl::IsNotFound(s)) {
-      std::cerr << "rankload: warning: plots not rendered: " << s.message() << "; render them with "
-                << "`gnuplot " << absl::StrJoin(files.scripts, " ") << "`\n";
+      std::cerr << "rankload: warning: plots not rendered: " << s.message()
+                << "; render them with `cd " << c.plot_dir << " && gnuplot *.gp`\n";
     } else if (!s.ok()) {
       Die({kExitFailed, std::string(s.message())});
       code = kExitFailed;
