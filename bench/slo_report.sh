@@ -232,6 +232,12 @@ for name, cands in (("1", 1), ("256", 256)):
             sw = c["server_window"]
             conf += (f"; server queue {ms(sw['mean_queue_us'])}, compute {ms(sw['mean_compute_us'])}"
                      f"/batch, batch {sw['mean_batch_candidates']:.0f} candidates")
+    behind = [st["target_rps"] for st in search["steps"]
+              if st.get("slo_pass") is False and st["client_behind"]]
+    if behind:
+        conf += ("\n" + " " * 37 if conf else "") + (
+            f"NOTE: failing probes at {', '.join(rate(x) for x in behind)} req/s had the client "
+            f"behind its schedule: the limit may be rankload's (try --threads / --connections)")
     rows.append((what, got, lat, conf))
 backend_seen = (low or {}).get("settings", {}).get("traffic", "")
 print(f"rankd SLO report: kaggle preset (scale {scale}), --backend {backend}")
