@@ -23,7 +23,6 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/ranking_client.h"
-#include "google/protobuf/text_format.h"
 #include "loadtest/cli.h"
 #include "loadtest/http_get.h"
 #include "loadtest/load_driver.h"
@@ -31,10 +30,9 @@
 #include "loadtest/report.h"
 #include "loadtest/report_csv.h"
 #include "loadtest/report_json.h"
-#include "loadtest/request_file.h"
-#include "loadtest/request_generator.h"
+#include "loadtest/run_setup.h"
 #include "loadtest/slo_search.h"
-#include "rankd/v1/model_config.pb.h"
+#include "loadtest/slo_verdict.h"
 
 namespace rankd::loadtest {
 namespace {
@@ -90,137 +88,8 @@ absl::Status WriteText(const std::string& path, const std::string& text, absl::s
   return absl::OkStatus();
 }
 
-// typical_ids_per_bag by feature from a model.pbtxt.
-absl::StatusOr<std::map<std::string, int>> BagSizesFromConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--model_config: cannot read ", path));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  rankd::v1::ModelConfig config;
-  if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--model_config: ", path, " is not a text-format rankd.v1.ModelConfig"));
-  }
-  std::map<std::string, int> out;
-  for (const auto& f : config.sparse_features()) {
-    out[f.name()] = std::max(1, f.typical_ids_per_bag());
-  }
-  return out;
-}
-
-struct Setup {
-  std::vector<std::unique_ptr<client::RankingClient>> clients;
-  RequestPool pool;
-  std::set<std::string> models;
-  std::string traffic;
-};
-
-absl::StatusOr<Setup> Prepare(const Config& c, Fail* fail) {
-  Setup s;
-  for (int i = 0; i < c.connections; ++i) {
-    client::RankingClient::Options o;
-    o.target = c.target;
-    o.dedicated_connection = true;
-    o.connect_timeout_ms = c.connect_timeout_ms;
-    o.deadline_ms = std::max<int64_t>(1, static_cast<int64_t>(c.deadline_ms));
-    auto client = client::RankingClient::Create(o);
-    if (!client.ok()) {
-      *fail = {ExitCodeFor(client.status()),
-               absl::StrCat("--target: ", client.status().message(), " (is rankd serving at ",
-                            c.target, "?)")};
-      return client.status();
-    }
-    s.clients.push_back(std::move(*client));
-  }
-  if (!c.request_files.empty()) {
-    auto pool = ReadRequestFiles(c.request_files);
-    if (!pool.ok()) {
-      *fail = {kExitUsage, absl::StrCat("--requests: ", pool.status().message())};
-      return pool.status();
-    }
-    s.pool = std::move(*pool);
-    s.traffic = absl::StrCat("replay of ", s.pool.size(), " requests from ",
-                             absl::StrJoin(c.request_files, ","));
-  } else {
-    client::CallOptions call;
-    call.deadline = absl::Seconds(10);
-    auto info = s.clients[0]->GetModelInfo(c.model, c.model_version, call);
-    if (!info.ok()) {
-      *fail = {absl::IsUnavailable(info.status()) ? kExitUnavailable : kExitUsage,
-               absl::StrCat("--model: GetModelInfo(\"", c.model, "\", version ", c.model_version,
-                            "): ", absl::StatusCodeToString(info.status().code()), ": ",
-                            info.status().message())};
-      return info.status();
-    }
-    GeneratorOptions g;
-    g.version = c.model_version;
-    g.candidates = c.candidates;
-    g.zipf_alpha = c.zipf_alpha;
-    g.ids_per_bag = c.ids_per_bag > 0 ? c.ids_per_bag : 1;
-    if (!c.model_config.empty() && c.ids_per_bag == 0) {
-      auto sizes = BagSizesFromConfig(c.model_config);
-      if (!sizes.ok()) {
-        *fail = {kExitUsage, std::string(sizes.status().message())};
-        return sizes.status();
-      }
-      g.ids_per_bag_by_feature = *sizes;
-    }
-    g.shared_features = c.shared_features;
-    g.pool_size = c.pool_size;
-    g.seed = c.seed;
-    auto pool = GenerateRequests(*info, g);
-    if (!pool.ok()) {
-      const std::string msg(pool.status().message());
-      *fail = {kExitUsage, absl::StartsWith(msg, "shared_features")
-                               ? absl::StrCat("--", msg)
-                               : absl::StrCat("--model: ", msg)};
-      return pool.status();
-    }
-    s.pool = std::move(*pool);
-    s.traffic = absl::StrCat("generated for model ", info->name(), " v", info->version(), " (",
-                             info->backend(), " backend): ", s.pool.size(),
-                             " distinct requests, candidates ", c.candidates.ToString(),
-                             ", Zipf alpha ", c.zipf_alpha,
-                             c.shared_features.empty()
-                                 ? ""
-                                 : absl::StrCat(", shared ", absl::StrJoin(c.shared_features, ",")));
-  }
-  for (const auto& r : s.pool) s.models.insert(r->model());
-  return s;
-}
-
 std::string StartedAt() {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
-}
-
-void Judge(const Config& c, StepResult* s) {
-  if (c.slo_latency_ms <= 0) return;
-  const double bound_us = c.slo_latency_ms * 1000;
-  const double error_ratio = s->completed > 0 ? static_cast<double>(s->errors) / s->completed : 1;
-  std::vector<std::string> why;
-  if (s->completed == 0) why.push_back("no answers");
-  if (s->latency.slo_percentile_us > bound_us) {
-    why.push_back(absl::StrFormat("p%g %.3f ms > %g ms", c.slo_percentile,
-                                  s->latency.slo_percentile_us / 1000, c.slo_latency_ms));
-  }
-  if (error_ratio > c.slo_max_error_ratio) {
-    why.push_back(absl::StrFormat("errors %.3g%% > %.3g%%", error_ratio * 100,
-                                  c.slo_max_error_ratio * 100));
-  }
-  s->slo_pass = why.empty();
-  s->slo_reason = why.empty() ? absl::StrFormat("p%g %.3f ms <= %g ms, errors %.3g%%",
-                                                c.slo_percentile, s->latency.slo_percentile_us / 1000,
-                                                c.slo_latency_ms, error_ratio * 100)
-                              : absl::StrJoin(why, "; ");
-  // Below 100 answers a p99 is just the largest few: say so.
-  const double tail = 1.0 - c.slo_percentile / 100.0;
-  if (s->completed > 0 && tail > 0 && s->completed * tail < 1.0) {
-    absl::StrAppend(&s->slo_reason, absl::StrFormat(" (only %d answers: p%g is their max; "
-                                                    "use a longer --duration_s)",
-                                                    s->completed, c.slo_percentile));
-  }
-  if (!why.empty() && s->client_behind) {
-    absl::StrAppend(&s->slo_reason, " (the client fell behind its schedule: its lag counts)");
-  }
 }
 
 int Run(const Config& c, const std::string& command_line) {
@@ -244,9 +113,8 @@ int Run(const Config& c, const std::string& command_line) {
     }
   }
 
-  Fail fail{kExitFailed, ""};
-  auto setup = Prepare(c, &fail);
-  if (!setup.ok()) return Die(fail);
+  auto setup = PrepareRun(c);
+  if (!setup.ok()) return Die({ExitCodeFor(setup.status()), std::string(setup.status().message())});
 
   LoadDriver::Options d;
   for (auto& client : setup->clients) d.clients.push_back(client.get());
@@ -292,7 +160,7 @@ int Run(const Config& c, const std::string& command_line) {
     std::string warning;
     auto result = (*driver)->Run(spec, &warning);
     if (!warning.empty()) std::cerr << "rankload: warning: " << warning << "\n";
-    if (result.ok()) Judge(c, &*result);
+    if (result.ok()) JudgeStep({c.slo_latency_ms, c.slo_percentile, c.slo_max_error_ratio}, &*result);
     return result;
   };
 
