@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libeigen3-dev
   python3-grpcio python3-grpc-tools python3-numpy python3-protobuf
-  prometheus curl yamllint python3-yaml
+  prometheus curl yamllint python3-yaml gnuplot-nox
 )
 # kubectl for `kubectl kustomize` (deploy/ tests): Debian's kubernetes-client
 # only where no kubectl command exists; an installed one (e.g. from the Kubernetes

@@ -1,0 +1,93 @@
+// Runs one load step against rankd through the async C++ client and measures
+// it: open loop (requests sent on an arrival schedule whatever the server
+// does; latency from each request's scheduled send time) or closed loop (N
+// virtual users, each sending its next request when the previous one is
+// answered).
+//
+// Threads. Open loop: `sender_threads` threads each own an arrival schedule of
+// rate / threads and sleep until each send time (with 1 us timer slack), then
+// send everything due; a sender that wakes late sends in a burst and counts
+// the lag. Closed loop: each completion sends that user's next request from
+// the gRPC callback thread (a completion gRPC ran inline inside the send is
+// handed to a helper thread instead, so a failing server cannot recurse the
+// stack). Completions record into a sharded Recorder. A reporter thread closes
+// an interval every `interval_s` (live line), and scrapes the server's
+// metrics at the warm-up's end.
+//
+// Run() returns once every request of the step has been answered (each call
+// has a deadline, so it always ends). One Run() at a time; the driver does not
+// own the clients or the request pool, which must outlive it.
+#ifndef RANKD_LOADTEST_LOAD_DRIVER_H_
+#define RANKD_LOADTEST_LOAD_DRIVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/ranking_client.h"
+#include "loadtest/arrival_schedule.h"
+#include "loadtest/prometheus_text.h"
+#include "loadtest/report.h"
+#include "loadtest/request_generator.h"
+
+namespace rankd::loadtest {
+
+struct StepSpec {
+  enum class Mode { kOpen, kClosed };
+  Mode mode = Mode::kOpen;
+  double rate_rps = 1000;  // open loop: total arrival rate, > 0
+  Arrival arrival = Arrival::kConstant;
+  int concurrency = 1;     // closed loop: requests in flight, >= 1
+  double warmup_s = 1;     // >= 0; requests scheduled in it are not measured
+  double duration_s = 10;  // > 0: the measured window
+  uint64_t seed = 1;       // Poisson schedules
+};
+
+class LoadDriver {
+ public:
+  struct Options {
+    // Calls are spread round-robin over these (one connection each when
+    // created with dedicated_connection). Not owned; non-empty.
+    std::vector<client::RankingClient*> clients;
+    // Requests sent round-robin. Not owned; non-empty.
+    const RequestPool* pool = nullptr;
+    // Open-loop sender threads; >= 1.
+    int sender_threads = 1;
+    // Open loop: a sender waits (and the step is marked client-behind) while
+    // this many calls are in flight; bounds the client's memory. >= 1.
+    int64_t max_in_flight = 20000;
+    // Deadline of each call, from its send; > 0.
+    double deadline_ms = 1000;
+    // Live-report period; > 0.
+    double interval_s = 1;
+    // Called on the reporter thread after each interval (may be null).
+    std::function<void(const IntervalStats&)> on_interval;
+    // Reads the server's /metrics (may be null: no server-side figures).
+    std::function<absl::StatusOr<PromSnapshot>()> scrape;
+    // Model names sent to, for the server-side figures.
+    std::set<std::string> models;
+    // The percentile LatencySummary::slo_percentile_us reports.
+    double slo_percentile = 99;
+  };
+
+  // INVALID_ARGUMENT naming the option when one is bad.
+  static absl::StatusOr<std::unique_ptr<LoadDriver>> Create(const Options& options);
+  ~LoadDriver();
+
+  // INVALID_ARGUMENT naming the field for a bad spec. A failed scrape leaves
+  // the server figures unavailable and is reported through `warning`.
+  absl::StatusOr<StepResult> Run(const StepSpec& spec, std::string* warning = nullptr);
+
+ private:
+  explicit LoadDriver(const Options& options);
+  struct Step;
+  Options options_;
+};
+
+}  // namespace rankd::loadtest
+
+#endif  // RANKD_LOADTEST_LOAD_DRIVER_H_

@@ -1,0 +1,290 @@
+// rankload: load tests of a rankd server against latency SLOs (docs/loadtest.md).
+//
+//   rankload --target HOST:8500 --model kaggle --candidates 1 --mode slo --slo_latency_ms 5
+//
+// Exit codes: 0 done; 1 the run failed part-way (an output could not be
+// written, plotting failed); 2 a bad flag (the message names it); 3 the server
+// (or --metrics_url) could not be reached; 4 --mode slo found no passing rate.
+// abseil's own flag errors (unknown flag, unparsable value) and --help exit 1.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/ranking_client.h"
+#include "loadtest/cli.h"
+#include "loadtest/http_get.h"
+#include "loadtest/load_driver.h"
+#include "loadtest/plots.h"
+#include "loadtest/report.h"
+#include "loadtest/report_csv.h"
+#include "loadtest/report_json.h"
+#include "loadtest/run_setup.h"
+#include "loadtest/slo_search.h"
+#include "loadtest/slo_verdict.h"
+
+namespace rankd::loadtest {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnavailable = 3;
+constexpr int kExitSloNotMet = 4;
+
+constexpr char kUsage[] =
+    "load tests of a rankd server against latency SLOs.\n"
+    "\n"
+    "  # open loop, 2000 req/s, latency from each request's scheduled send time\n"
+    "  rankload --target localhost:8500 --model kaggle --candidates 1 --rate 2000\n"
+    "  # closed loop, 8 in flight; a sweep of rates; replayed requests\n"
+    "  rankload --model kaggle --mode closed --concurrency 8\n"
+    "  rankload --requests req.jsonl --rate 1000:8000:x2 --csv sweep.csv --plot_dir plots\n"
+    "  # the highest rate with p99 <= 5 ms and < 0.1% errors\n"
+    "  rankload --model kaggle --mode slo --slo_latency_ms 5 --rate 1000 --duration_s 5 \\\n"
+    "      --metrics_url http://localhost:8502/metrics --json slo.json\n"
+    "\n"
+    "Live lines go to stderr, the report to stdout. Exit codes: 0 done, 1 failed part-way,\n"
+    "2 bad flag, 3 server unreachable, 4 SLO not met at any rate. See docs/loadtest.md.";
+
+struct Fail {
+  int code;
+  std::string message;
+};
+
+int Die(const Fail& f) {
+  std::cerr << "rankload: " << f.message << "\n";
+  return f.code;
+}
+
+int ExitCodeFor(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ? kExitUnavailable : kExitUsage;
+}
+
+// Fails early, before minutes of load, when an output cannot be written.
+absl::Status CheckWritable(const std::string& path, absl::string_view flag) {
+  if (path.empty()) return absl::OkStatus();
+  std::ofstream out(path, std::ios::app);
+  if (!out) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot write ", path));
+  return absl::OkStatus();
+}
+
+absl::Status WriteText(const std::string& path, const std::string& text, absl::string_view flag) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat(flag, ": cannot write ", path));
+  return absl::OkStatus();
+}
+
+std::string StartedAt() {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
+}
+
+int Run(const Config& c, const std::string& command_line) {
+  for (const auto& [path, flag] : {std::pair{c.json_path, "--json"}, {c.csv_path, "--csv"}}) {
+    if (auto s = CheckWritable(path, flag); !s.ok()) return Die({kExitUsage, std::string(s.message())});
+  }
+  std::function<absl::StatusOr<PromSnapshot>()> scrape;
+  if (!c.metrics_url.empty()) {
+    if (auto url = ParseHttpUrl(c.metrics_url); !url.ok()) {
+      return Die({kExitUsage, absl::StrCat("--metrics_url: ", url.status().message())});
+    }
+    scrape = [url = c.metrics_url]() -> absl::StatusOr<PromSnapshot> {
+      auto body = HttpGet(url, absl::Seconds(10));
+      if (!body.ok()) return body.status();
+      return PromSnapshot::Parse(*body);
+    };
+    auto first = scrape();
+    if (!first.ok()) {
+      return Die({absl::IsInvalidArgument(first.status()) ? kExitUsage : kExitUnavailable,
+                     absl::StrCat("--metrics_url: ", c.metrics_url, ": ", first.status().message())});
+    }
+  }
+
+  auto setup = PrepareRun(c);
+  if (!setup.ok()) return Die({ExitCodeFor(setup.status()), std::string(setup.status().message())});
+
+  LoadDriver::Options d;
+  for (auto& client : setup->clients) d.clients.push_back(client.get());
+  d.pool = &setup->pool;
+  d.sender_threads = c.threads;
+  d.max_in_flight = c.max_in_flight;
+  d.deadline_ms = c.deadline_ms;
+  d.interval_s = c.interval_s;
+  d.scrape = scrape;
+  d.models = setup->models;
+  d.slo_percentile = c.slo_percentile;
+  std::string prefix;
+  if (!c.quiet) {
+    d.on_interval = [&prefix](const IntervalStats& i) {
+      std::cerr << FormatInterval(i, prefix) << std::endl;
+    };
+  }
+  auto driver = LoadDriver::Create(d);
+  if (!driver.ok()) return Die({kExitUsage, std::string(driver.status().message())});
+
+  Report report;
+  RunSettings& r = report.settings;
+  r.label = c.label;
+  r.target = c.target;
+  r.mode = c.mode == Mode::kOpen ? "open" : c.mode == Mode::kClosed ? "closed" : "slo";
+  r.traffic = setup->traffic;
+  r.models = absl::StrJoin(setup->models, ",");
+  r.connections = c.connections;
+  r.threads = c.threads;
+  r.deadline_ms = c.deadline_ms;
+  r.slo_percentile = c.slo_percentile;
+  r.started_at = StartedAt();
+  r.command_line = command_line;
+  std::cerr << "rankload: " << r.traffic << "\n";
+
+  uint64_t step_seed = c.seed;
+  auto run_step = [&](StepSpec spec, const std::string& step_prefix) -> absl::StatusOr<StepResult> {
+    prefix = step_prefix;
+    spec.warmup_s = c.warmup_s;
+    spec.duration_s = c.duration_s;
+    spec.arrival = c.arrival;
+    spec.seed = step_seed++;
+    std::string warning;
+    auto result = (*driver)->Run(spec, &warning);
+    if (!warning.empty()) std::cerr << "rankload: warning: " << warning << "\n";
+    if (result.ok()) JudgeStep({c.slo_latency_ms, c.slo_percentile, c.slo_max_error_ratio}, &*result);
+    return result;
+  };
+
+  if (c.mode == Mode::kSlo) {
+    SloSearch::Options so;
+    so.start_rps = c.rates[0];
+    so.growth = c.slo_growth;
+    so.precision = c.slo_precision;
+    so.max_rps = c.slo_max_rps;
+    so.min_rps = std::min(1.0, c.rates[0]);
+    so.max_steps = c.slo_max_steps;
+    auto search = SloSearch::Create(so);
+    if (!search.ok()) return Die({kExitUsage, absl::StrCat("--slo_*: ", search.status().message())});
+    SloResult slo;
+    slo.percentile = c.slo_percentile;
+    slo.latency_bound_ms = c.slo_latency_ms;
+    slo.max_error_ratio = c.slo_max_error_ratio;
+    while (auto rate = search->NextRate()) {
+      StepSpec spec;
+      spec.mode = StepSpec::Mode::kOpen;
+      spec.rate_rps = *rate;
+      auto step = run_step(spec, absl::StrFormat("[slo %d: %g/s] ", search->steps() + 1, *rate));
+      if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
+      const bool pass = *step->slo_pass;
+      std::cerr << "rankload: probe " << search->steps() + 1 << " at " << *rate << " req/s: "
+                << (pass ? "pass" : "FAIL") << " (" << step->slo_reason << ")\n";
+      report.steps.push_back(std::move(*step));
+      search->Report(*rate, pass);
+      if (pass && *rate >= slo.best_rps) {
+        slo.best_rps = *rate;
+        slo.best_step = static_cast<int>(report.steps.size()) - 1;
+      }
+    }
+    slo.found = search->found();
+    slo.steps = search->steps();
+    slo.stop_reason = search->stop_reason();
+    if (slo.found) {
+      const StepResult& best = report.steps[slo.best_step];
+      slo.best_achieved_rps = best.achieved_rps;
+      slo.best_candidates_per_s = best.candidates_per_s;
+      slo.best_latency_us = best.latency.slo_percentile_us;
+    }
+    report.slo = slo;
+  } else if (c.mode == Mode::kOpen) {
+    for (size_t i = 0; i < c.rates.size(); ++i) {
+      StepSpec spec;
+      spec.mode = StepSpec::Mode::kOpen;
+      spec.rate_rps = c.rates[i];
+      auto step = run_step(spec, c.rates.size() > 1 ? absl::StrFormat("[%d/%d: %g/s] ", i + 1,
+                                                                      c.rates.size(), c.rates[i])
+                                                    : "");
+      if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
+      report.steps.push_back(std::move(*step));
+    }
+  } else {
+    for (size_t i = 0; i < c.concurrencies.size(); ++i) {
+      StepSpec spec;
+      spec.mode = StepSpec::Mode::kClosed;
+      spec.concurrency = c.concurrencies[i];
+      auto step = run_step(spec, c.concurrencies.size() > 1
+                                     ? absl::StrFormat("[%d/%d: c=%d] ", i + 1,
+                                                       c.concurrencies.size(), c.concurrencies[i])
+                                     : "");
+      if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
+      report.steps.push_back(std::move(*step));
+    }
+  }
+
+  std::cout << "\n" << FormatReport(report) << std::flush;
+  int code = kExitOk;
+  if (!c.json_path.empty()) {
+    if (auto s = WriteText(c.json_path, ReportToJson(report), "--json"); !s.ok()) {
+      Die({kExitFailed, std::string(s.message())});
+      code = kExitFailed;
+    }
+  }
+  if (!c.csv_path.empty()) {
+    if (auto s = WriteText(c.csv_path, ReportToCsv(report), "--csv"); !s.ok()) {
+      Die({kExitFailed, std::string(s.message())});
+      code = kExitFailed;
+    }
+  }
+  if (!c.plot_dir.empty()) {
+    PlotOptions p;
+    p.dir = c.plot_dir;
+    p.gnuplot = c.gnuplot;
+    p.title = c.label.empty() ? absl::StrCat("rankload ", r.models) : c.label;
+    p.slo_latency_ms = c.slo_latency_ms;
+    p.slo_percentile = c.slo_percentile;
+    PlotFiles files;
+    absl::Status s = WritePlots(report, p, &files);
+    if (absl::IsNotFound(s)) {
+      std::cerr << "rankload: warning: plots not rendered: " << s.message()
+                << "; render them with `cd " << c.plot_dir << " && gnuplot *.gp`\n";
+    } else if (!s.ok()) {
+      Die({kExitFailed, std::string(s.message())});
+      code = kExitFailed;
+    } else {
+      std::cerr << "rankload: plots: " << absl::StrJoin(files.pngs, " ") << "\n";
+    }
+  }
+  if (code == kExitOk && report.slo.has_value() && !report.slo->found) code = kExitSloNotMet;
+  return code;
+}
+
+}  // namespace
+}  // namespace rankd::loadtest
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(rankd::loadtest::kUsage);
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "loadtest/");
+  };
+  absl::SetFlagsUsageConfig(config);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::cerr << "rankload: unexpected argument \"" << rest[1]
+              << "\" (flags are --name=value; see --help)\n";
+    return rankd::loadtest::kExitUsage;
+  }
+  std::string command_line;
+  for (int i = 0; i < argc; ++i) absl::StrAppend(&command_line, i ? " " : "", argv[i]);
+  auto c = rankd::loadtest::ConfigFromFlags();
+  if (!c.ok()) return rankd::loadtest::Die({rankd::loadtest::kExitUsage, std::string(c.status().message())});
+  return rankd::loadtest::Run(*c, command_line);
+}

@@ -1,0 +1,108 @@
+#include "loadtest/run_setup.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/text_format.h"
+#include "loadtest/request_file.h"
+#include "rankd/v1/model_config.pb.h"
+
+namespace rankd::loadtest {
+namespace {
+
+// `status` with its message replaced (the code is kept).
+absl::Status WithMessage(const absl::Status& status, absl::string_view message) {
+  return absl::Status(status.code(), message);
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, int>> BagSizesFromModelConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--model_config: cannot read ", path));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  rankd::v1::ModelConfig config;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model_config: ", path, " is not a text-format rankd.v1.ModelConfig"));
+  }
+  std::map<std::string, int> out;
+  for (const auto& f : config.sparse_features()) {
+    out[f.name()] = std::max(1, f.typical_ids_per_bag());
+  }
+  return out;
+}
+
+absl::StatusOr<RunSetup> PrepareRun(const Config& c) {
+  RunSetup s;
+  for (int i = 0; i < c.connections; ++i) {
+    client::RankingClient::Options o;
+    o.target = c.target;
+    o.dedicated_connection = true;
+    o.connect_timeout_ms = c.connect_timeout_ms;
+    o.deadline_ms = std::max<int64_t>(1, static_cast<int64_t>(c.deadline_ms));
+    auto client = client::RankingClient::Create(o);
+    if (!client.ok()) {
+      return WithMessage(client.status(),
+                         absl::StrCat("--target: ", client.status().message(),
+                                      " (is rankd serving at ", c.target, "?)"));
+    }
+    s.clients.push_back(std::move(*client));
+  }
+  if (!c.request_files.empty()) {
+    auto pool = ReadRequestFiles(c.request_files);
+    if (!pool.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--requests: ", pool.status().message()));
+    }
+    s.pool = std::move(*pool);
+    s.traffic = absl::StrCat("replay of ", s.pool.size(), " requests from ",
+                             absl::StrJoin(c.request_files, ","));
+  } else {
+    client::CallOptions call;
+    call.deadline = absl::Seconds(10);
+    auto info = s.clients[0]->GetModelInfo(c.model, c.model_version, call);
+    if (!info.ok()) {
+      return WithMessage(info.status(),
+                         absl::StrCat("--model: GetModelInfo(\"", c.model, "\", version ",
+                                      c.model_version, "): ",
+                                      absl::StatusCodeToString(info.status().code()), ": ",
+                                      info.status().message()));
+    }
+    GeneratorOptions g;
+    g.version = c.model_version;
+    g.candidates = c.candidates;
+    g.zipf_alpha = c.zipf_alpha;
+    g.ids_per_bag = c.ids_per_bag > 0 ? c.ids_per_bag : 1;
+    if (!c.model_config.empty() && c.ids_per_bag == 0) {
+      auto sizes = BagSizesFromModelConfig(c.model_config);
+      if (!sizes.ok()) return sizes.status();
+      g.ids_per_bag_by_feature = *sizes;
+    }
+    g.shared_features = c.shared_features;
+    g.pool_size = c.pool_size;
+    g.seed = c.seed;
+    auto pool = GenerateRequests(*info, g);
+    if (!pool.ok()) {
+      const std::string msg(pool.status().message());
+      return absl::InvalidArgumentError(absl::StartsWith(msg, "shared_features")
+                                            ? absl::StrCat("--", msg)
+                                            : absl::StrCat("--model: ", msg));
+    }
+    s.pool = std::move(*pool);
+    s.traffic = absl::StrCat(
+        "generated for model ", info->name(), " v", info->version(), " (", info->backend(),
+        " backend): ", s.pool.size(), " distinct requests, candidates ", c.candidates.ToString(),
+        ", Zipf alpha ", c.zipf_alpha,
+        c.shared_features.empty() ? ""
+                                  : absl::StrCat(", shared ", absl::StrJoin(c.shared_features, ",")));
+  }
+  for (const auto& r : s.pool) s.models.insert(r->model());
+  return s;
+}
+
+}  // namespace rankd::loadtest

@@ -1,0 +1,151 @@
+#include "loadtest/slo_search.h"
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace rankd::loadtest {
+namespace {
+
+// A fake system: an M/M/1-like p99 that explodes at `capacity` req/s.
+struct FakeSystem {
+  double capacity;
+  double base_ms = 0.5;
+  double P99Ms(double rate) const {
+    if (rate >= capacity) return 1e9;
+    return base_ms * std::log(100.0) / (1.0 - rate / capacity);
+  }
+};
+
+struct Outcome {
+  SloSearch search;
+  std::vector<double> probes;
+};
+
+Outcome RunSearch(SloSearch::Options o, const std::function<bool(double)>& pass) {
+  auto s = SloSearch::Create(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  Outcome out{*s, {}};
+  while (auto rate = out.search.NextRate()) {
+    out.probes.push_back(*rate);
+    out.search.Report(*rate, pass(*rate));
+    if (out.probes.size() > 1000) break;
+  }
+  return out;
+}
+
+TEST(SloSearchTest, FindsTheKneeWithinPrecision) {
+  for (double capacity : {900.0, 12345.0, 150000.0}) {
+    FakeSystem sys{capacity};
+    const double bound_ms = 5;
+    // The exact answer: the rate where p99 = bound.
+    const double exact = capacity * (1 - sys.base_ms * std::log(100.0) / bound_ms);
+    SloSearch::Options o;
+    o.start_rps = 100;
+    o.precision = 0.02;
+    Outcome r = RunSearch(o, [&](double rate) { return sys.P99Ms(rate) <= bound_ms; });
+    ASSERT_TRUE(r.search.found()) << capacity;
+    EXPECT_LE(r.search.best_rps(), exact);
+    EXPECT_GE(r.search.best_rps(), exact * (1 - 0.02 - 1e-9)) << "capacity " << capacity;
+    EXPECT_GT(r.search.lowest_failing_rps(), exact);
+    EXPECT_LE(r.search.steps(), 25);
+    EXPECT_NE(r.search.stop_reason().find("bracketed"), std::string::npos);
+  }
+}
+
+TEST(SloSearchTest, GrowsGeometricallyThenBisects) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.growth = 2;
+  o.precision = 0.1;
+  Outcome r = RunSearch(o, [](double rate) { return rate <= 1000; });
+  ASSERT_GE(r.probes.size(), 6u);
+  EXPECT_EQ(r.probes[0], 100);
+  EXPECT_EQ(r.probes[1], 200);
+  EXPECT_EQ(r.probes[2], 400);
+  EXPECT_EQ(r.probes[3], 800);
+  EXPECT_EQ(r.probes[4], 1600);  // first failure
+  EXPECT_EQ(r.probes[5], 1200);  // midpoint of 800 and 1600
+  EXPECT_GE(r.search.best_rps(), 1000 / 1.1);
+  EXPECT_LE(r.search.best_rps(), 1000);
+}
+
+TEST(SloSearchTest, ShrinksWhenTheStartFails) {
+  SloSearch::Options o;
+  o.start_rps = 10000;
+  o.precision = 0.05;
+  Outcome r = RunSearch(o, [](double rate) { return rate <= 700; });
+  EXPECT_EQ(r.probes[1], 5000);
+  EXPECT_TRUE(r.search.found());
+  EXPECT_LE(r.search.best_rps(), 700);
+  EXPECT_GE(r.search.best_rps(), 700 / 1.05);
+}
+
+TEST(SloSearchTest, NotFoundWhenNothingPasses) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.min_rps = 1;
+  Outcome r = RunSearch(o, [](double) { return false; });
+  EXPECT_FALSE(r.search.found());
+  EXPECT_EQ(r.search.best_rps(), 0);
+  EXPECT_LE(r.probes.back(), 2);  // 100, 50, 25, 12.5, 6.25, 3.125, 1.5625
+  EXPECT_NE(r.search.stop_reason().find("failed at every rate"), std::string::npos);
+}
+
+TEST(SloSearchTest, StopsAtTheCap) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.max_rps = 500;
+  Outcome r = RunSearch(o, [](double) { return true; });
+  EXPECT_EQ(r.probes, (std::vector<double>{100, 200, 400, 500}));
+  EXPECT_EQ(r.search.best_rps(), 500);
+  EXPECT_NE(r.search.stop_reason().find("cap"), std::string::npos);
+}
+
+TEST(SloSearchTest, StopsAfterMaxSteps) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.max_steps = 3;
+  Outcome r = RunSearch(o, [](double) { return true; });
+  EXPECT_EQ(r.probes.size(), 3u);
+  EXPECT_EQ(r.search.best_rps(), 400);
+  EXPECT_NE(r.search.stop_reason().find("probes"), std::string::npos);
+}
+
+// A noisy system (a pass above a fail): the answer is still a rate that passed.
+TEST(SloSearchTest, NonMonotoneOutcomesStillEndWithAPassingRate) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.precision = 0.01;
+  std::vector<double> passed;
+  Outcome r = RunSearch(o, [&](double rate) {
+    const bool pass = rate <= 1000 && !(rate > 600 && rate < 700);
+    if (pass) passed.push_back(rate);
+    return pass;
+  });
+  ASSERT_TRUE(r.search.found());
+  EXPECT_NE(std::find(passed.begin(), passed.end(), r.search.best_rps()), passed.end());
+}
+
+TEST(SloSearchTest, RejectsBadOptions) {
+  SloSearch::Options o;
+  o.start_rps = 0;
+  EXPECT_FALSE(SloSearch::Create(o).ok());
+  o = {};
+  o.growth = 1;
+  EXPECT_FALSE(SloSearch::Create(o).ok());
+  o = {};
+  o.precision = 0;
+  EXPECT_FALSE(SloSearch::Create(o).ok());
+  o = {};
+  o.max_rps = 50;  // below start
+  EXPECT_FALSE(SloSearch::Create(o).ok());
+  o = {};
+  o.max_steps = 0;
+  EXPECT_FALSE(SloSearch::Create(o).ok());
+}
+
+}  // namespace
+}  // namespace rankd::loadtest
