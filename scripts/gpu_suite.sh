@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 gpu_tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
 benches=$(bazel query 'attr(tags, "manual", kind(cc_binary, //bench/...))' 2>/dev/null)
-targets=(//server:rankd //client:rankctl //bench:serve_bench $gpu_tests $benches)
+targets=(//server:rankd //client:rankctl //bench:serve_bench //loadtest:rankload $gpu_tests $benches)
 echo "building: ${targets[*]}"
 bazel build "${targets[@]}"
 bin=$(bazel info bazel-bin 2>/dev/null)

@@ -210,6 +210,102 @@ time.sleep(600)' > "$out/oversize_holder.log" 2>&1 &
   kill $holder 2>/dev/null; wait $holder 2>/dev/null
 fi
 
+# Starts rankd serve on a model root (extra flags after it), waits until it
+# serves (or exits); sets srv_pid, srv_port, srv_mport. Log: $out/$1.log.
+serve_up() {  # name root [flags]
+  local name=$1 root=$2; shift 2
+  rm -f "$work/$name.ports"
+  "$bundle/run" rankd serve --model_root "$root" --backend cuda --host 127.0.0.1 --grpc_port 0 \
+    --metrics_port 0 --port_file "$work/$name.ports" "$@" > "$out/$name.log" 2>&1 &
+  srv_pid=$!
+  for _ in $(seq 1500); do [ -s "$work/$name.ports" ] && break; kill -0 $srv_pid 2>/dev/null || break; sleep 0.2; done
+  srv_port=$(sed -n 's/grpc_port=//p' "$work/$name.ports" 2>/dev/null)
+  srv_mport=$(sed -n 's/metrics_port=//p' "$work/$name.ports" 2>/dev/null)
+  [ -n "$srv_port" ]
+}
+# Sum of a metric over its series on the running server.
+metric_sum() { curl -s "127.0.0.1:$srv_mport/metrics" | awk -v m="$1" '$1 ~ "^"m"({|$)" {s += $2} END {printf "%.0f", s}'; }
+
+# --- bigserve: full-size models with tables in host memory behind the cache -
+# mlperf (DLRMv2, 204 M rows) in fp16 (~49 GiB of rows, init RANDOM: made at
+# load, pinned in place) with an 8 GB device budget; terabyte in fp32 with a
+# budget of 10% of its bytes. 256-candidate requests with Zipf(1.05) ids:
+# latency at 1 in flight, then sustained candidates/s at 8 in flight.
+if want bigserve; then
+  run rankd gen-model --preset mlperf --dtype fp16 --init random --out "$work/bigm/mlperf/1" > /dev/null 2>&1
+  run rankd gen-model --preset terabyte --dtype fp32 --init random --out "$work/bigt/terabyte/1" > /dev/null 2>&1
+  tb_bytes=$(run rankd inspect --model "$work/bigt/terabyte/1" --json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+print(sum(int(t["num_rows"]) * int(t["dim"]) * 4 for t in c["tables"]))')
+  tb_budget=$(( tb_bytes / 10 ))
+  for spec in "mlperf bigm 8G" "terabyte bigt $tb_budget"; do
+    set -- $spec
+    m=$1 root=$work/$2 budget=$3
+    run rankd gen-requests --model "$root/$m/1" --count 100 --candidates 256 --zipf 1.05 --seed 3 \
+      --output "$work/$m.big.jsonl" > /dev/null 2>&1
+    t0=$(date +%s)
+    if serve_up "bigserve_$m" "$root" --device_memory_budget "$budget"; then
+      row "bigserve $m budget $budget" "serving after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'HBM [0-9.]+ [GMK]iB of budget [0-9.]+ [GMK]iB; pinned host memory [0-9.]+ [GMK]iB' "$out/bigserve_$m.log")"
+      run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/$m.big.jsonl" --concurrency 1 \
+        --duration_s 8 --label "$m B=256 conc 1" > "$out/bigserve_${m}_c1.log" 2>&1
+      run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/$m.big.jsonl" --concurrency 8 \
+        --connections 4 --duration_s 8 --label "$m B=256 conc 8" > "$out/bigserve_${m}_c8.log" 2>&1
+      row "bigserve $m B=256 conc 1" "$(tail -1 "$out/bigserve_${m}_c1.log" | grep -oE 'p50 +[0-9.]+ us +p90 +[0-9.]+ us +p99 +[0-9.]+ us')"
+      row "bigserve $m B=256 conc 8" "$(tail -1 "$out/bigserve_${m}_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
+      h=$(metric_sum rankd_embedding_cache_hits_total); mi=$(metric_sum rankd_embedding_cache_misses_total)
+      row "bigserve $m cache" "hits $h misses $mi hit rate $(python3 -c "print(round($h / max(1, $h + $mi), 4))") host read bytes $(metric_sum rankd_embedding_host_read_bytes_total)"
+      curl -s "127.0.0.1:$srv_mport/metrics" > "$out/bigserve_${m}_metrics.txt"
+      kill -TERM $srv_pid; wait $srv_pid
+    else
+      row "bigserve $m budget $budget" "FAIL: $(tail -3 "$out/bigserve_$m.log" | tr '\n' ' ')"
+      kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+    fi
+    grep -E 'loaded|load|placement' "$out/bigserve_$m.log" | head -5 >> "$out/bigserve_load.txt"
+    rm -rf "$root"
+  done
+fi
+
+# --- dyn100m: a dynamic (hash) table of 100 M keys loads and serves ----------
+if want dyn100m; then
+  run rankd gen-model --preset mini --init random --dynamic_tables 1 --out "$work/dyn/mini/1" > /dev/null 2>&1
+  python3 - "$work/dyn/mini/1/model.pbtxt" <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+# the DYNAMIC table: 100 M keys (capacity back to its default)
+s = re.sub(r'(kind: DYNAMIC\n  num_rows: )\d+', r'\g<1>100000000', s, count=1)
+s = re.sub(r'\n  capacity: \d+', '', s)
+open(p, "w").write(s)
+PY
+  run rankd gen-requests --model "$work/dyn/mini/1" --count 200 --candidates 256 --seed 4 \
+    --output "$work/dyn.jsonl" > /dev/null 2>&1
+  t0=$(date +%s)
+  if serve_up dyn100m "$work/dyn"; then
+    row "dyn100m serving" "after $(( $(date +%s) - t0 )) s; $(grep -m1 -oiE 'hash[^,;]*[0-9.]+ [MG] ?keys/s[^,;]*' "$out/dyn100m.log")"
+    run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/dyn.jsonl" --concurrency 8 \
+      --connections 4 --duration_s 5 --label "dyn100m B=256" > "$out/dyn100m_c8.log" 2>&1
+    row "dyn100m B=256 conc 8" "$(tail -1 "$out/dyn100m_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
+    row "dyn100m ids missing / scored" "$(metric_sum rankd_ids_missing_total) / $(metric_sum rankd_candidates_total) candidates"
+    kill -TERM $srv_pid; wait $srv_pid
+  else
+    row "dyn100m serving" "FAIL: $(tail -3 "$out/dyn100m.log" | tr '\n' ' ')"
+    kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+  fi
+  grep -iE 'load|hash' "$out/dyn100m.log" | head -8 > "$out/dyn100m_load.txt"
+  [ -x "$bundle/bin/lookup_bench" ] && run lookup_bench --pooled=false --hash_slots 268435456 \
+    --hash_queries 16777216 > "$out/hash268m.log" 2>&1 &&
+    row "hash lookup, 268 M slots" "$(grep -E '^\| hash' "$out/hash268m.log" | cut -d'|' -f2-4 | tr '\n' ';')"
+fi
+
+# --- slo: rankload SLO report, kaggle preset, CUDA backend (issue 6) ---------
+if want slo; then
+  bash bench/slo_report.sh --rankd "$bundle/bin/rankd" --rankload "$bundle/bin/rankload" \
+    --out "$out/slo_report" --backend cuda ${SLO_FLAGS:-} > "$out/slo_report.log" 2>&1
+  row "slo report (rc $?)" "see slo_report/summary.txt"
+  [ -f "$out/slo_report/summary.txt" ] && while read -r l; do row "slo" "$l"; done < "$out/slo_report/summary.txt"
+fi
+
 # --- bench: engine forward vs PyTorch on the same weights and inputs ----------
 if want bench; then
   bench_pair() {  # name batch math [torch flags]
