@@ -35,6 +35,9 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
     // Big tables print progress while they are generated or hashed, and
     // each big model one line of load bandwidth per source.
     load.log = [](const std::string& line) { spdlog::info("{}", line); };
+    // The CUDA backend builds its dynamic tables' hash arrays on the GPU from
+    // the keys (~1 G keys/s); only the CPU engine needs host hash tables.
+    load.build_hash_tables = options.backend != "cuda";
     auto model = engine::LoadModel(v.directory, v.version, v.name, load);
     if (!model.ok()) return model.status();
     on_loaded(**model);
@@ -51,12 +54,18 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
                                static_cast<int>((*model)->config.batching().max_batch_candidates()));
       const int per_gpu = options.gpu_workers_per_device > 0 ? options.gpu_workers_per_device
                                                              : instances.workers_per_device();
-      std::shared_ptr<const engine::PlacementPlan> plan;
-      cpu_workers = engine::cuda::CreateCudaWorkers(*model, cuda, per_gpu, {}, &plan);
-      if (cpu_workers.ok() && plan != nullptr && plan->any_host()) {
+      engine::cuda::CudaSetupReport report;
+      cpu_workers = engine::cuda::CreateCudaWorkers(*model, cuda, per_gpu, {}, &report);
+      if (cpu_workers.ok() && report.plan != nullptr && report.plan->any_host()) {
         spdlog::info("model {} version {} placement (tables beyond the device-memory budget in "
                      "pinned host memory behind an HBM cache):\n{}",
-                     v.name, v.version, plan->Describe());
+                     v.name, v.version, report.plan->Describe());
+      }
+      if (cpu_workers.ok() && report.hash_build_keys > 0) {
+        spdlog::info("model {} version {}: dynamic tables built on the GPU: {:.1f} M keys in "
+                     "{:.3f} s ({:.2f} G keys/s, keys copy included)",
+                     v.name, v.version, report.hash_build_keys / 1e6, report.hash_build_seconds,
+                     report.hash_build_keys / std::max(report.hash_build_seconds, 1e-9) / 1e9);
       }
     } else {
       cpu_workers = engine::CreateCpuWorkers(*model, workers, threads);

@@ -532,7 +532,7 @@ absl::Status CudaWorker::ReplayLastForward() {
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     std::shared_ptr<const Model> model, const CudaWorker::Options& options,
     int workers_per_device, std::vector<int> devices,
-    std::shared_ptr<const PlacementPlan>* plan_out) {
+    CudaSetupReport* report) {
   if (workers_per_device < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("workers per GPU must be >= 0 (0 = 2), got ", workers_per_device));
@@ -565,7 +565,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
                            options.budget.Resolve(least_total, least_available));
     if (!p.ok()) return p.status();
     plan = std::make_shared<const PlacementPlan>(std::move(*p));
-    if (plan_out != nullptr) *plan_out = plan;
+    if (report != nullptr) report->plan = plan;
     if (plan->any_host()) {
       auto h = HostTables::Create(model, *plan);
       if (!h.ok()) return h.status();
@@ -582,6 +582,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, &tiny));
     auto dm = DeviceModel::Create(model, dmo);
     if (!dm.ok()) return dm.status();
+    if (report != nullptr) {
+      report->hash_build_keys += (*dm)->hash_build_keys();
+      report->hash_build_seconds += (*dm)->hash_build_seconds();
+    }
     for (int i = 0; i < workers_per_device; ++i) {
       auto w = CudaWorker::Create(*dm, options, absl::StrCat("cuda:", d, ":", i));
       if (!w.ok()) return w.status();

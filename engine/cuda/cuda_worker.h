@@ -134,11 +134,18 @@ class CudaWorker final : public Worker {
 
 // Workers for every visible GPU (or `devices` when not empty): one
 // DeviceModel per GPU shared by `workers_per_device` workers (0 = 2).
-// `plan_out` (when given) receives the placement every GPU uses.
+// What CreateCudaWorkers set up, for the server's log.
+struct CudaSetupReport {
+  std::shared_ptr<const PlacementPlan> plan;  // the placement every GPU uses
+  // Dynamic tables built on the GPUs from their keys (summed over GPUs).
+  int64_t hash_build_keys = 0;
+  double hash_build_seconds = 0;
+};
+// `report` (when given) is filled on success.
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     std::shared_ptr<const Model> model, const CudaWorker::Options& options,
     int workers_per_device, std::vector<int> devices = {},
-    std::shared_ptr<const PlacementPlan>* plan_out = nullptr);
+    CudaSetupReport* report = nullptr);
 
 // Whether the fused single-kernel forward handles `model`, and its shape;
 // `why` (when given) says which limit ruled it out.

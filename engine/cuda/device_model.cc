@@ -1,9 +1,12 @@
 #include "engine/cuda/device_model.h"
 
 #include <algorithm>
+#include <chrono>
+#include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cuda/hash_build.h"
 
 namespace rankd::engine::cuda {
 namespace {
@@ -142,7 +145,7 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     DeviceBuffer buf;
     absl::Status s = buf.Allocate(bytes, what);
     if (!s.ok()) return s;
-    if (bytes > 0) {
+    if (bytes > 0 && data != nullptr) {  // data == nullptr: allocate only
       RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(buf.get(), data, bytes, cudaMemcpyHostToDevice),
                                  absl::StrCat("copy ", what, " to GPU ", options.device));
     }
@@ -182,7 +185,62 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
       if (!dv.ok()) return dv.status();
       d.default_vector = static_cast<const float*>(*dv);
     }
-    if (t.dynamic) {
+    if (t.dynamic && t.hash.num_slots() == 0) {
+      // No host hash table (LoadOptions::build_hash_tables = false): build
+      // the device table from the keys on the GPU.
+      const int64_t capacity =
+          (static_cast<size_t>(model->config.tables_size()) == model->tables.size() &&
+           model->config.tables(ti).capacity() > 0)
+              ? model->config.tables(ti).capacity()
+              : 2 * t.num_rows;
+      const int64_t slots = kernels::HashTable::SlotsFor(std::max<int64_t>(capacity, 1));
+      const auto start = std::chrono::steady_clock::now();
+      auto keys = upload(nullptr, 8 * slots, absl::StrCat("hash keys of ", t.name));
+      if (!keys.ok()) return keys.status();
+      auto hrows = upload(nullptr, 8 * slots, absl::StrCat("hash rows of ", t.name));
+      if (!hrows.ok()) return hrows.status();
+      DeviceBuffer input, bad;
+      absl::Status s = input.Allocate(std::max<int64_t>(8, 8 * t.num_rows),
+                                      absl::StrCat("keys of ", t.name, " (build input)"));
+      if (s.ok()) s = bad.Allocate(16, "hash build status");
+      if (!s.ok()) return s;
+      const unsigned long long init[2] = {0, static_cast<unsigned long long>(INT64_MAX)};
+      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(bad.get(), init, 16, cudaMemcpyHostToDevice),
+                                 "hash build status");
+      if (t.num_rows > 0) {
+        RANKD_RETURN_IF_CUDA_ERROR(
+            cudaMemcpy(input.get(), t.keys.data, 8 * t.num_rows, cudaMemcpyHostToDevice),
+            absl::StrCat("copy keys of ", t.name, " to GPU ", options.device));
+      }
+      const int64_t num_buckets = slots / kernels::kBucketSlots;
+      RANKD_RETURN_IF_CUDA_ERROR(
+          kernels::cuda::LaunchHashClear(static_cast<int64_t*>(*keys), slots, nullptr),
+          "hash clear");
+      RANKD_RETURN_IF_CUDA_ERROR(
+          kernels::cuda::LaunchHashInsert(static_cast<int64_t*>(*keys),
+                                          static_cast<int64_t*>(*hrows), num_buckets,
+                                          input.as<int64_t>(), t.num_rows,
+                                          bad.as<unsigned long long>(), nullptr),
+          "hash insert");
+      unsigned long long result[2];
+      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(result, bad.get(), 16, cudaMemcpyDeviceToHost),
+                                 absl::StrCat("build the hash table of ", t.name));
+      if (result[0] > 0) {
+        const int64_t row = static_cast<int64_t>(result[1]);
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "DYNAMIC table %s: %d keys of its keys tensor cannot be stored (duplicates of an "
+            "earlier key, or the reserved key INT64_MIN), the first at row %d (key %d)",
+            t.name, result[0], row,
+            row >= 0 && row < t.num_rows ? reinterpret_cast<const int64_t*>(t.keys.data)[row]
+                                         : 0));
+      }
+      dm->hash_build_keys_ += t.num_rows;
+      dm->hash_build_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      d.hash.keys = static_cast<const int64_t*>(*keys);
+      d.hash.rows = static_cast<const int64_t*>(*hrows);
+      d.hash.num_buckets = num_buckets;
+    } else if (t.dynamic) {
       const kernels::HashTableView h = t.hash.view();
       const size_t slots = static_cast<size_t>(t.hash.num_slots());
       auto keys = upload(h.keys, 8 * slots, absl::StrCat("hash keys of ", t.name));

@@ -101,6 +101,10 @@ class DeviceModel {
     EmbeddingCache::Stats stats;
   };
   std::vector<CacheInfo> cache_info() const;
+  // Dynamic tables whose hash arrays were built on this GPU (the model came
+  // without host hash tables): keys inserted, and seconds (copy + build).
+  int64_t hash_build_keys() const { return hash_build_keys_; }
+  double hash_build_seconds() const { return hash_build_seconds_; }
   // The last refresh error (OK when none).
   absl::Status maintenance_status() const;
   // Runs one refresh of every cache now (benchmarks; the maintenance thread
@@ -119,6 +123,8 @@ class DeviceModel {
   std::vector<DeviceCross> cross_;
   int dense_ld_ = 0;
   int top_in_ld_ = 0;
+  int64_t hash_build_keys_ = 0;
+  double hash_build_seconds_ = 0;
 
   std::shared_ptr<const PlacementPlan> plan_;
   std::shared_ptr<HostTables> pinned_tables_;

@@ -245,6 +245,7 @@ struct LoadContext {
   int threads = 1;
   // Caps the host bytes of each allocation; -1 = /proc/meminfo, read anew.
   int64_t mem_available = -1;
+  bool build_hash_tables = true;
   absl::Mutex log_mu;
 
   void Log(const std::string& line) {
@@ -481,6 +482,9 @@ absl::Status LoadTable(LoadContext* ctx,
   absl::Span<const int64_t> key_span(
       reinterpret_cast<const int64_t*>(table->keys.data),
       static_cast<size_t>(table->num_rows));
+  // Built on the GPU instead, unless request validation needs it (id_policy
+  // ERROR rejects requests with keys that are not stored).
+  if (!ctx->build_hash_tables && table->id_policy != rankd::v1::ERROR) return absl::OkStatus();
   const int64_t hash_bytes = kernels::HashTable::SlotsFor(config.capacity()) * 16;
   PhaseProgress progress(ctx, table->name, "hash build", "keys",
                          table->num_rows, hash_bytes);
@@ -583,7 +587,9 @@ absl::Status CheckModelHostMemory(const LoadContext& ctx,
       const TensorInfo* kt = spec.keys ? file.Find(spec.keys->name) : nullptr;
       if (kt != nullptr && !Aligned(*kt, 8)) copies += kt->size_bytes;
     }
-    if (dynamic) hash += kernels::HashTable::SlotsFor(t.capacity()) * 16;
+    if (dynamic && (ctx.build_hash_tables || t.id_policy() == rankd::v1::ERROR)) {
+      hash += kernels::HashTable::SlotsFor(t.capacity()) * 16;
+    }
   }
   for (const auto* group : {&layout.bottom, &layout.top}) {
     for (const LinearTensors& l : *group) {
@@ -711,6 +717,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
   ctx.clock = options.clock != nullptr ? options.clock : RealClock::Get();
   ctx.threads = kernels::ResolveThreads(options.num_threads);
   ctx.mem_available = options.mem_available_bytes;
+  ctx.build_hash_tables = options.build_hash_tables;
   ctx.version = version;
   ctx.directory = directory;
   const absl::Time start = ctx.clock->Now();

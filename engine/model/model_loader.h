@@ -53,6 +53,13 @@ struct LoadOptions {
   // MemAvailable (bytes) to check the model's host memory against before
   // allocating anything; -1 = read /proc/meminfo. Tests inject a number.
   int64_t mem_available_bytes = -1;
+  // false: DYNAMIC tables keep their keys (EmbeddingTable::keys) but get no
+  // host hash table (EmbeddingTable::hash stays empty): for a server that
+  // only computes on the GPU, which builds its device table from the keys
+  // (kernels/cuda/hash_build.h, ~1 G keys/s against ~0.2 G on the host).
+  // The CPU engine needs them: keep true for it. Tables with id_policy ERROR
+  // always get one (request validation looks keys up on the host).
+  bool build_hash_tables = true;
 };
 
 // Loads one version directory. `expected_name` (if not empty) must equal the

@@ -648,6 +648,33 @@ TEST(ModelLoaderTest, HashBuildReportsProgress) {
   EXPECT_EQ((*m)->load_stats.HashKeys(), 300000);
 }
 
+TEST(ModelLoaderTest, HashTablesCanBeLeftToTheGpu) {
+  // Without host hash tables the keys stay (the CUDA backend builds from
+  // them); a table whose id_policy is ERROR still gets one (validation).
+  constexpr char kTwo[] = R"pb(
+    name: "two"
+    num_dense: 2
+    tables { name: "zero" kind: DYNAMIC num_rows: 1000 dim: 2 init { kind: RANDOM } }
+    tables { name: "strict" kind: DYNAMIC num_rows: 500 dim: 2 id_policy: ERROR
+             init { kind: RANDOM } }
+    sparse_features { name: "f" table: "zero" }
+    sparse_features { name: "g" table: "strict" }
+    interaction { kind: CAT }
+    top_mlp: [ 1 ]
+  )pb";
+  LoadOptions o;
+  o.build_hash_tables = false;
+  auto m = LoadWith(kTwo, ExpectedTensors(kTwo), "nohash", o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const EmbeddingTable& zero = (*m)->tables[0];
+  const EmbeddingTable& strict = (*m)->tables[1];
+  EXPECT_EQ(zero.hash.num_slots(), 0);
+  EXPECT_EQ(zero.keys.size, 1000 * 8);
+  ASSERT_GT(strict.hash.num_slots(), 0);
+  const auto* keys = reinterpret_cast<const int64_t*>(strict.keys.data);
+  EXPECT_EQ(kernels::HashLookup(strict.hash.view(), keys[123]), 123);
+}
+
 TEST(ModelLoaderTest, FormatLoadProgress) {
   EXPECT_EQ(FormatLoadProgress("m", 2, "t", "random rows", "B", 3'100'000'000,
                                7'400'000'000, absl::Milliseconds(596)),

@@ -175,7 +175,18 @@ PlanInput PlanInputFromModel(const Model& m) {
     p.placement = t.placement;
     p.num_rows = t.num_rows;
     p.row_bytes = t.row_bytes();
-    if (t.dynamic) p.index_slots = t.hash.num_slots();
+    if (t.dynamic) {
+      // Built on the host, or to be built on the GPU from the keys.
+      const size_t i = in.tables.size();
+      const int64_t capacity =
+          (static_cast<size_t>(m.config.tables_size()) == m.tables.size() &&
+           m.config.tables(static_cast<int>(i)).capacity() > 0)
+              ? m.config.tables(static_cast<int>(i)).capacity()
+              : 2 * t.num_rows;
+      p.index_slots = t.hash.num_slots() > 0
+                          ? t.hash.num_slots()
+                          : kernels::HashTable::SlotsFor(std::max<int64_t>(capacity, 1));
+    }
     in.tables.push_back(p);
   }
   return in;

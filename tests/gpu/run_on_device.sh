@@ -282,7 +282,7 @@ PY
     --output "$work/dyn.jsonl" > /dev/null 2>&1
   t0=$(date +%s)
   if serve_up dyn100m "$work/dyn"; then
-    row "dyn100m serving" "after $(( $(date +%s) - t0 )) s; $(grep -m1 -oiE 'hash[^,;]*[0-9.]+ [MG] ?keys/s[^,;]*' "$out/dyn100m.log")"
+    row "dyn100m serving" "after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'built on the GPU: .*' "$out/dyn100m.log")"
     run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/dyn.jsonl" --concurrency 8 \
       --connections 4 --duration_s 5 --label "dyn100m B=256" > "$out/dyn100m_c8.log" 2>&1
     row "dyn100m B=256 conc 8" "$(tail -1 "$out/dyn100m_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
