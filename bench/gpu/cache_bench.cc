@@ -42,8 +42,8 @@ ABSL_FLAG(std::string, dtype, "fp32", "row type: fp32 | fp16");
 ABSL_FLAG(int, batch, 4096, "candidates per launch");
 ABSL_FLAG(std::string, alphas, "1.05,1.2", "Zipf exponents");
 ABSL_FLAG(std::string, fractions, "1,0.5,0.1,0.01", "cache sizes, fraction of each table's rows");
-ABSL_FLAG(int, warmup_batches, 64, "batches before timing (the caches learn from them)");
-ABSL_FLAG(int, refresh_every, 4, "warm-up batches between cache refreshes");
+ABSL_FLAG(int, warmup_batches, 160, "batches before timing (the caches learn from them)");
+ABSL_FLAG(int, refresh_every, 8, "warm-up batches between cache refreshes");
 ABSL_FLAG(int, iters, 20, "timed launches (median reported)");
 ABSL_FLAG(int, sample_shift, 0, "cache access sampling: 1 in 2^k (0: every access)");
 ABSL_FLAG(bool, hbm, true, "also time all tables in HBM (needs the tables' bytes free on the GPU)");
@@ -278,7 +278,12 @@ int main(int argc, char** argv) {
     // Warm-up batches plus the timed one, all from the same distribution.
     const int nb = absl::GetFlag(FLAGS_warmup_batches) + 1;
     std::vector<Batch> batches(nb);
-    for (int k = 0; k < nb; ++k) {
+    // Ids on every core (each batch from its own seeded generator).
+    std::vector<std::thread> gen;
+    const int gen_threads = std::max(1u, std::thread::hardware_concurrency());
+    for (int g = 0; g < gen_threads; ++g) {
+      gen.emplace_back([&, g] {
+    for (int k = g; k < nb; k += gen_threads) {
       std::mt19937_64 rng(Mix(static_cast<uint64_t>(alpha * 1000) * 131 + k));
       std::uniform_real_distribution<double> u(0.0, 1.0);
       Batch& b = batches[k];
@@ -291,7 +296,13 @@ int main(int argc, char** argv) {
           b.ids.push_back(n > 1 ? static_cast<int64_t>((static_cast<__int128>(rank) * (mult == 0 ? 1 : mult)) % n) : 0);
         }
       }
+    }
+      });
+    }
+    for (auto& t : gen) t.join();
+    for (Batch& b : batches) {
       b.d_ids = upload(b.ids);
+      std::vector<int64_t>().swap(b.ids);  // keep only the device copy
     }
     const Batch& timed = batches.back();
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/model/host_memory.h"
+#include "kernels/cpu/parallel.h"
 
 namespace rankd::engine::cuda {
 namespace {
@@ -23,18 +24,10 @@ int64_t PageSize() { return static_cast<int64_t>(sysconf(_SC_PAGESIZE)); }
 
 // memcpy over all cores (a single thread moves ~10 GB/s; tables are tens of GB).
 void ParallelCopy(void* dst, const void* src, int64_t bytes) {
-  const int threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  const int64_t chunk = (bytes + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) {
-    const int64_t begin = i * chunk;
-    const int64_t n = std::min(bytes - begin, chunk);
-    if (n <= 0) break;
-    pool.emplace_back([=] {
-      std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, n);
-    });
-  }
-  for (auto& t : pool) t.join();
+  kernels::ParallelChunks(bytes, int64_t{64} << 20, 0, [&](int64_t begin, int64_t end) {
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                end - begin);
+  });
 }
 
 }  // namespace

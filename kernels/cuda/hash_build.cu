@@ -31,14 +31,15 @@ __device__ void MarkBad(unsigned long long* bad, int64_t row) {
 
 __global__ void HashInsertKernel(int64_t* slot_keys, int64_t* __restrict__ slot_rows,
                                  int64_t num_buckets, const int64_t* __restrict__ keys, int64_t n,
-                                 unsigned long long* bad) {
+                                 unsigned long long* bad, int64_t first_row) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const uint64_t mask = static_cast<uint64_t>(num_buckets) - 1;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const int64_t key = keys[i];
+    const int64_t row = first_row + i;
     if (key == kEmptyKey) {
-      MarkBad(bad, i);
+      MarkBad(bad, row);
       continue;
     }
     uint64_t bucket = HashKey(key) & mask;
@@ -52,20 +53,20 @@ __global__ void HashInsertKernel(int64_t* slot_keys, int64_t* __restrict__ slot_
           cur = atomicCAS(base + s, static_cast<unsigned long long>(kEmptyKey),
                           static_cast<unsigned long long>(key));
           if (cur == static_cast<unsigned long long>(kEmptyKey)) {
-            slot_rows[bucket * kBucketSlots + s] = i;
+            slot_rows[bucket * kBucketSlots + s] = row;
             done = true;
             break;
           }
         }
         if (cur == static_cast<unsigned long long>(key)) {  // stored already: a duplicate
-          MarkBad(bad, i);
+          MarkBad(bad, row);
           done = true;
           break;
         }
       }
       bucket = (bucket + 1) & mask;
     }
-    if (!done) MarkBad(bad, i);  // no free slot
+    if (!done) MarkBad(bad, row);  // no free slot
   }
 }
 
@@ -85,14 +86,14 @@ cudaError_t LaunchHashClear(int64_t* slot_keys, int64_t num_slots, cudaStream_t 
 
 cudaError_t LaunchHashInsert(int64_t* slot_keys, int64_t* slot_rows, int64_t num_buckets,
                              const int64_t* keys, int64_t n, unsigned long long* bad,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, int64_t first_row) {
   if (n <= 0) return cudaSuccess;
   if (slot_keys == nullptr || slot_rows == nullptr || keys == nullptr || bad == nullptr ||
       num_buckets <= 0 || (num_buckets & (num_buckets - 1)) != 0) {
     return cudaErrorInvalidValue;
   }
   HashInsertKernel<<<Grid(n), kThreads, 0, stream>>>(slot_keys, slot_rows, num_buckets, keys, n,
-                                                     bad);
+                                                     bad, first_row);
   return cudaGetLastError();
 }
 
