@@ -140,6 +140,7 @@ struct CudaSetupReport {
   // Dynamic tables built on the GPUs from their keys (summed over GPUs).
   int64_t hash_build_keys = 0;
   double hash_build_seconds = 0;
+  double hash_insert_seconds = 0;  // of which the insert kernels
 };
 // `report` (when given) is filled on success.
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(

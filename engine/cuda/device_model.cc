@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/cpu/parallel.h"
 #include "kernels/cuda/hash_build.h"
 
 namespace rankd::engine::cuda {
@@ -31,71 +29,6 @@ Linear PadInput(const Linear& l, int in) {
               p.weight.begin() + static_cast<size_t>(o) * in);
   }
   return p;
-}
-
-// Builds a dynamic table's device hash arrays from its host keys: the keys go
-// through two pinned staging buffers in chunks (host copies on every core,
-// DMA and the insert kernel of the previous chunk overlapped), so loading
-// runs at the copy rate rather than at pageable-memcpy speed. `result`
-// receives the kernel's bad-key count and smallest bad row.
-absl::Status BuildDeviceHash(const int64_t* host_keys, int64_t n, int64_t* slot_keys,
-                             int64_t* slot_rows, int64_t num_buckets, const std::string& table,
-                             unsigned long long result[2]) {
-  constexpr int64_t kChunk = int64_t{8} << 20;  // keys (64 MiB)
-  const std::string what = absl::StrCat("build the hash table of ", table);
-  cudaStream_t stream = nullptr;
-  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), what);
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } guard{stream};
-  const int64_t chunk = std::min(kChunk, std::max<int64_t>(n, 1));
-  DeviceBuffer device_chunk[2], bad;
-  PinnedBuffer staging[2];
-  cudaEvent_t done[2] = {nullptr, nullptr};
-  struct EventGuard {
-    cudaEvent_t* e;
-    ~EventGuard() {
-      for (int i = 0; i < 2; ++i) {
-        if (e[i] != nullptr) cudaEventDestroy(e[i]);
-      }
-    }
-  } events{done};
-  for (int b = 0; b < 2; ++b) {
-    absl::Status s = device_chunk[b].Allocate(8 * chunk, what);
-    if (s.ok()) s = staging[b].Allocate(8 * chunk, what);
-    if (!s.ok()) return s;
-    RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&done[b], cudaEventDisableTiming), what);
-  }
-  absl::Status s = bad.Allocate(16, what);
-  if (!s.ok()) return s;
-  const unsigned long long init[2] = {0, static_cast<unsigned long long>(INT64_MAX)};
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(bad.get(), init, 16, cudaMemcpyHostToDevice, stream),
-                             what);
-  RANKD_RETURN_IF_CUDA_ERROR(
-      kernels::cuda::LaunchHashClear(slot_keys, num_buckets * kernels::kBucketSlots, stream),
-      what + ": clear");
-  for (int64_t begin = 0, c = 0; begin < n; begin += chunk, ++c) {
-    const int b = static_cast<int>(c % 2);
-    const int64_t count = std::min(chunk, n - begin);
-    if (c >= 2) RANKD_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(done[b]), what);
-    int64_t* stage = staging[b].as<int64_t>();
-    kernels::ParallelChunks(count, int64_t{1} << 20, 0, [&](int64_t from, int64_t to) {
-      std::memcpy(stage + from, host_keys + begin + from, 8 * (to - from));
-    });
-    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device_chunk[b].get(), stage, 8 * count,
-                                               cudaMemcpyHostToDevice, stream),
-                               what + ": copy keys");
-    RANKD_RETURN_IF_CUDA_ERROR(
-        kernels::cuda::LaunchHashInsert(slot_keys, slot_rows, num_buckets,
-                                        device_chunk[b].as<int64_t>(), count,
-                                        bad.as<unsigned long long>(), stream, begin),
-        what + ": insert");
-    RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(done[b], stream), what);
-  }
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(result, bad.get(), 16, cudaMemcpyDeviceToHost, stream),
-                             what);
-  return CudaStatus(cudaStreamSynchronize(stream), what);
 }
 
 }  // namespace
@@ -266,12 +199,33 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
       if (!keys.ok()) return keys.status();
       auto hrows = upload(nullptr, 8 * slots, absl::StrCat("hash rows of ", t.name));
       if (!hrows.ok()) return hrows.status();
-      const int64_t num_buckets = slots / kernels::kBucketSlots;
-      unsigned long long result[2];
-      absl::Status s = BuildDeviceHash(reinterpret_cast<const int64_t*>(t.keys.data), t.num_rows,
-                                       static_cast<int64_t*>(*keys), static_cast<int64_t*>(*hrows),
-                                       num_buckets, t.name, result);
+      DeviceBuffer input, bad;
+      absl::Status s = input.Allocate(std::max<int64_t>(8, 8 * t.num_rows),
+                                      absl::StrCat("keys of ", t.name, " (build input)"));
+      if (s.ok()) s = bad.Allocate(16, "hash build status");
       if (!s.ok()) return s;
+      const unsigned long long init[2] = {0, static_cast<unsigned long long>(INT64_MAX)};
+      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(bad.get(), init, 16, cudaMemcpyHostToDevice),
+                                 "hash build status");
+      if (t.num_rows > 0) {
+        RANKD_RETURN_IF_CUDA_ERROR(
+            cudaMemcpy(input.get(), t.keys.data, 8 * t.num_rows, cudaMemcpyHostToDevice),
+            absl::StrCat("copy keys of ", t.name, " to GPU ", options.device));
+      }
+      const int64_t num_buckets = slots / kernels::kBucketSlots;
+      const auto copied = std::chrono::steady_clock::now();
+      RANKD_RETURN_IF_CUDA_ERROR(
+          kernels::cuda::LaunchHashClear(static_cast<int64_t*>(*keys), slots, nullptr),
+          "hash clear");
+      RANKD_RETURN_IF_CUDA_ERROR(
+          kernels::cuda::LaunchHashInsert(static_cast<int64_t*>(*keys),
+                                          static_cast<int64_t*>(*hrows), num_buckets,
+                                          input.as<int64_t>(), t.num_rows,
+                                          bad.as<unsigned long long>(), nullptr),
+          "hash insert");
+      unsigned long long result[2];
+      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(result, bad.get(), 16, cudaMemcpyDeviceToHost),
+                                 absl::StrCat("build the hash table of ", t.name));
       if (result[0] > 0) {
         const int64_t row = static_cast<int64_t>(result[1]);
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -281,9 +235,10 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
             row >= 0 && row < t.num_rows ? reinterpret_cast<const int64_t*>(t.keys.data)[row]
                                          : 0));
       }
+      const auto end = std::chrono::steady_clock::now();
       dm->hash_build_keys_ += t.num_rows;
-      dm->hash_build_seconds_ +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      dm->hash_build_seconds_ += std::chrono::duration<double>(end - start).count();
+      dm->hash_insert_seconds_ += std::chrono::duration<double>(end - copied).count();
       d.hash.keys = static_cast<const int64_t*>(*keys);
       d.hash.rows = static_cast<const int64_t*>(*hrows);
       d.hash.num_buckets = num_buckets;

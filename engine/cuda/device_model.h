@@ -105,6 +105,8 @@ class DeviceModel {
   // without host hash tables): keys inserted, and seconds (copy + build).
   int64_t hash_build_keys() const { return hash_build_keys_; }
   double hash_build_seconds() const { return hash_build_seconds_; }
+  // Of which the clear + insert kernels (the rest: allocating, copying keys).
+  double hash_insert_seconds() const { return hash_insert_seconds_; }
   // The last refresh error (OK when none).
   absl::Status maintenance_status() const;
   // Runs one refresh of every cache now (benchmarks; the maintenance thread
@@ -125,6 +127,7 @@ class DeviceModel {
   int top_in_ld_ = 0;
   int64_t hash_build_keys_ = 0;
   double hash_build_seconds_ = 0;
+  double hash_insert_seconds_ = 0;
 
   std::shared_ptr<const PlacementPlan> plan_;
   std::shared_ptr<HostTables> pinned_tables_;
