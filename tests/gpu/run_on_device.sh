@@ -298,6 +298,43 @@ PY
     row "hash lookup, 268 M slots" "$(grep -E '^\| hash' "$out/hash268m.log" | cut -d'|' -f2-4 | tr '\n' ';')"
 fi
 
+# --- loadprobe: is the load generator or rankd the limit? ------------------
+# kaggle (full size), 1-candidate requests: serve_bench and rankload closed
+# loop at the same concurrency, then rankload open loop at rising rates with
+# more sender threads and connections.
+if want loadprobe; then
+  gen kaggle kaggle 1
+  mkdir -p "$work/probe/kaggle/1"
+  ln -f "$work/models/kaggle/1/model.pbtxt" "$work/models/kaggle/1/weights.safetensors" "$work/probe/kaggle/1/"
+  run rankd gen-requests --model "$work/models/kaggle/1" --count 1000 --candidates 1 --seed 12 \
+    --output "$work/probe1.jsonl" > /dev/null 2>&1
+  if serve_up loadprobe "$work/probe"; then
+    r=$(run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/probe1.jsonl" \
+        --concurrency 64 --connections 8 --duration_s 5 --label "kaggle B=1" 2>&1 | tail -1)
+    row "probe serve_bench closed 64" "$(echo "$r" | grep -oE '[0-9]+ req/s.*p99 +[0-9.]+ us')"
+    for spec in "closed 64 8 4" "open 20000 16 8" "open 40000 32 16"; do
+      set -- $spec
+      if [ "$1" = closed ]; then
+        flags=(--mode closed --concurrency "$2")
+      else
+        flags=(--mode open --rate "$2")
+      fi
+      run rankload --target "127.0.0.1:$srv_port" --requests "$work/probe1.jsonl" "${flags[@]}" \
+        --connections "$3" --threads "$4" --duration_s 5 --warmup_s 1 --quiet \
+        --json "$out/probe_$1_$2.json" > "$out/probe_$1_$2.txt" 2>&1
+      row "probe rankload $1 $2 (conn $3, threads $4)" "$(python3 -c '
+import json, sys
+st = json.load(open(sys.argv[1]))["steps"][-1]
+l, v = st["latency_us"], st["service_us"]
+print("achieved %.0f req/s (target %s) p50 %.0f us p99 %.0f us; service p50 %.0f p99 %.0f; errors %d; late sends %d; behind %s" % (
+    st["achieved_rps"], st["target_rps"], l["p50"], l["p99"], v["p50"], v["p99"], st["errors"], st["late_sends"], st["client_behind"]))' "$out/probe_$1_$2.json" 2>&1 | head -c 300)"
+    done
+    kill -TERM $srv_pid; wait $srv_pid
+  else
+    row "loadprobe" "FAIL: $(tail -2 "$out/loadprobe.log" | tr '\n' ' ')"
+  fi
+fi
+
 # --- slo: rankload SLO report, kaggle preset, CUDA backend (issue 6) ---------
 if want slo; then
   bash bench/slo_report.sh --rankd "$bundle/bin/rankd" --rankload "$bundle/bin/rankload" \
