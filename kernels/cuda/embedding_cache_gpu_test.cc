@@ -12,31 +12,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/gpu_test_util.h"
 #include "kernels/cpu/embedding_cache.h"
 #include "kernels/cuda/embedding_cache.h"
 
 namespace rankd::kernels::cuda {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-
-#define ASSERT_CUDA(expr)                                                      \
-  do {                                                                         \
-    const cudaError_t err_ = (expr);                                           \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
-  } while (0)
-
-uint64_t TestSeed() {
-  if (const char* s = std::getenv("RANKD_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-}
+using ::rankd::kernels::cuda::testing::TestSeed;
 
 template <typename T>
 T* ToDevice(const std::vector<T>& v) {
@@ -54,7 +37,7 @@ std::vector<T> ToHost(const T* p, size_t n) {
 }
 
 TEST(EmbeddingCacheGpuTest, SetSlotsMatchesCpu) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  SKIP_WITHOUT_GPU();
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -97,7 +80,7 @@ TEST(EmbeddingCacheGpuTest, SetSlotsMatchesCpu) {
 }
 
 TEST(EmbeddingCacheGpuTest, FillRowsMatchesCpu) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  SKIP_WITHOUT_GPU();
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);

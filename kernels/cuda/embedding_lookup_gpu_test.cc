@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/gpu_test_util.h"
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
@@ -34,30 +35,9 @@
 namespace rankd::kernels::cuda {
 namespace {
 
+using ::rankd::kernels::cuda::testing::TestSeed;
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device on this machine"
-
-#define ASSERT_CUDA(expr)                                                      \
-  do {                                                                         \
-    const cudaError_t err_ = (expr);                                           \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
-  } while (0)
-
-uint64_t TestSeed() {
-  if (const char* s = std::getenv("RANKD_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-}
 
 // Device allocations freed together. Copy() places the data `pad` bytes past
 // a fresh (256-byte aligned) allocation, to exercise misaligned pointers.

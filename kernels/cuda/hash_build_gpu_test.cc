@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/gpu_test_util.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cuda/embedding_lookup.h"
 #include "kernels/cuda/hash_build.h"
@@ -21,25 +22,7 @@
 namespace rankd::kernels::cuda {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return n > 0;
-}
-
-#define ASSERT_CUDA(expr)                                                      \
-  do {                                                                         \
-    const cudaError_t err_ = (expr);                                           \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
-  } while (0)
-
-uint64_t TestSeed() {
-  if (const char* s = std::getenv("RANKD_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-}
+using ::rankd::kernels::cuda::testing::TestSeed;
 
 struct GpuBuild {
   std::vector<int64_t> slot_keys, slot_rows;
@@ -80,7 +63,7 @@ void Build(const std::vector<int64_t>& keys, int64_t min_slots, GpuBuild* out) {
 }
 
 TEST(HashBuildGpuTest, LookupsMatchTheCpuBuild) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  SKIP_WITHOUT_GPU();
   const uint64_t seed = TestSeed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -135,7 +118,7 @@ TEST(HashBuildGpuTest, LookupsMatchTheCpuBuild) {
 }
 
 TEST(HashBuildGpuTest, ReportsDuplicatesAndTheEmptyKey) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  SKIP_WITHOUT_GPU();
   std::vector<int64_t> keys;
   for (int64_t r = 0; r < 5000; ++r) keys.push_back(r * 7919 + 1);
   keys[4000] = keys[10];   // duplicate: row 4000 repeats row 10
@@ -149,7 +132,7 @@ TEST(HashBuildGpuTest, ReportsDuplicatesAndTheEmptyKey) {
 }
 
 TEST(HashBuildGpuTest, ReportsAFullTable) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  SKIP_WITHOUT_GPU();
   std::vector<int64_t> keys;
   for (int64_t r = 0; r < 40; ++r) keys.push_back(r + 100);
   GpuBuild g;

@@ -1,0 +1,44 @@
+// Shared by the randomized GPU tests (*_gpu_test.cc): skip without a device,
+// assert on CUDA calls, and a seed that is random per run but replayable
+// (RANKD_TEST_SEED=<n>). Tests only.
+#ifndef RANKD_KERNELS_CUDA_GPU_TEST_UTIL_H_
+#define RANKD_KERNELS_CUDA_GPU_TEST_UTIL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace rankd::kernels::cuda::testing {
+
+// Whether a CUDA device is usable (clears the error when not).
+inline bool HaveGpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+
+// RANKD_TEST_SEED when set, else a fresh random seed (print it with failures).
+inline uint64_t TestSeed() {
+  if (const char* s = std::getenv("RANKD_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+}
+
+}  // namespace rankd::kernels::cuda::testing
+
+#define SKIP_WITHOUT_GPU() \
+  if (!::rankd::kernels::cuda::testing::HaveGpu()) GTEST_SKIP() << "no CUDA device on this machine"
+
+#define ASSERT_CUDA(expr)                                                      \
+  do {                                                                         \
+    const cudaError_t err_ = (expr);                                           \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
+  } while (0)
+
+#endif  // RANKD_KERNELS_CUDA_GPU_TEST_UTIL_H_
