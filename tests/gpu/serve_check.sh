@@ -14,6 +14,11 @@ run rankd gen-model --preset mini --out "$work/models/mini/1" 2>/dev/null
 run rankd gen-model --preset kaggle --scale 0.01 --out "$work/models/kaggle/1" 2>/dev/null
 run rankd gen-model --preset mini --num_tables 8 --dynamic_tables 2 --dtype bf16 --name minidyn \
   --out "$work/models/minidyn/1" 2>/dev/null
+# A model whose queue holds 2 requests (for the overload check), 256-candidate requests.
+run rankd gen-model --preset kaggle --scale 0.01 --name minitiny --out "$work/models/minitiny/1" 2>/dev/null
+printf 'batching {\n  max_queue_requests: 2\n}\n' >> "$work/models/minitiny/1/model.pbtxt"
+run rankd gen-requests --model "$work/models/minitiny/1" --count 50 --candidates 256 --seed 4 \
+  --output "$work/minitiny.req.jsonl"
 for m in mini kaggle minidyn; do
   run rankd gen-requests --model "$work/models/$m/1" --count 50 --candidates 64 --seed 3 \
     --output "$work/$m.req.jsonl"
@@ -41,6 +46,22 @@ grep -q "INVALID_ARGUMENT.*dense\[12\]" "$work/bad.err"; check $? "NaN dense val
 curl -s "127.0.0.1:$mport/metrics" > "$work/metrics.txt"
 grep -q 'rankd_requests_total{code="OK",model="kaggle"} 50' "$work/metrics.txt"; check $? "metrics count the 50 kaggle requests"
 grep -q 'rankd_build_info{backend="cuda"' "$work/metrics.txt"; check $? "metrics report the cuda backend"
+# Deadlines and overload through rankload (the gRPC client the GPU machine has).
+errors_by() {  # json code -> count of that gRPC code in the step
+  python3 -c 'import json,sys; st=json.load(open(sys.argv[1]))["steps"][-1]; print(st["total_by_code"].get(sys.argv[2], 0))' "$1" "$2"
+}
+run rankload --target "127.0.0.1:$port" --requests "$work/kaggle.req.jsonl" --mode closed \
+  --concurrency 4 --duration_s 1 --warmup_s 0 --deadline_ms 0.01 --quiet \
+  --json "$work/deadline.json" > "$work/deadline.txt" 2>&1
+n=$(errors_by "$work/deadline.json" DEADLINE_EXCEEDED 2>/dev/null || echo 0)
+[ "${n:-0}" -gt 0 ]; check $? "a 10 us deadline -> DEADLINE_EXCEEDED ($n calls)"
+run rankload --target "127.0.0.1:$port" --requests "$work/minitiny.req.jsonl" --mode open \
+  --rate 30000 --connections 8 --threads 4 --duration_s 1 --warmup_s 0 --quiet \
+  --json "$work/overload.json" > "$work/overload.txt" 2>&1
+n=$(errors_by "$work/overload.json" RESOURCE_EXHAUSTED 2>/dev/null || echo 0)
+ok=$(errors_by "$work/overload.json" OK 2>/dev/null || echo 0)
+[ "${n:-0}" -gt 0 ] && [ "${ok:-0}" -gt 0 ]
+check $? "queue of 2 requests at 30k req/s -> RESOURCE_EXHAUSTED ($n) while others are served ($ok)"
 # SIGTERM during load: every admitted request answered, exit 0.
 run rankctl score --target "127.0.0.1:$port" --input "$work/kaggle.req.jsonl" --concurrency 16 \
   --output "$work/drain.jsonl" 2> "$work/drain.err" &
