@@ -208,9 +208,19 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
       RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(bad.get(), init, 16, cudaMemcpyHostToDevice),
                                  "hash build status");
       if (t.num_rows > 0) {
-        RANKD_RETURN_IF_CUDA_ERROR(
-            cudaMemcpy(input.get(), t.keys.data, 8 * t.num_rows, cudaMemcpyHostToDevice),
-            absl::StrCat("copy keys of ", t.name, " to GPU ", options.device));
+        // Keys in an allocation of their own (made at load) are page-locked
+        // for the copy, which then runs at DMA speed instead of through the
+        // driver's pageable staging (measured 0.07-0.11 s for 0.8 GB).
+        void* keys_host = const_cast<uint8_t*>(t.keys.data);
+        const bool registered =
+            t.keys.pinnable &&
+            cudaHostRegister(keys_host, 8 * t.num_rows, cudaHostRegisterDefault) == cudaSuccess;
+        if (!registered) cudaGetLastError();  // a failed registration only costs speed
+        const cudaError_t copy =
+            cudaMemcpy(input.get(), t.keys.data, 8 * t.num_rows, cudaMemcpyHostToDevice);
+        if (registered) cudaHostUnregister(keys_host);
+        RANKD_RETURN_IF_CUDA_ERROR(copy,
+                                   absl::StrCat("copy keys of ", t.name, " to GPU ", options.device));
       }
       const int64_t num_buckets = slots / kernels::kBucketSlots;
       const auto copied = std::chrono::steady_clock::now();
