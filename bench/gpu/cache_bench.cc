@@ -46,6 +46,7 @@ ABSL_FLAG(int, warmup_batches, 160, "batches before timing (the caches learn fro
 ABSL_FLAG(int, refresh_every, 8, "warm-up batches between cache refreshes");
 ABSL_FLAG(int, iters, 20, "timed launches (median reported)");
 ABSL_FLAG(int, sample_shift, 0, "cache access sampling: 1 in 2^k (0: every access)");
+ABSL_FLAG(double, decay, 0.8, "hot-set count decay per refresh (EmbeddingCache::Options::decay)");
 ABSL_FLAG(bool, hbm, true, "also time all tables in HBM (needs the tables' bytes free on the GPU)");
 
 namespace {
@@ -362,6 +363,7 @@ int main(int argc, char** argv) {
             (int64_t{B} * kBags[t] * absl::GetFlag(FLAGS_refresh_every) >> o.sample_shift) + 1);
         o.max_changes = std::max<int64_t>(o.capacity_rows / 4, 1 << 16);
         o.prefill = false;
+        o.decay = static_cast<float>(absl::GetFlag(FLAGS_decay));
         auto c = ec::EmbeddingCache::Create("t" + std::to_string(t), rows[t], row_bytes,
                                             host[t].device, o);
         if (!c.ok()) {

@@ -16,7 +16,7 @@ EmbeddingCache::EmbeddingCache(std::string table, int64_t num_rows, int64_t row_
       row_bytes_(row_bytes),
       host_rows_(host_rows),
       options_(options),
-      hot_(num_rows, std::min(options.capacity_rows, num_rows)) {}
+      hot_(num_rows, std::min(options.capacity_rows, num_rows), options.decay) {}
 
 absl::StatusOr<std::unique_ptr<EmbeddingCache>> EmbeddingCache::Create(
     const std::string& table, int64_t num_rows, int64_t row_bytes, const void* host_rows,

@@ -45,6 +45,7 @@ class EmbeddingCache {
     int64_t log_entries = 1 << 20; // access log size, rounded up to a power of two
     int64_t max_changes = 1 << 16; // rows admitted per refresh
     bool prefill = true;           // warm start with rows [0, capacity)
+    float decay = 0.8f;            // hot-set counts kept per refresh (hot_set.h)
   };
 
   // `host_rows` is the device alias of the table's pinned rows (HostTables).

@@ -7,15 +7,15 @@
 
 namespace rankd::engine::cuda {
 namespace {
-// Counts are multiplied by kDecay every refresh (a sample counts for about
-// 1 / (1 - kDecay) = 5 refreshes), and forgotten below kForget (a single
-// sample is kept about 10 refreshes), which bounds the rows tracked.
-constexpr float kDecay = 0.8f;
+// Counts below this after decay are forgotten, which bounds the rows tracked
+// (with decay 0.8 a single sample is kept about 10 refreshes).
 constexpr float kForget = 0.1f;
 }  // namespace
 
-HotSet::HotSet(int64_t num_rows, int64_t capacity)
-    : num_rows_(num_rows), capacity_(std::min(capacity, num_rows)) {
+HotSet::HotSet(int64_t num_rows, int64_t capacity, float decay)
+    : num_rows_(num_rows),
+      capacity_(std::min(capacity, num_rows)),
+      decay_(std::min(std::max(decay, 0.0f), 1.0f)) {
   row_of_slot_.assign(capacity_, -1);
   for (int64_t s = capacity_ - 1; s >= 0; --s) free_slots_.push_back(static_cast<int32_t>(s));
 }
@@ -42,7 +42,7 @@ int32_t HotSet::SlotOf(int64_t row) const {
 HotSet::Change HotSet::Plan(absl::Span<const int64_t> sampled, int64_t max_changes) {
   // Decay, then count the new samples.
   for (auto it = counts_.begin(); it != counts_.end();) {
-    it->second *= kDecay;
+    it->second *= decay_;
     if (it->second < kForget) {
       counts_.erase(it++);
     } else {

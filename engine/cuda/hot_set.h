@@ -25,7 +25,9 @@ namespace rankd::engine::cuda {
 class HotSet {
  public:
   // A table of `num_rows` rows and a cache of `capacity` slots (<= num_rows).
-  HotSet(int64_t num_rows, int64_t capacity);
+  // Counts are multiplied by `decay` (clamped to [0, 1]) every refresh: a
+  // sample weighs about 1 / (1 - decay) refreshes.
+  HotSet(int64_t num_rows, int64_t capacity, float decay = 0.8f);
 
   // Marks rows [0, capacity) as cached in slots [0, capacity): the cache's
   // warm start before any traffic is seen.
@@ -58,6 +60,7 @@ class HotSet {
 
   int64_t num_rows_;
   int64_t capacity_;
+  float decay_;
   absl::flat_hash_map<int64_t, float> counts_;  // decayed sampled accesses
   absl::flat_hash_map<int64_t, int32_t> slot_of_;  // cached row -> slot
   std::vector<int64_t> row_of_slot_;               // slot -> row, -1 = free
