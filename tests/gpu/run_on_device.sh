@@ -335,6 +335,30 @@ print("achieved %.0f req/s (target %s) p50 %.0f us p99 %.0f us; service p50 %.0f
   fi
 fi
 
+# --- workersweep: 1-candidate throughput vs GPU workers and connections -----
+if want workersweep; then
+  gen kaggle kaggle 1
+  mkdir -p "$work/sweep/kaggle/1"
+  ln -f "$work/models/kaggle/1/model.pbtxt" "$work/models/kaggle/1/weights.safetensors" "$work/sweep/kaggle/1/"
+  run rankd gen-requests --model "$work/models/kaggle/1" --count 1000 --candidates 1 --seed 12 \
+    --output "$work/sweep1.jsonl" > /dev/null 2>&1
+  for w in ${SWEEP_WORKERS:-1 2 4 8}; do
+    if serve_up "sweep_w$w" "$work/sweep" --gpu_workers "$w"; then
+      for cc in "64 4" "64 16" "256 16"; do
+        set -- $cc
+        r=$(run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/sweep1.jsonl" \
+            --concurrency "$1" --connections "$2" --duration_s 4 --label "kaggle B=1" 2>&1 | tail -1)
+        row "sweep workers $w conc $1 conn $2" "$(echo "$r" | grep -oE '[0-9]+ req/s.*p99 +[0-9.]+ us')"
+      done
+      curl -s "127.0.0.1:$srv_mport/metrics" | grep -E '^rankd_batch_requests_(sum|count)\{model="kaggle"' > "$out/sweep_w${w}_batch.txt"
+      row "sweep workers $w mean requests/batch" "$(awk '/_sum/ {s=$2} /_count/ {c=$2} END {if (c > 0) printf "%.2f over %d batches", s / c, c}' "$out/sweep_w${w}_batch.txt")"
+      kill -TERM $srv_pid; wait $srv_pid
+    else
+      row "sweep workers $w" "FAIL: $(tail -2 "$out/sweep_w$w.log" | tr '\n' ' ')"
+    fi
+  done
+fi
+
 # --- slo: rankload SLO report, kaggle preset, CUDA backend (issue 6) ---------
 if want slo; then
   bash bench/slo_report.sh --rankd "$bundle/bin/rankd" --rankload "$bundle/bin/rankload" \
