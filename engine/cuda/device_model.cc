@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/model/host_memory.h"
 #include "kernels/cuda/hash_build.h"
 
 namespace rankd::engine::cuda {
@@ -55,7 +56,7 @@ absl::Status DeviceModel::CheckFits(const Model& model, const PlacementPlan& pla
       "memory (%s in pinned host memory), but GPU %d has %.2f GiB free of %.2f GiB and %.2f GiB "
       "is kept for workers: lower --device_memory_budget so more tables move to host memory "
       "(placement AUTO or HOST), or free the GPU",
-      model.name, model.version, need / 1073741824.0, FormatBytes(plan.host_bytes()), device,
+      model.name, model.version, need / 1073741824.0, HumanBytes(plan.host_bytes()), device,
       free_bytes / 1073741824.0, total_bytes / 1073741824.0, reserve_bytes / 1073741824.0));
 }
 

@@ -70,7 +70,7 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
     e.bytes = t.rows.size;
     if (e.bytes == 0) continue;
     const std::string what = absl::StrCat("rows of HOST table ", t.name, " (",
-                                          FormatBytes(e.bytes), ")");
+                                          HumanBytes(e.bytes), ")");
     if (in_place(t)) {
       const cudaError_t err = cudaHostRegister(const_cast<uint8_t*>(t.rows.data), e.bytes,
                                                kRegisterFlags);

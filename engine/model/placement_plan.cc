@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/host_memory.h"
 #include "engine/model/model_shapes.h"
 
 namespace rankd::engine {
@@ -23,16 +24,6 @@ const char* TierName(Tier t) { return t == Tier::kDevice ? "DEVICE" : "HOST"; }
 
 }  // namespace
 
-std::string FormatBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (std::fabs(b) >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return u == 0 ? absl::StrFormat("%.0f B", b) : absl::StrFormat("%.2f %s", b, units[u]);
-}
-
 int64_t MemoryBudget::Resolve(int64_t total_bytes, int64_t available_bytes) const {
   if (bytes > 0) return bytes;
   if (fraction > 0) return static_cast<int64_t>(fraction * static_cast<double>(total_bytes));
@@ -40,7 +31,7 @@ int64_t MemoryBudget::Resolve(int64_t total_bytes, int64_t available_bytes) cons
 }
 
 std::string MemoryBudget::ToString() const {
-  if (bytes > 0) return FormatBytes(static_cast<double>(bytes));
+  if (bytes > 0) return HumanBytes(static_cast<double>(bytes));
   if (fraction > 0) return absl::StrFormat("%.3g of the GPU's memory", fraction);
   return "the GPU's free memory";
 }
@@ -135,12 +126,12 @@ std::string PlacementPlan::Describe() const {
     }
     s += absl::StrFormat("  %-14s %-6s %-6s %12s %12s %14s %12s\n", t.name,
                          rankd::v1::Placement_Name(t.requested), TierName(t.tier),
-                         FormatBytes(t.rows_bytes), FormatBytes(t.index_bytes), cached,
-                         t.tier == Tier::kHost ? FormatBytes(t.cache_bytes) : "-");
+                         HumanBytes(t.rows_bytes), HumanBytes(t.index_bytes), cached,
+                         t.tier == Tier::kHost ? HumanBytes(t.cache_bytes) : "-");
   }
   s += absl::StrFormat("  dense weights %s; HBM %s of budget %s; pinned host memory %s",
-                       FormatBytes(dense_bytes), FormatBytes(device_bytes()),
-                       FormatBytes(budget_bytes), FormatBytes(host_bytes()));
+                       HumanBytes(dense_bytes), HumanBytes(device_bytes()),
+                       HumanBytes(budget_bytes), HumanBytes(host_bytes()));
   return s;
 }
 
@@ -209,7 +200,7 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlanInput& input, int64_t budg
     fixed += p.index_bytes;
     if (p.requested == rankd::v1::DEVICE) {
       fixed += p.rows_bytes;
-      forced.push_back(absl::StrCat(p.name, " ", FormatBytes(p.rows_bytes)));
+      forced.push_back(absl::StrCat(p.name, " ", HumanBytes(p.rows_bytes)));
     }
     plan.tables.push_back(p);
   }
@@ -219,8 +210,8 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlanInput& input, int64_t budg
         "move to host memory (dense weights %s, dynamic-table indexes, tables placed DEVICE: "
         "%s), over the device-memory budget of %s: place tables HOST or AUTO, or raise "
         "--device_memory_budget",
-        input.model, FormatBytes(fixed), FormatBytes(plan.dense_bytes),
-        forced.empty() ? "none" : absl::StrJoin(forced, ", "), FormatBytes(budget_bytes)));
+        input.model, HumanBytes(fixed), HumanBytes(plan.dense_bytes),
+        forced.empty() ? "none" : absl::StrJoin(forced, ", "), HumanBytes(budget_bytes)));
   }
   // AUTO tables, smallest first, whole into HBM while the budget allows.
   std::vector<int> autos;

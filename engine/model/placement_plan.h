@@ -99,9 +99,6 @@ inline absl::StatusOr<PlacementPlan> PlanPlacement(const rankd::v1::ModelConfig&
 // Dense (MLP + cross) weight bytes of a config, fp32.
 int64_t DenseWeightBytes(const rankd::v1::ModelConfig& config);
 
-// "1.50 GiB" style.
-std::string FormatBytes(double bytes);
-
 }  // namespace rankd::engine
 
 #endif  // RANKD_ENGINE_MODEL_PLACEMENT_PLAN_H_

@@ -31,13 +31,13 @@ __device__ void MarkBad(unsigned long long* bad, int64_t row) {
 
 __global__ void HashInsertKernel(int64_t* slot_keys, int64_t* __restrict__ slot_rows,
                                  int64_t num_buckets, const int64_t* __restrict__ keys, int64_t n,
-                                 unsigned long long* bad, int64_t first_row) {
+                                 unsigned long long* bad) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const uint64_t mask = static_cast<uint64_t>(num_buckets) - 1;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const int64_t key = keys[i];
-    const int64_t row = first_row + i;
+    const int64_t row = i;
     if (key == kEmptyKey) {
       MarkBad(bad, row);
       continue;
@@ -86,14 +86,14 @@ cudaError_t LaunchHashClear(int64_t* slot_keys, int64_t num_slots, cudaStream_t 
 
 cudaError_t LaunchHashInsert(int64_t* slot_keys, int64_t* slot_rows, int64_t num_buckets,
                              const int64_t* keys, int64_t n, unsigned long long* bad,
-                             cudaStream_t stream, int64_t first_row) {
+                             cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   if (slot_keys == nullptr || slot_rows == nullptr || keys == nullptr || bad == nullptr ||
       num_buckets <= 0 || (num_buckets & (num_buckets - 1)) != 0) {
     return cudaErrorInvalidValue;
   }
   HashInsertKernel<<<Grid(n), kThreads, 0, stream>>>(slot_keys, slot_rows, num_buckets, keys, n,
-                                                     bad, first_row);
+                                                     bad);
   return cudaGetLastError();
 }
 

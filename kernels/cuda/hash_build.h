@@ -16,15 +16,14 @@ namespace rankd::kernels::cuda {
 // Sets slot_keys[0, num_slots) to kEmptyKey (slot_rows need no init).
 cudaError_t LaunchHashClear(int64_t* slot_keys, int64_t num_slots, cudaStream_t stream);
 
-// Inserts keys[i] -> row first_row + i for i < n into a cleared table of
-// `num_buckets` buckets (a power of two); a big keys tensor can be inserted
-// in chunks as it arrives. Keys that cannot be stored are counted in bad[0]
+// Inserts keys[i] -> row i for i < n into a cleared table of `num_buckets`
+// buckets (a power of two). Keys that cannot be stored are counted in bad[0]
 // (duplicates of an earlier-inserted key, kEmptyKey, or no free slot), and
 // bad[1] receives the smallest such row (atomicMin; set it to INT64_MAX
 // first). Both are device memory.
 cudaError_t LaunchHashInsert(int64_t* slot_keys, int64_t* slot_rows, int64_t num_buckets,
                              const int64_t* keys, int64_t n, unsigned long long* bad,
-                             cudaStream_t stream, int64_t first_row = 0);
+                             cudaStream_t stream);
 
 }  // namespace rankd::kernels::cuda
 

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "engine/model/host_memory.h"
 #include "engine/model/placement_plan.h"
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -32,16 +33,6 @@ namespace {
 using rankd::v1::ModelConfig;
 
 int64_t DtypeBytes(rankd::v1::DataType d) { return d == rankd::v1::FP32 ? 4 : 2; }
-
-std::string Bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return absl::StrFormat("%.2f %s", b, units[u]);
-}
 
 std::string Widths(int in, const google::protobuf::RepeatedField<int32_t>& out) {
   std::string s = absl::StrCat(in);
@@ -100,7 +91,7 @@ int RunInspect() {
     std::cout << absl::StrFormat("  %-12s %-7s %12d %5d %5s %5s %-7s %12s\n", t.name(),
                                  rankd::v1::TableKind_Name(t.kind()), t.num_rows(), t.dim(),
                                  rankd::v1::DataType_Name(t.dtype()),
-                                 rankd::v1::PoolingMode_Name(t.pooling()), place, Bytes(bytes));
+                                 rankd::v1::PoolingMode_Name(t.pooling()), place, engine::HumanBytes(bytes));
   }
   int64_t dense_params = 0;
   int in = c.num_dense();
@@ -117,9 +108,9 @@ int RunInspect() {
     const int64_t n = engine::InteractionWidth(c);
     dense_params += c.interaction().dcn_num_layers() * (2 * n * c.interaction().dcn_low_rank() + n);
   }
-  std::cout << "  tables total " << Bytes(total);
-  for (const auto& [place, bytes] : per_placement) std::cout << "; " << place << " " << Bytes(bytes);
-  std::cout << "\n  dense parameters " << dense_params << " (" << Bytes(dense_params * 4.0)
+  std::cout << "  tables total " << engine::HumanBytes(total);
+  for (const auto& [place, bytes] : per_placement) std::cout << "; " << place << " " << engine::HumanBytes(bytes);
+  std::cout << "\n  dense parameters " << dense_params << " (" << engine::HumanBytes(dense_params * 4.0)
             << " fp32)\n";
 
   // The CUDA backend's placement for this config (what rankd serve --backend
@@ -139,8 +130,8 @@ int RunInspect() {
   }
   const int64_t kReserve = int64_t{2} << 30;
   const int64_t budget_bytes = budget->Resolve(gpu->bytes, gpu->bytes - kReserve);
-  std::cout << "  placement on a GPU of " << Bytes(static_cast<double>(gpu->bytes))
-            << ", device-memory budget " << Bytes(static_cast<double>(budget_bytes)) << ":\n";
+  std::cout << "  placement on a GPU of " << engine::HumanBytes(static_cast<double>(gpu->bytes))
+            << ", device-memory budget " << engine::HumanBytes(static_cast<double>(budget_bytes)) << ":\n";
   auto plan = engine::PlanPlacement(c, budget_bytes);
   if (!plan.ok()) {
     std::cout << "  refused: " << plan.status().message() << "\n";
