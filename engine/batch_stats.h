@@ -19,6 +19,9 @@ struct BatchStats {
   // cache). Cache hits = lookups - unresolved - host reads.
   std::vector<int64_t> lookups_per_table;
   std::vector<int64_t> host_reads_per_table;
+  // Of those, the rows actually copied from host memory: each distinct
+  // missed row of a batch once (plus direct reads past the staging buffer).
+  std::vector<int64_t> host_rows_read_per_table;
   // The HBM cache's occupancy per table (slots used / slots), -1 for a HOST
   // table without a cache, -2 for a table in HBM.
   std::vector<double> cache_occupancy_per_table;

@@ -105,7 +105,8 @@ absl::Status CudaWorker::Init() {
   // Unresolved ids per table (general path) and per feature (fused path),
   // then host reads per table (HOST tables).
   host_reads_index_ = m.tables.size() + m.features.size();
-  const size_t num_counters = host_reads_index_ + m.tables.size();
+  host_rows_read_index_ = host_reads_index_ + m.tables.size();
+  const size_t num_counters = host_rows_read_index_ + m.tables.size();
   last_counts_.assign(num_counters, 0);
   const size_t out_bytes = counters_offset_ + 8 * num_counters;
   if (!(s = out_.Allocate(out_bytes, "scores")).ok()) return s;
@@ -140,6 +141,20 @@ absl::Status CudaWorker::EnsureArena(int64_t padded_rows, int64_t ids) {
   s = device_arena_.Allocate(biggest.bytes, "device arena");
   if (!s.ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(device_arena_.get(), 0, biggest.bytes), "arena memset");
+  if (dm_->any_host()) {
+    // Staging rows: what host_staging_bytes holds, never more than ids.
+    int64_t max_row_bytes = 16;
+    for (const TablePlan& t : dm_->plan().tables) {
+      if (t.tier == Tier::kHost) max_row_bytes = std::max(max_row_bytes, t.row_bytes);
+    }
+    const int64_t stride = (max_row_bytes + 15) / 16 * 16;
+    const int64_t rows = std::min(capacity, std::max<int64_t>(options_.host_staging_bytes, 0) / stride);
+    const int64_t bytes = kc::HostStagingBytes(capacity, rows, max_row_bytes);
+    s = host_staging_block_.Allocate(bytes, "HOST-table staging");
+    if (!s.ok()) return s;
+    host_staging_ = kc::CarveHostStaging(host_staging_block_.get(), capacity, rows, max_row_bytes,
+                                         dm_->host_span_bytes());
+  }
   ids_capacity_ = capacity;
   return absl::OkStatus();
 }
@@ -200,6 +215,8 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
   args.unresolved = counters;
   args.any_host = dm_->any_host();
   args.host_reads = counters + host_reads_index_;
+  args.host_rows_read = counters + host_rows_read_index_;
+  args.staging = host_staging_;
   absl::Status s = LaunchStatus(
       kc::LaunchPooledLookup(args, reinterpret_cast<const int64_t*>(arena + l.bag_prefix_offset),
                              stream_),
@@ -419,6 +436,7 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
     stats->unresolved_ids_per_table.assign(m.tables.size(), 0);
     if (dm_->any_host()) {
       stats->host_reads_per_table.assign(m.tables.size(), 0);
+      stats->host_rows_read_per_table.assign(m.tables.size(), 0);
       stats->lookups_per_table.assign(m.tables.size(), 0);
       stats->cache_occupancy_per_table.assign(m.tables.size(), -2.0);
       const PlacementPlan& plan = dm_->plan();
@@ -484,6 +502,8 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
         for (size_t t = 0; t < nt; ++t) {
           stats->host_reads_per_table[t] +=
               counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
+          stats->host_rows_read_per_table[t] +=
+              counts[host_rows_read_index_ + t] - last_counts_[host_rows_read_index_ + t];
         }
       }
     }

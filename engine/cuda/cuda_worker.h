@@ -47,6 +47,13 @@ class CudaWorker final : public Worker {
     // the GPU's free memory minus the workers' reserve). Tables that do not
     // fit go to pinned host memory behind an HBM cache.
     MemoryBudget budget;
+    // HOST tables: HBM this worker sets aside for the rows a batch misses in
+    // the cache, each distinct row copied from host memory once per batch
+    // before pooling (kernels/cuda/embedding_lookup.h, HostStaging). Misses
+    // beyond it are read from host memory directly. Part of the workers'
+    // reserve (DeviceModel::Options::reserve_bytes), allocated only when the
+    // model has HOST tables. 128 MiB = 262,144 rows of dim 128 fp32.
+    int64_t host_staging_bytes = int64_t{128} << 20;
   };
 
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(
@@ -117,8 +124,12 @@ class CudaWorker final : public Worker {
 
   // HOST tables: this worker's slot in the DeviceModel's ReaderGate (-1: none).
   int reader_ = -1;
-  // Offset (in counters) of the per-table host-read counters.
+  // Offsets (in counters) of the per-table cache-miss and host-row counters.
   size_t host_reads_index_ = 0;
+  size_t host_rows_read_index_ = 0;
+  // HOST tables: the staging passes' scratch, laid out for ids_capacity_ ids.
+  DeviceBuffer host_staging_block_;
+  kernels::cuda::HostStaging host_staging_;
 
   // Fused tiny path.
   kernels::cuda::TinyDlrmShape tiny_shape_;

@@ -163,6 +163,8 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
       if (!rows.ok()) return rows.status();
       d.rows = *rows;
       d.host = 1;
+      d.host_offset = dm->host_span_bytes_;  // HOST tables back to back, for the fetch order
+      dm->host_span_bytes_ += t.num_rows * t.row_bytes();
       if (tp.cache_rows > 0) {
         EmbeddingCache::Options co = options.cache;
         co.capacity_rows = tp.cache_rows;

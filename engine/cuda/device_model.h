@@ -94,6 +94,8 @@ class DeviceModel {
 
   const PlacementPlan& plan() const { return *plan_; }
   bool any_host() const { return plan_->any_host(); }
+  // Bytes of all HOST tables' rows (their DeviceTable::host_offset span).
+  int64_t host_span_bytes() const { return host_span_bytes_; }
   // Guards the caches against refreshes during workers' batches.
   ReaderGate* gate() const { return gate_.get(); }
   struct CacheInfo {
@@ -130,6 +132,7 @@ class DeviceModel {
   double hash_insert_seconds_ = 0;
 
   std::shared_ptr<const PlacementPlan> plan_;
+  int64_t host_span_bytes_ = 0;
   std::shared_ptr<HostTables> pinned_tables_;
   std::vector<std::unique_ptr<EmbeddingCache>> caches_;  // per table; null: none
   std::unique_ptr<ReaderGate> gate_;

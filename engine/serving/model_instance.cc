@@ -134,6 +134,7 @@ void ModelInstance::RunWorker(Worker* worker) {
     stats.unresolved_ids_per_table.clear();
     stats.lookups_per_table.clear();
     stats.host_reads_per_table.clear();
+    stats.host_rows_read_per_table.clear();
     stats.cache_occupancy_per_table.clear();
 
     const absl::Time start = clock_->Now();
@@ -165,8 +166,13 @@ void ModelInstance::RunWorker(Worker* worker) {
               t < stats.unresolved_ids_per_table.size() ? stats.unresolved_ids_per_table[t] : 0;
           const int64_t hits =
               std::max<int64_t>(0, stats.lookups_per_table[t] - unresolved - misses);
+          // Bytes that crossed from host memory: distinct missed rows when
+          // the backend reports them, else every miss.
+          const int64_t rows_read = stats.host_rows_read_per_table.size() == nt
+                                        ? stats.host_rows_read_per_table[t]
+                                        : misses;
           observer_->OnEmbeddingCache(model, model_->tables[t].name, hits, misses,
-                                      misses * model_->tables[t].row_bytes(), occupancy);
+                                      rows_read * model_->tables[t].row_bytes(), occupancy);
         }
       }
     }

@@ -1,6 +1,8 @@
 #include "kernels/cpu/embedding_cache.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace rankd::kernels {
 
@@ -19,6 +21,20 @@ void FillCacheRows(const void* src_rows, int64_t num_rows, int64_t row_bytes, co
     if (rows[i] < 0 || rows[i] >= num_rows || slots[i] < 0 || slots[i] >= capacity) continue;
     std::memcpy(dst + slots[i] * row_bytes, src + rows[i] * row_bytes, row_bytes);
   }
+}
+
+HostReadCount CountHostReads(const int64_t* rows, int64_t n, const int32_t* slot_of_row) {
+  std::vector<int64_t> missed;
+  for (int64_t i = 0; i < n; ++i) {
+    if (rows[i] < 0) continue;  // unresolved: never read
+    if (slot_of_row != nullptr && slot_of_row[rows[i]] >= 0) continue;
+    missed.push_back(rows[i]);
+  }
+  HostReadCount count;
+  count.misses = static_cast<int64_t>(missed.size());
+  std::sort(missed.begin(), missed.end());
+  count.distinct_rows = std::unique(missed.begin(), missed.end()) - missed.begin();
+  return count;
 }
 
 }  // namespace rankd::kernels

@@ -20,6 +20,18 @@ void SetCacheSlots(int32_t* slot_of_row, int64_t num_rows, const int64_t* rows,
 void FillCacheRows(const void* src_rows, int64_t num_rows, int64_t row_bytes, const int64_t* rows,
                    const int32_t* slots, int64_t n, void* cache_rows, int64_t capacity);
 
+// What the GPU lookup reads from host memory for one HOST table's ids of a
+// batch: CPU twin of the staging passes' accounting (HostStaging in
+// kernels/cuda/embedding_lookup.h). `rows` are the resolved rows of the ids
+// (kMissingRow = -1 skipped), `slot_of_row` the cache's map (nullptr = no
+// cache). A miss is an id whose row is not cached; each distinct missed row
+// is copied from host memory once (while the staging buffer has room).
+struct HostReadCount {
+  int64_t misses = 0;
+  int64_t distinct_rows = 0;
+};
+HostReadCount CountHostReads(const int64_t* rows, int64_t n, const int32_t* slot_of_row);
+
 }  // namespace rankd::kernels
 
 #endif  // RANKD_KERNELS_CPU_EMBEDDING_CACHE_H_

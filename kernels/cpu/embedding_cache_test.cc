@@ -26,5 +26,17 @@ TEST(EmbeddingCacheCpuTest, FillRowsCopiesWholeRowsIntoSlots) {
   EXPECT_EQ(cache, (std::vector<uint8_t>{7, 8, 9, 1, 2, 3}));
 }
 
+TEST(EmbeddingCacheCpuTest, HostReadsCountMissesAndDistinctMissedRows) {
+  // Rows 1 and 3 are cached; 0, 2 and 4 are not.
+  const std::vector<int32_t> map = {-1, 0, -1, 1, -1};
+  const std::vector<int64_t> rows = {0, 1, 2, 0, -1, 3, 2, 4, 0, 1};
+  const HostReadCount count = CountHostReads(rows.data(), rows.size(), map.data());
+  EXPECT_EQ(count.misses, 6);         // 0, 2, 0, 2, 4, 0
+  EXPECT_EQ(count.distinct_rows, 3);  // 0, 2, 4
+  const HostReadCount no_cache = CountHostReads(rows.data(), rows.size(), nullptr);
+  EXPECT_EQ(no_cache.misses, 9);
+  EXPECT_EQ(no_cache.distinct_rows, 5);
+}
+
 }  // namespace
 }  // namespace rankd::kernels

@@ -30,12 +30,25 @@
 //     max_i w_i * d = (max w) * d for d >= 0, (min w) * d for d < 0 exactly
 //     (rounding is monotonic), so MAX stays bit-identical to the CPU. Counts
 //     go to args.unresolved with one atomic per segment.
-//   * HOST tables (DeviceTable::host) take the kIndirect variant: a resolved
-//     row is looked up in the HBM cache's slot map and read from the cache
-//     when present, else from host memory (counted in host_reads); about one
-//     id in 2^sample_shift is appended to the table's access log for the
-//     cache's refresh. The pooling arithmetic is the same, so the results
-//     equal the all-in-HBM results exactly.
+//   * HOST tables (DeviceTable::host) take the kIndirect variant: their ids
+//     were resolved beforehand by the staging passes below, and each id's
+//     row is read from the device address in staging.locations (the HBM
+//     cache, the HBM staging buffer, or host memory). The pooling arithmetic
+//     is the same, so the results equal the all-in-HBM results exactly.
+//
+// Staging passes for HOST tables (launched before the pooling kernel):
+//   ResolveHostIdsKernel: one thread per id of a HOST feature resolves it,
+//     looks it up in the cache's slot map, and for a miss inserts (table,
+//     row) into the launch's dedup set; the first thread to insert a row
+//     takes the next staging slot. Each id's row address goes to
+//     locations[]; about one id in 2^sample_shift is appended to the
+//     table's access log for the cache's refresh.
+//   GatherStagedRowsKernel: every warp copies staged rows from host memory
+//     into the HBM staging buffer, four rows in flight per lane, so each
+//     distinct missed row crosses PCIe once and with the whole GPU's
+//     parallelism (read inside the pooling loop, a miss stalls its bag's
+//     warp instead). Rows beyond the staging capacity are read from host
+//     memory by the pooling kernel directly.
 //   * Registers: every row type / vector width / pooling is inlined into the
 //     one kernel; the segment's description sits in shared memory and is read
 //     where used, so the kernel stays at <= 128 registers (16 warps per SM)
@@ -47,9 +60,11 @@
 // slot. At load factor 0.5 most probes end in the first half, so a lookup
 // moves about 64 bytes of keys + one 32-byte sector of rows, against 128 + 32
 // for a half-warp reading the whole bucket.
+#include <cub/block/block_scan.cuh>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -163,24 +178,10 @@ struct SegmentJob {
   int64_t out_stride;
   bool out_vec;                    // out and out_stride allow 16-byte stores at 4-aligned columns
   unsigned long long* unresolved;  // nullptr: not counted
-  // HOST tables (PoolBags<..., kIndirect = true>).
-  const int32_t* cache_slot;       // nullptr: no cache
-  const void* cache_rows;
-  int64_t* access_log;             // nullptr: no sampling
-  unsigned long long* access_head;
-  uint32_t access_log_mask;
-  int sample_shift;
-  unsigned long long* host_reads;  // nullptr: not counted
+  // HOST tables (PoolBags<..., kIndirect = true>): the device address of
+  // each id's row, 0 when unresolved (HostStaging::locations).
+  const int64_t* locations;
 };
-
-// Indirect (HOST) tables: a resolved id's location is encoded in one int64,
-// so the load loop shuffles one value as for DEVICE tables:
-//   r >= 0          row r of the host rows
-//   r == kMissingRow unresolved (never loaded)
-//   r <= -2         slot -2 - r of the HBM cache
-__device__ __forceinline__ int64_t EncodeCacheSlot(int32_t slot) {
-  return -2 - static_cast<int64_t>(slot);
-}
 
 // Whether the id at position `pos` of the batch's id array is sampled into
 // the access log (about one in 2^shift, by a multiplicative hash of pos).
@@ -268,8 +269,7 @@ __device__ __forceinline__ int64_t ResolveRow(const volatile SegmentJob& job, in
 template <RowType kType, int kVec, bool kMax, bool warp_mode, bool kIndirect>
 __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const Groups& grp,
                                          int64_t begin, int64_t end, int32_t row_begin,
-                                         int32_t row_end, int lane, unsigned* miss_count,
-                                         unsigned* host_count) {
+                                         int32_t row_end, int lane, unsigned* miss_count) {
   constexpr int kElemBytes = kType == RowType::kFp32 ? 4 : 2;
   constexpr int kBytes = kVec * kElemBytes;
   constexpr int kWords = (kBytes + 3) / 4;
@@ -289,7 +289,8 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
   if constexpr (!warp_mode)
     batches = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(batches)));
   const char* __restrict__ table_rows = static_cast<const char*>(job.rows);
-  const bool rows32 = job.rows32;
+  // Indirect rows are 64-bit addresses.
+  const bool rows32 = !kIndirect && job.rows32;
   const bool prefetch = job.prefetch;
   const int64_t row_bytes = static_cast<int64_t>(dim) * kElemBytes;
 
@@ -297,10 +298,8 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
     const int col = col0 + grp.lane * kVec;
     const bool col_ok = col < dim;
     const char* __restrict__ col_base = table_rows + static_cast<int64_t>(col) * kElemBytes;
-    // kIndirect: the same columns of the HBM cache's rows.
-    const char* __restrict__ cache_col_base =
-        kIndirect ? static_cast<const char*>(job.cache_rows) + static_cast<int64_t>(col) * kElemBytes
-                  : nullptr;
+    // kIndirect: this lane's columns at offset col_bytes of each row's address.
+    const int64_t col_bytes = static_cast<int64_t>(col) * kElemBytes;
     const int64_t pass_begin = static_cast<int64_t>(col0) * kElemBytes;
     const int64_t pass_bytes =
         min(row_bytes - pass_begin, static_cast<int64_t>(cols_per_pass) * kElemBytes);
@@ -316,52 +315,27 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
       int64_t my_row = kMissingRow;  // also for slots past the end: never loaded
       float my_w = 1.0f;
       if (batch + my_slot < end) {
-        const int64_t id = __ldg(job.ids + batch + my_slot);
         const float* weights = job.weights;
         if (weights != nullptr) my_w = __ldg(weights + batch + my_slot);
-        my_row = ResolveRow(job, id);
-        if (my_row < 0) {
+        const char* row_start = nullptr;
+        if constexpr (kIndirect) {
+          // Resolved by the staging passes: the row's device address, or 0.
+          const int64_t loc = __ldg(job.locations + batch + my_slot);
+          my_row = loc != 0 ? loc : kMissingRow;
+          row_start = reinterpret_cast<const char*>(loc);
+        } else {
+          my_row = ResolveRow(job, __ldg(job.ids + batch + my_slot));
+          row_start = table_rows + my_row * row_bytes;
+        }
+        if (my_row == kMissingRow) {
           ++miss;
           miss_wsum += my_w;
           miss_wmax = fmaxf(miss_wmax, my_w);
           miss_wmin = fminf(miss_wmin, my_w);
-        } else {
-          const char* row_start = table_rows + my_row * row_bytes;
-          if constexpr (kIndirect) {
-            const int32_t* cache_slot = job.cache_slot;
-            const int32_t slot = cache_slot != nullptr ? __ldg(cache_slot + my_row) : -1;
-            if (slot >= 0) {
-              row_start = static_cast<const char*>(job.cache_rows) + slot * row_bytes;
-              my_row = EncodeCacheSlot(slot);
-            } else if (col0 == 0) {
-              ++*host_count;  // read from host memory (counted once per id)
-            }
-          }
-          if (prefetch) {
-            // This pass's columns of the row, one request per 128-byte line.
-            const char* first = row_start + pass_begin;
-            for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
-          }
-        }
-      }
-      if constexpr (kIndirect) {
-        // Sample resolved accesses into the access log (one atomic per warp).
-        int64_t* access_log = job.access_log;
-        if (access_log != nullptr && col0 == 0) {
-          const bool sample = my_row != kMissingRow && batch + my_slot < end &&
-                              SampledPosition(batch + my_slot, job.sample_shift);
-          const unsigned sampled = __ballot_sync(kFullMask, sample);
-          if (sampled != 0) {
-            unsigned long long first = 0;
-            const int leader = __ffs(sampled) - 1;
-            if (lane == leader) first = atomicAdd(job.access_head, __popc(sampled));
-            first = __shfl_sync(kFullMask, first, leader);
-            if (sample) {
-              const int64_t row = my_row >= 0 ? my_row : ResolveRow(job, __ldg(job.ids + batch + my_slot));
-              const unsigned rank = __popc(sampled & ((1u << lane) - 1));
-              access_log[(first + rank) & job.access_log_mask] = row;
-            }
-          }
+        } else if (prefetch) {
+          // This pass's columns of the row, one request per 128-byte line.
+          const char* first = row_start + pass_begin;
+          for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
         }
       }
       // Slots of this batch any group needs (warp-uniform).
@@ -391,11 +365,7 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
           w[u] = __shfl_sync(kFullMask, my_w, src);
           if constexpr (kIndirect) {
             ok[u] = r != kMissingRow && col_ok;
-            if (ok[u]) {
-              LoadRaw<kBytes>(r >= 0 ? col_base + r * row_bytes
-                                     : cache_col_base + (-2 - r) * row_bytes,
-                              raw[u]);
-            }
+            if (ok[u]) LoadRaw<kBytes>(reinterpret_cast<const char*>(r) + col_bytes, raw[u]);
           } else {
             ok[u] = r >= 0 && col_ok;
             if (ok[u]) LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
@@ -523,7 +493,6 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
   const unsigned short_mask = __ballot_sync(kFullMask, lane < job.count && !is_long);
 
   unsigned miss_count = 0;
-  unsigned host_count = 0;
   const int num_short = __popc(short_mask);
   for (int base = 0; base < num_short; base += grp.count) {
     const int k = base + grp.index;
@@ -537,13 +506,13 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
       row_end = __ldg(job.bag_rows + b + 1);
     }
     PoolBags<kType, kVec, kMax, /*warp_mode=*/false, kIndirect>(
-        job, grp, begin, end, row_begin, row_end, lane, &miss_count, &host_count);
+        job, grp, begin, end, row_begin, row_end, lane, &miss_count);
   }
   for (unsigned m = long_mask; m != 0; m &= m - 1) {
     const int64_t b = job.first_bag + (__ffs(m) - 1);
     PoolBags<kType, kVec, kMax, /*warp_mode=*/true, kIndirect>(
         job, grp, __ldg(job.bag_ids + b), __ldg(job.bag_ids + b + 1), __ldg(job.bag_rows + b),
-        __ldg(job.bag_rows + b + 1), lane, &miss_count, &host_count);
+        __ldg(job.bag_rows + b + 1), lane, &miss_count);
   }
 
   // One atomic per segment for its unresolved ids.
@@ -555,17 +524,6 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(unresolved),
                  "l"(static_cast<unsigned long long>(total))
                  : "memory");
-  }
-  if constexpr (kIndirect) {
-    // Every id is resolved by exactly one lane (the one that loaded it), so
-    // the lanes' counts add up to the segment's host reads.
-    const unsigned reads = __reduce_add_sync(kFullMask, host_count);
-    unsigned long long* host_reads = job.host_reads;
-    if (lane == 0 && reads > 0 && host_reads != nullptr) {
-      asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(host_reads),
-                   "l"(static_cast<unsigned long long>(reads))
-                   : "memory");
-    }
   }
 }
 
@@ -660,13 +618,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
         job.out_stride = args.out_stride;
         job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
         job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
-        job.cache_slot = table.cache_slot;
-        job.cache_rows = table.cache_rows;
-        job.access_log = table.access_log;
-        job.access_head = table.access_head;
-        job.access_log_mask = table.access_log_mask;
-        job.sample_shift = table.sample_shift;
-        job.host_reads = args.host_reads != nullptr ? args.host_reads + feature.table : nullptr;
+        job.locations = args.staging.locations;
       }
       __syncwarp();
 
@@ -706,6 +658,281 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
 }
 
 // ---------------------------------------------------------------------------
+// Staging passes for HOST tables (see the top of the file).
+
+constexpr int kStageThreads = 256;
+constexpr int kStageWarpsPerBlock = kStageThreads / kWarpSize;
+// Bag slots per warp of the resolve pass (ids of consecutive bags of one
+// feature are contiguous, so a warp walks them 32 at a time).
+constexpr int kResolveSlotsPerWarp = 32;
+// Rows each warp of the gather pass copies at once (one 16-byte load per
+// lane and row in flight before the first store).
+constexpr int kGatherRows = 4;
+// One wave of gather blocks on an H100 (132 SMs x 8 blocks of 256 threads);
+// larger batches loop.
+constexpr int kGatherMaxBlocks = 1056;
+// Longest probe run in the staging set before a miss is read directly.
+constexpr int kMaxStagingProbes = 64;
+
+__device__ __forceinline__ uint64_t MixStagingKey(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+// Staging slot of (table, row): >= 0 when staged, -1 when the row must be
+// read from host memory directly (staging full). *first: this thread
+// inserted the row (exactly one thread per distinct row gets true).
+__device__ __forceinline__ int32_t StageRow(const HostStaging& st, int table, int64_t row,
+                                            const char* src, int32_t bytes, int64_t host_offset,
+                                            bool* first) {
+  const unsigned long long key = (static_cast<unsigned long long>(table) << 40) |
+                                 static_cast<unsigned long long>(row);
+  const uint64_t mask = static_cast<uint64_t>(st.set_capacity) - 1;
+  uint64_t h = MixStagingKey(key) & mask;
+  auto* keys = reinterpret_cast<unsigned long long*>(st.set_keys);
+  // Once the staging buffer is full, misses go to host memory without
+  // touching the set, so the set (>= 2x the capacity) stays at most about
+  // half full and probes stay short; kMaxStagingProbes bounds them anyway.
+  if (*reinterpret_cast<volatile unsigned int*>(st.count) >= st.capacity) return -1;
+  for (int probe = 0; probe < kMaxStagingProbes; ++probe, h = (h + 1) & mask) {
+    const unsigned long long prev = atomicCAS(keys + h, ~0ull, key);
+    if (prev == ~0ull) {
+      *first = true;
+      const unsigned int n = atomicAdd(st.count, 1u);
+      int32_t slot = -2;  // overflow: every reader goes to host memory
+      if (n < static_cast<unsigned long long>(st.capacity)) {
+        st.sources[n] = reinterpret_cast<int64_t>(src);
+        st.source_bytes[n] = bytes;
+        const int32_t bucket = static_cast<int32_t>(
+            min(static_cast<uint64_t>(kStagingBuckets - 1),
+                static_cast<uint64_t>(max(host_offset, int64_t{0})) >> st.bucket_shift));
+        st.bucket_of[n] = bucket;
+        st.rank_in_bucket[n] = static_cast<int32_t>(atomicAdd(st.bucket_counts + bucket, 1u));
+        slot = static_cast<int32_t>(n);
+      }
+      atomicExch(st.set_slots + h, slot);  // releases the readers spinning below
+      return slot >= 0 ? slot : -1;
+    }
+    if (prev == key) {
+      // Inserted by another thread, which publishes the slot right after its
+      // atomicAdd (independent thread scheduling lets it progress even when
+      // it is in this warp).
+      int32_t slot;
+      do {
+        slot = *reinterpret_cast<volatile int32_t*>(st.set_slots + h);
+      } while (slot == -1);
+      return slot >= 0 ? slot : -1;
+    }
+  }
+  return -1;  // a long probe run: read it directly
+}
+
+// Row of `id` in `table` (bounds-checked, hash-probed for DYNAMIC tables),
+// or kMissingRow.
+__device__ __forceinline__ int64_t ResolveTableRow(const DeviceTable& table, int64_t id) {
+  int64_t row = id;
+  if (table.hash.num_buckets > 0) {
+    row = Aligned16(table.hash.keys)
+              ? ProbeRow<true>(table.hash.keys, table.hash.rows, table.hash.num_buckets, id)
+              : ProbeRow<false>(table.hash.keys, table.hash.rows, table.hash.num_buckets, id);
+  }
+  return (row >= 0 && row < table.num_rows) ? row : kMissingRow;
+}
+
+__global__ void __launch_bounds__(kStageThreads)
+    ResolveHostIdsKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix) {
+  const int lane = threadIdx.x & (kWarpSize - 1);
+  const int num_features = args.num_features;
+  const int64_t num_bags = min(args.total_bags, __ldg(bag_prefix + num_features));
+  const int64_t warp =
+      static_cast<int64_t>(blockIdx.x) * kStageWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t chunk_first = warp * kResolveSlotsPerWarp;
+  const int chunk_count = static_cast<int>(
+      max(int64_t{0}, min(static_cast<int64_t>(kResolveSlotsPerWarp), num_bags - chunk_first)));
+  const HostStaging& st = args.staging;
+  for (int done = 0; done < chunk_count;) {
+    const int64_t slot = chunk_first + done;
+    int lo = 0, hi = num_features - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (__ldg(bag_prefix + mid) <= slot) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const int64_t feature_first = __ldg(bag_prefix + lo);
+    const int count = static_cast<int>(
+        min(static_cast<int64_t>(chunk_count - done), __ldg(bag_prefix + lo + 1) - slot));
+    if (count <= 0) break;  // bag_prefix not non-decreasing: stop rather than spin
+    done += count;
+    const DeviceFeature& feature = args.features[lo];
+    const int t = feature.table;
+    const DeviceTable& table = args.tables[t];
+    if (table.host == 0 || table.dim <= 0) continue;
+    const int64_t first_bag = feature.bag_begin + (slot - feature_first);
+    const int64_t id_begin = __ldg(args.bag_ids + first_bag);
+    const int64_t id_end = __ldg(args.bag_ids + first_bag + count);
+    const int32_t row_bytes =
+        table.dim * (table.row_type == RowType::kFp32 ? 4 : 2);
+    const char* host_rows = static_cast<const char*>(table.rows);
+    const char* cache_rows = static_cast<const char*>(table.cache_rows);
+    unsigned misses = 0, reads = 0;
+    for (int64_t base = id_begin; base < id_end; base += kWarpSize) {
+      const int64_t pos = base + lane;
+      const bool active = pos < id_end;
+      int64_t row = kMissingRow;
+      int64_t loc = 0;
+      if (active) {
+        row = ResolveTableRow(table, __ldg(args.ids + pos));
+        if (row != kMissingRow) {
+          const int32_t cached = table.cache_slot != nullptr ? __ldg(table.cache_slot + row) : -1;
+          if (cached >= 0) {
+            loc = reinterpret_cast<int64_t>(cache_rows + static_cast<int64_t>(cached) * row_bytes);
+          } else {
+            ++misses;
+            const char* src = host_rows + row * row_bytes;
+            bool first = false;
+            const int32_t staged =
+                StageRow(st, t, row, src, row_bytes, table.host_offset + row * row_bytes, &first);
+            if (staged >= 0) {
+              reads += first ? 1 : 0;
+              loc = reinterpret_cast<int64_t>(static_cast<const char*>(st.rows) +
+                                              static_cast<int64_t>(staged) * st.stride);
+            } else {
+              ++reads;  // read from host memory by the pooling kernel
+              loc = reinterpret_cast<int64_t>(src);
+            }
+          }
+        }
+        st.locations[pos] = loc;
+      }
+      // Sample resolved accesses into the access log (one atomic per warp).
+      int64_t* access_log = table.access_log;
+      if (access_log != nullptr) {
+        const bool sample =
+            row != kMissingRow && SampledPosition(pos, table.sample_shift);
+        const unsigned sampled = __ballot_sync(kFullMask, sample);
+        if (sampled != 0) {
+          unsigned long long first = 0;
+          const int leader = __ffs(sampled) - 1;
+          if (lane == leader) first = atomicAdd(table.access_head, __popc(sampled));
+          first = __shfl_sync(kFullMask, first, leader);
+          if (sample) {
+            const unsigned rank = __popc(sampled & ((1u << lane) - 1));
+            access_log[(first + rank) & table.access_log_mask] = row;
+          }
+        }
+      }
+    }
+    const unsigned total_misses = __reduce_add_sync(kFullMask, misses);
+    const unsigned total_reads = __reduce_add_sync(kFullMask, reads);
+    if (lane == 0) {
+      if (total_misses > 0 && args.host_reads != nullptr) {
+        atomicAdd(args.host_reads + t, static_cast<unsigned long long>(total_misses));
+      }
+      if (total_reads > 0 && args.host_rows_read != nullptr) {
+        atomicAdd(args.host_rows_read + t, static_cast<unsigned long long>(total_reads));
+      }
+    }
+  }
+}
+
+// Bucket counts -> exclusive offsets, in place (one block).
+constexpr int kScanThreads = 1024;
+constexpr int kScanPerThread = kStagingBuckets / kScanThreads;
+static_assert(kStagingBuckets % kScanThreads == 0, "buckets split evenly over the scan block");
+__global__ void __launch_bounds__(kScanThreads) ScanStagingBucketsKernel(unsigned int* counts) {
+  using BlockScan = cub::BlockScan<unsigned int, kScanThreads>;
+  __shared__ typename BlockScan::TempStorage temp;
+  unsigned int* mine = counts + threadIdx.x * kScanPerThread;
+  unsigned int local[kScanPerThread];
+  unsigned int sum = 0;
+#pragma unroll
+  for (int i = 0; i < kScanPerThread; ++i) {
+    local[i] = mine[i];
+    sum += local[i];
+  }
+  unsigned int offset = 0;
+  BlockScan(temp).ExclusiveSum(sum, offset);
+#pragma unroll
+  for (int i = 0; i < kScanPerThread; ++i) {
+    mine[i] = offset;
+    offset += local[i];
+  }
+}
+
+// order[offset of its bucket + its rank] = staged row.
+__global__ void __launch_bounds__(kStageThreads) OrderStagedRowsKernel(const HostStaging st) {
+  const int64_t n = min(static_cast<int64_t>(*st.count), st.capacity);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageThreads;
+  for (int64_t s = static_cast<int64_t>(blockIdx.x) * kStageThreads + threadIdx.x; s < n;
+       s += stride) {
+    st.order[st.bucket_counts[st.bucket_of[s]] + st.rank_in_bucket[s]] = static_cast<int32_t>(s);
+  }
+}
+
+// Copies the staged rows from host memory into the staging buffer, in fetch
+// order. Rows are taken kGatherRows per warp at a time, all their loads
+// issued before the first store.
+// ordered false: slot order (for A/B timing, RANKD_STAGING_ORDER=0).
+__global__ void __launch_bounds__(kStageThreads) GatherStagedRowsKernel(const HostStaging st,
+                                                                        bool ordered) {
+  const int lane = threadIdx.x & (kWarpSize - 1);
+  const int64_t n = min(static_cast<int64_t>(*st.count), st.capacity);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kStageWarpsPerBlock;
+  const int64_t warp =
+      static_cast<int64_t>(blockIdx.x) * kStageWarpsPerBlock + threadIdx.x / kWarpSize;
+  char* const staging = static_cast<char*>(st.rows);
+  for (int64_t first = warp * kGatherRows; first < n; first += warps * kGatherRows) {
+    const char* src[kGatherRows];
+    char* dst[kGatherRows];
+    int32_t bytes[kGatherRows];
+    bool vec = true;
+    int32_t max_bytes = 0;
+#pragma unroll
+    for (int u = 0; u < kGatherRows; ++u) {
+      const int64_t r = first + u >= n ? -1 : ordered ? __ldg(st.order + first + u) : first + u;
+      src[u] = r >= 0 ? reinterpret_cast<const char*>(__ldg(st.sources + r)) : nullptr;
+      bytes[u] = r >= 0 ? __ldg(st.source_bytes + r) : 0;
+      dst[u] = staging + max(r, int64_t{0}) * st.stride;
+      vec = vec && ((reinterpret_cast<uintptr_t>(src[u]) | static_cast<uintptr_t>(bytes[u])) & 15) == 0;
+      max_bytes = max(max_bytes, bytes[u]);
+    }
+    if (vec) {
+      for (int32_t offset = lane * 16; offset < max_bytes; offset += kWarpSize * 16) {
+        uint32_t raw[kGatherRows][4];
+#pragma unroll
+        for (int u = 0; u < kGatherRows; ++u) {
+          if (offset < bytes[u]) LoadRaw<16>(src[u] + offset, raw[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kGatherRows; ++u) {
+          if (offset < bytes[u]) {
+            *reinterpret_cast<uint4*>(dst[u] + offset) =
+                make_uint4(raw[u][0], raw[u][1], raw[u][2], raw[u][3]);
+          }
+        }
+      }
+    } else {
+      // Rows of 2-byte elements at any 2-byte alignment (fp16 / bf16 with
+      // an odd dim, fp32 with dim % 4 != 0).
+#pragma unroll
+      for (int u = 0; u < kGatherRows; ++u) {
+        for (int32_t offset = lane * 2; offset < bytes[u]; offset += kWarpSize * 2) {
+          uint32_t raw[1];
+          LoadRaw<2>(src[u] + offset, raw);
+          *reinterpret_cast<uint16_t*>(dst[u] + offset) = static_cast<uint16_t>(raw[0]);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Hash lookup.
 
 template <bool kVector>
@@ -726,6 +953,56 @@ unsigned int GridFor(int64_t items, int per_block) {
 
 }  // namespace
 
+namespace {
+constexpr int64_t kStagingAlign = 256;
+int64_t AlignUp(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+int64_t StagingStride(int64_t max_row_bytes) { return AlignUp(std::max<int64_t>(max_row_bytes, 16), 16); }
+int64_t StagingSetCapacity(int64_t capacity) {
+  int64_t c = 1024;
+  while (c < 2 * capacity) c <<= 1;
+  return c;
+}
+}  // namespace
+
+int64_t HostStagingBytes(int64_t ids, int64_t capacity, int64_t max_row_bytes) {
+  const int64_t set = StagingSetCapacity(capacity);
+  return kStagingAlign + AlignUp(8 * set, kStagingAlign) + AlignUp(4 * set, kStagingAlign) +
+         AlignUp(8 * capacity, kStagingAlign) + AlignUp(4 * capacity, kStagingAlign) +
+         AlignUp(4 * int64_t{kStagingBuckets}, kStagingAlign) +
+         3 * AlignUp(4 * capacity, kStagingAlign) +
+         AlignUp(8 * std::max<int64_t>(ids, 1), kStagingAlign) +
+         capacity * StagingStride(max_row_bytes);
+}
+
+HostStaging CarveHostStaging(void* block, int64_t ids, int64_t capacity, int64_t max_row_bytes,
+                             int64_t host_span_bytes) {
+  HostStaging st;
+  char* p = static_cast<char*>(block);
+  auto take = [&p](int64_t bytes) {
+    char* at = p;
+    p += AlignUp(bytes, kStagingAlign);
+    return at;
+  };
+  st.set_capacity = StagingSetCapacity(capacity);
+  st.capacity = capacity;
+  st.stride = StagingStride(max_row_bytes);
+  st.count = reinterpret_cast<unsigned int*>(take(sizeof(unsigned int)));
+  st.set_keys = reinterpret_cast<int64_t*>(take(8 * st.set_capacity));
+  st.set_slots = reinterpret_cast<int32_t*>(take(4 * st.set_capacity));
+  st.sources = reinterpret_cast<int64_t*>(take(8 * capacity));
+  st.source_bytes = reinterpret_cast<int32_t*>(take(4 * capacity));
+  st.locations = reinterpret_cast<int64_t*>(take(8 * std::max<int64_t>(ids, 1)));
+  st.bucket_counts = reinterpret_cast<unsigned int*>(take(4 * int64_t{kStagingBuckets}));
+  st.bucket_of = reinterpret_cast<int32_t*>(take(4 * capacity));
+  st.rank_in_bucket = reinterpret_cast<int32_t*>(take(4 * capacity));
+  st.order = reinterpret_cast<int32_t*>(take(4 * capacity));
+  while (st.bucket_shift < 62 && (host_span_bytes >> st.bucket_shift) >= kStagingBuckets) {
+    ++st.bucket_shift;
+  }
+  st.rows = p;
+  return st;
+}
+
 cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_prefix,
                                cudaStream_t stream) {
   if (args.total_bags <= 0 || args.num_features <= 0) return cudaSuccess;
@@ -743,6 +1020,51 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
   const int64_t blocks = (warps + kPoolWarpsPerBlock - 1) / kPoolWarpsPerBlock;
   if (blocks > INT_MAX) return cudaErrorInvalidValue;  // 6.9e10 bags
   if (args.any_host) {
+    const HostStaging& st = args.staging;
+    if (st.locations == nullptr || st.set_keys == nullptr || st.set_slots == nullptr ||
+        st.count == nullptr || st.sources == nullptr || st.source_bytes == nullptr ||
+        (st.capacity > 0 && (st.bucket_counts == nullptr || st.bucket_of == nullptr ||
+                             st.rank_in_bucket == nullptr || st.order == nullptr)) ||
+        (st.capacity > 0 && st.rows == nullptr) || st.capacity < 0 || st.stride % 16 != 0 ||
+        st.set_capacity < 2 * st.capacity || (st.set_capacity & (st.set_capacity - 1)) != 0 ||
+        st.set_capacity <= 0) {
+      return cudaErrorInvalidValue;
+    }
+    // Empty set and no staged rows (keys -1 and slots -1 are all-ones bytes;
+    // the two arrays are adjacent when laid out by CarveHostStaging).
+    cudaError_t e = cudaMemsetAsync(st.set_keys, 0xff, sizeof(int64_t) * st.set_capacity, stream);
+    if (e == cudaSuccess) {
+      e = cudaMemsetAsync(st.set_slots, 0xff, sizeof(int32_t) * st.set_capacity, stream);
+    }
+    if (e == cudaSuccess) e = cudaMemsetAsync(st.count, 0, sizeof(unsigned int), stream);
+    if (e == cudaSuccess && st.capacity > 0) {
+      e = cudaMemsetAsync(st.bucket_counts, 0, sizeof(unsigned int) * kStagingBuckets, stream);
+    }
+    if (e != cudaSuccess) return e;
+    const int64_t resolve_warps = (args.total_bags + kResolveSlotsPerWarp - 1) / kResolveSlotsPerWarp;
+    const int64_t resolve_blocks = (resolve_warps + kStageWarpsPerBlock - 1) / kStageWarpsPerBlock;
+    if (resolve_blocks > INT_MAX) return cudaErrorInvalidValue;
+    ResolveHostIdsKernel<<<static_cast<unsigned int>(resolve_blocks), kStageThreads, 0, stream>>>(
+        args, bag_prefix);
+    // RANKD_STAGING_ORDER=0 fetches staged rows in slot order (A/B timing).
+    static const bool ordered = [] {
+      const char* v = std::getenv("RANKD_STAGING_ORDER");
+      return v == nullptr || std::strcmp(v, "0") != 0;
+    }();
+    if (st.capacity > 0) {
+      if (ordered) {
+        ScanStagingBucketsKernel<<<1, kScanThreads, 0, stream>>>(st.bucket_counts);
+        const int64_t order_blocks =
+            std::min<int64_t>(kGatherMaxBlocks, (st.capacity + kStageThreads - 1) / kStageThreads);
+        OrderStagedRowsKernel<<<static_cast<unsigned int>(order_blocks), kStageThreads, 0, stream>>>(
+            st);
+      }
+      const int64_t gather_blocks =
+          std::min(static_cast<int64_t>(kGatherMaxBlocks),
+              (st.capacity + kGatherRows * kStageWarpsPerBlock - 1) / (kGatherRows * kStageWarpsPerBlock));
+      GatherStagedRowsKernel<<<static_cast<unsigned int>(gather_blocks), kStageThreads, 0, stream>>>(
+          st, ordered);
+    }
     PooledLookupKernel<true><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
         args, bag_prefix, prefetch);
   } else {

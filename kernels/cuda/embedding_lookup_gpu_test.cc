@@ -27,6 +27,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/gpu_test_util.h"
+#include "kernels/cpu/embedding_cache.h"
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
@@ -160,6 +161,10 @@ struct Scenario {
   int out_stride = 0;
   bool count_unresolved = true;
   int64_t extra_bag_slots = 0;  // total_bags over-estimates the bag count by this
+  // HOST tables: rows the staging buffer holds; -1 = one per id of a HOST
+  // feature (never overflows). Smaller values send the overflow to direct
+  // host reads.
+  int64_t staging_capacity = -1;
 };
 
 std::string Describe(const Scenario& s) {
@@ -174,7 +179,7 @@ std::string Describe(const Scenario& s) {
            std::to_string(fs.bag_sizes.size()) + " rows_pad " + std::to_string(t.rows_pad) +
            (t.host ? " HOST cache " + std::to_string(t.cache_fraction) : "");
   }
-  return out;
+  return out + "\n  staging capacity " + std::to_string(s.staging_capacity);
 }
 
 // Mapped pinned host allocations, freed together.
@@ -354,6 +359,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   std::vector<int> owner(out_size, -1);  // feature of each element, for messages
   std::vector<unsigned long long> expected_unresolved(num_tables);
   std::vector<unsigned long long> expected_host_reads(num_tables, 0);
+  std::vector<std::vector<int64_t>> host_rows_of_table(num_tables);  // resolved rows, all features
   for (int t = 0; t < num_tables; ++t) expected_unresolved[t] = 1000 + 17 * t;  // poison start
   for (int f = 0; f < num_features; ++f) {
     const FeatureSpec& fs = sc.features[f];
@@ -389,6 +395,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
         if (ts.host && row != kMissingRow && ht.slot_of_row[row] < 0) {
           ++expected_host_reads[fs.table];
         }
+        if (ts.host) host_rows_of_table[fs.table].push_back(row);
         const double w = fs.weighted ? std::fabs(weights[i]) : 1.0;
         for (int c = 0; c < ts.dim; ++c) {
           double v = 0.0;
@@ -477,6 +484,15 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   }
   PooledLookupArgs args;
   args.any_host = any_host;
+  {
+    int64_t offset = 0;  // HOST tables back to back (the staged fetch order)
+    for (int t = 0; t < num_tables; ++t) {
+      if (!sc.tables[t].host) continue;
+      tables[t].host_offset = offset;
+      offset += sc.tables[t].num_rows * static_cast<int64_t>(sc.tables[t].dim) *
+                static_cast<int64_t>(RowTypeBytes(sc.tables[t].type));
+    }
+  }
   args.tables = arena.Copy(tables);
   args.features = arena.Copy(features);
   args.num_features = num_features;
@@ -491,8 +507,36 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   for (int t = 0; t < num_tables; ++t) unresolved_start[t] = 1000 + 17 * t;
   args.unresolved = sc.count_unresolved ? arena.Copy(unresolved_start) : nullptr;
   args.host_reads = any_host ? arena.Copy(std::vector<unsigned long long>(num_tables, 0)) : nullptr;
+  args.host_rows_read =
+      any_host ? arena.Copy(std::vector<unsigned long long>(num_tables, 0)) : nullptr;
+  // Staging for the HOST tables, and what the CPU twin says it reads.
+  int64_t host_ids = 0, max_row_bytes = 0, distinct_total = 0, host_span = 0;
+  std::vector<HostReadCount> expected_reads(num_tables);
+  for (int t = 0; t < num_tables; ++t) {
+    if (!sc.tables[t].host) continue;
+    host_ids += static_cast<int64_t>(host_rows_of_table[t].size());
+    max_row_bytes = std::max<int64_t>(
+        max_row_bytes, static_cast<int64_t>(sc.tables[t].dim) * RowTypeBytes(sc.tables[t].type));
+    const std::vector<int32_t>& map = host[t].slot_of_row;
+    expected_reads[t] =
+        CountHostReads(host_rows_of_table[t].data(), host_rows_of_table[t].size(),
+                       sc.tables[t].cache_fraction > 0 ? map.data() : nullptr);
+    distinct_total += expected_reads[t].distinct_rows;
+    host_span += sc.tables[t].num_rows * static_cast<int64_t>(sc.tables[t].dim) *
+                 static_cast<int64_t>(RowTypeBytes(sc.tables[t].type));
+  }
+  const int64_t staging_capacity = sc.staging_capacity < 0 ? host_ids : sc.staging_capacity;
+  if (any_host) {
+    void* block = arena.Alloc(
+        HostStagingBytes(static_cast<int64_t>(ids.size()), staging_capacity, max_row_bytes));
+    args.staging = CarveHostStaging(block, static_cast<int64_t>(ids.size()), staging_capacity,
+                                    max_row_bytes, host_span);
+  }
   const int64_t* d_prefix = arena.Copy(bag_prefix);
   ASSERT_CUDA(arena.error());
+  // cudaMemcpy from pageable memory may return before its DMA lands, and the
+  // test stream does not wait for the legacy stream: finish the uploads.
+  ASSERT_CUDA(cudaDeviceSynchronize());
 
   Stream stream;
   ASSERT_CUDA(stream.error());
@@ -529,8 +573,28 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     std::vector<unsigned long long> reads(num_tables);
     ASSERT_CUDA(cudaMemcpy(reads.data(), args.host_reads, num_tables * sizeof(unsigned long long),
                            cudaMemcpyDeviceToHost));
+    std::vector<unsigned long long> rows_read(num_tables);
+    ASSERT_CUDA(cudaMemcpy(rows_read.data(), args.host_rows_read,
+                           num_tables * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    unsigned int staged = 0;
+    ASSERT_CUDA(cudaMemcpy(&staged, args.staging.count, sizeof(staged), cudaMemcpyDeviceToHost));
+    if (staging_capacity >= distinct_total) {
+      EXPECT_EQ(staged, distinct_total) << "distinct missed rows staged";
+    } else {
+      EXPECT_GE(staged, staging_capacity) << "staging filled before reading directly";
+    }
     for (int t = 0; t < num_tables; ++t) {
       EXPECT_EQ(reads[t], expected_host_reads[t]) << "host reads of table " << t;
+      EXPECT_EQ(static_cast<int64_t>(reads[t]), expected_reads[t].misses) << "table " << t;
+      if (staging_capacity >= distinct_total) {
+        // Each distinct missed row crosses from host memory exactly once.
+        EXPECT_EQ(static_cast<int64_t>(rows_read[t]), expected_reads[t].distinct_rows)
+            << "rows read from host memory, table " << t;
+      } else {
+        // Staged rows once, the overflow once per id.
+        EXPECT_GE(static_cast<int64_t>(rows_read[t]), expected_reads[t].distinct_rows) << t;
+        EXPECT_LE(static_cast<int64_t>(rows_read[t]), expected_reads[t].misses) << t;
+      }
       if (!sc.tables[t].host) continue;
       unsigned long long head = 0;
       ASSERT_CUDA(cudaMemcpy(&head, tables[t].access_head, sizeof(head), cudaMemcpyDeviceToHost));
@@ -548,16 +612,29 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     PooledLookupArgs dev = args;
     dev.any_host = false;
     dev.host_reads = nullptr;
+    dev.host_rows_read = nullptr;
     dev.unresolved = nullptr;
     dev.tables = arena.Copy(all_device);
     dev.out = arena.Copy(std::vector<float>(out_size, kNaN));
     ASSERT_CUDA(arena.error());
+    ASSERT_CUDA(cudaDeviceSynchronize());  // the uploads, as above
     ASSERT_CUDA(LaunchPooledLookup(dev, d_prefix, stream.get()));
     ASSERT_CUDA(cudaStreamSynchronize(stream.get()));
     std::vector<float> in_hbm(out_size);
     ASSERT_CUDA(cudaMemcpy(in_hbm.data(), dev.out, out_size * sizeof(float), cudaMemcpyDeviceToHost));
-    EXPECT_EQ(std::memcmp(in_hbm.data(), got.data(), out_size * sizeof(float)), 0)
-        << "HOST tables did not give the all-in-HBM result bit for bit";
+    int differ = 0;
+    for (size_t at = 0; at < out_size; ++at) {
+      uint32_t a, b;
+      std::memcpy(&a, &in_hbm[at], 4);
+      std::memcpy(&b, &got[at], 4);
+      if (a != b && ++differ <= 5) {
+        ADD_FAILURE() << "HOST tables differ from all-in-HBM at row " << at / sc.out_stride
+                      << " col " << at % sc.out_stride << " (feature " << owner[at]
+                      << "): HBM " << in_hbm[at] << " (0x" << std::hex << a << "), HOST "
+                      << got[at] << " (0x" << b << std::dec << ")";
+      }
+    }
+    EXPECT_EQ(differ, 0) << "HOST tables did not give the all-in-HBM result bit for bit";
   }
 
   if (sc.count_unresolved) {
@@ -733,9 +810,13 @@ TEST(PooledLookupGpuTest, HostTablesBehindCache) {
   SKIP_WITHOUT_GPU();
   for (RowType type : {RowType::kFp32, RowType::kFp16, RowType::kBf16}) {
     for (Pooling pooling : {Pooling::kSum, Pooling::kMean, Pooling::kMax}) {
+     // Staging for every distinct miss, for a few rows (the rest read
+     // directly), and none.
+     for (int64_t staging : {int64_t{-1}, int64_t{7}, int64_t{0}}) {
       const uint64_t seed = TestSeed();
       std::mt19937_64 rng(seed);
       Scenario sc;
+      sc.staging_capacity = staging;
       sc.batch = 90;
       const int dims[] = {128, 16, 6, 64, 260};
       const double fractions[] = {0.0, 0.3, 1.0, 0.3, 0.5};
@@ -759,6 +840,7 @@ TEST(PooledLookupGpuTest, HostTablesBehindCache) {
       }
       LayOutColumns(&sc, rng);
       RunScenario(sc, seed);
+     }
     }
   }
 }
@@ -808,6 +890,8 @@ TEST(PooledLookupGpuTest, RandomScenarios) {
       ts.dynamic = rng() % 2;
       ts.default_vector = rng() % 2;
       ts.load_factor = 0.3 + 0.69 * (rng() % 100) / 100.0;
+      ts.host = rng() % 3 == 0;
+      ts.cache_fraction = (rng() % 5) * 0.25;
       sc.tables.push_back(ts);
     }
     const int num_features = 1 + static_cast<int>(rng() % 8);
@@ -824,6 +908,7 @@ TEST(PooledLookupGpuTest, RandomScenarios) {
     }
     LayOutColumns(&sc, rng);
     sc.extra_bag_slots = static_cast<int64_t>(rng() % 10);
+    sc.staging_capacity = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 50);
     RunScenario(sc, seed);
     if (::testing::Test::HasFailure()) break;
   }
@@ -884,6 +969,9 @@ void CheckHashLookup(const HashTable& table, const std::vector<int64_t>& queries
   const int64_t* d_queries = arena.Copy(queries);
   int64_t* d_out = arena.Copy(std::vector<int64_t>(queries.size(), int64_t{0x5a5a5a5a5a5a5a5a}));
   ASSERT_CUDA(arena.error());
+  // cudaMemcpy from pageable memory may return before its DMA lands, and the
+  // test stream does not wait for the legacy stream: finish the uploads.
+  ASSERT_CUDA(cudaDeviceSynchronize());
   Stream stream;
   ASSERT_CUDA(stream.error());
   ASSERT_CUDA(
