@@ -113,6 +113,10 @@ absl::Status CudaWorker::Init() {
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(out_.get(), 0, out_bytes), "zero counters");
   if (!(s = host_out_.Allocate(out_bytes, "scores (host)")).ok()) return s;
   if (dm_->any_host()) {
+    if (!(s = staging_limit_.Allocate(sizeof(unsigned int), "staging limit")).ok()) return s;
+    if (!(s = staging_limit_host_.Allocate(sizeof(unsigned int), "staging limit (host)")).ok()) {
+      return s;
+    }
     reader_ = dm_->gate()->AddReader();
     if (reader_ < 0) {
       return absl::ResourceExhaustedError(
@@ -154,6 +158,7 @@ absl::Status CudaWorker::EnsureArena(int64_t padded_rows, int64_t ids) {
     if (!s.ok()) return s;
     host_staging_ = kc::CarveHostStaging(host_staging_block_.get(), capacity, rows, max_row_bytes,
                                          dm_->host_span_bytes());
+    host_staging_.limit = staging_limit_.as<unsigned int>();
   }
   ids_capacity_ = capacity;
   return absl::OkStatus();
@@ -382,6 +387,15 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
                         4 * layout_.total_ids, cudaMemcpyHostToDevice, stream_),
         "weights host -> device");
   }
+  if (dm_->any_host()) {
+    // Outside the graph: replays read the value at run time.
+    *staging_limit_host_.as<unsigned int>() =
+        staging_on_ ? static_cast<unsigned int>(host_staging_.capacity) : 0u;
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(staging_limit_.get(), staging_limit_host_.as<unsigned int>(), sizeof(unsigned int),
+                        cudaMemcpyHostToDevice, stream_),
+        "staging limit host -> device");
+  }
   last_was_tiny_ = CanRunTiny(layout_);
   if (last_was_tiny_) {
     // One kernel: a graph would save nothing, and its pointers vary per batch.
@@ -467,16 +481,29 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
     const int64_t end = std::min<int64_t>(total, begin + options_.max_rows);
     absl::Status s = RunSlice(requests, offsets, begin, end);
     if (!s.ok()) return s;
-    if (stats != nullptr && dm_->any_host()) {
-      // Ids of each feature in this slice, from the packed bag offsets.
+    if (dm_->any_host()) {
+      // Ids of each feature in this slice, from the packed bag offsets; the
+      // slice's cache misses decide whether the next slice stages them.
       const uint8_t* arena = host_arena_.as<uint8_t>();
       const auto* features =
           reinterpret_cast<const kc::DeviceFeature*>(arena + layout_.features_offset);
       const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + layout_.bag_ids_offset);
+      const PlacementPlan& plan = dm_->plan();
+      int64_t host_lookups = 0;
       for (size_t f = 0; f < m.features.size(); ++f) {
         const kc::DeviceFeature& df = features[f];
-        stats->lookups_per_table[m.features[f].table] +=
-            bag_ids[df.bag_begin + df.num_bags] - bag_ids[df.bag_begin];
+        const int64_t ids = bag_ids[df.bag_begin + df.num_bags] - bag_ids[df.bag_begin];
+        if (stats != nullptr) stats->lookups_per_table[m.features[f].table] += ids;
+        if (plan.tables[m.features[f].table].tier == Tier::kHost) host_lookups += ids;
+      }
+      const auto* counts =
+          reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
+      int64_t misses = 0;
+      for (size_t t = 0; t < m.tables.size(); ++t) {
+        misses += counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
+      }
+      if (host_lookups > 0) {
+        staging_on_ = misses >= options_.staging_min_miss_rate * static_cast<double>(host_lookups);
       }
     }
     const float* host_scores = host_out_.as<float>();

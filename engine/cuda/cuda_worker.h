@@ -54,6 +54,12 @@ class CudaWorker final : public Worker {
     // reserve (DeviceModel::Options::reserve_bytes), allocated only when the
     // model has HOST tables. 128 MiB = 262,144 rows of dim 128 fp32.
     int64_t host_staging_bytes = int64_t{128} << 20;
+    // Stage a batch's misses only when the previous batch missed the cache
+    // on at least this fraction of its HOST-table lookups; below it the
+    // misses are read from host memory inside the pooling kernel, where they
+    // overlap the HBM reads. 0.075: the crossover measured by cache_bench on
+    // the H100 (bench/NOTES.md, issue 5 staging).
+    double staging_min_miss_rate = 0.075;
   };
 
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(
@@ -130,6 +136,11 @@ class CudaWorker final : public Worker {
   // HOST tables: the staging passes' scratch, laid out for ids_capacity_ ids.
   DeviceBuffer host_staging_block_;
   kernels::cuda::HostStaging host_staging_;
+  // The staging limit the next slice uploads (HostStaging::limit): its
+  // device value and pinned source; staging_on_ from the last slice's misses.
+  DeviceBuffer staging_limit_;
+  PinnedBuffer staging_limit_host_;
+  bool staging_on_ = true;
 
   // Fused tiny path.
   kernels::cuda::TinyDlrmShape tiny_shape_;

@@ -697,13 +697,20 @@ __device__ __forceinline__ int32_t StageRow(const HostStaging& st, int table, in
   // touching the set, so the set (>= 2x the capacity) stays at most about
   // half full and probes stay short; kMaxStagingProbes bounds them anyway.
   if (*reinterpret_cast<volatile unsigned int*>(st.count) >= st.capacity) return -1;
+  if (st.limit != nullptr && *reinterpret_cast<volatile unsigned int*>(st.count) >= *st.limit) {
+    return -1;
+  }
   for (int probe = 0; probe < kMaxStagingProbes; ++probe, h = (h + 1) & mask) {
     const unsigned long long prev = atomicCAS(keys + h, ~0ull, key);
     if (prev == ~0ull) {
       *first = true;
       const unsigned int n = atomicAdd(st.count, 1u);
       int32_t slot = -2;  // overflow: every reader goes to host memory
-      if (n < static_cast<unsigned long long>(st.capacity)) {
+      const unsigned long long limit =
+          st.limit != nullptr ? min(static_cast<unsigned long long>(*st.limit),
+                                    static_cast<unsigned long long>(st.capacity))
+                              : static_cast<unsigned long long>(st.capacity);
+      if (n < limit) {
         st.sources[n] = reinterpret_cast<int64_t>(src);
         st.source_bytes[n] = bytes;
         const int32_t bucket = static_cast<int32_t>(
@@ -841,6 +848,13 @@ __global__ void __launch_bounds__(kStageThreads)
   }
 }
 
+// Rows the resolve pass staged (the count runs past the limit on overflow).
+__device__ __forceinline__ int64_t StagedRows(const HostStaging& st) {
+  int64_t n = min(static_cast<int64_t>(*st.count), st.capacity);
+  if (st.limit != nullptr) n = min(n, static_cast<int64_t>(*st.limit));
+  return n;
+}
+
 // Bucket counts -> exclusive offsets, in place (one block).
 constexpr int kScanThreads = 1024;
 constexpr int kScanPerThread = kStagingBuckets / kScanThreads;
@@ -867,7 +881,7 @@ __global__ void __launch_bounds__(kScanThreads) ScanStagingBucketsKernel(unsigne
 
 // order[offset of its bucket + its rank] = staged row.
 __global__ void __launch_bounds__(kStageThreads) OrderStagedRowsKernel(const HostStaging st) {
-  const int64_t n = min(static_cast<int64_t>(*st.count), st.capacity);
+  const int64_t n = StagedRows(st);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kStageThreads;
   for (int64_t s = static_cast<int64_t>(blockIdx.x) * kStageThreads + threadIdx.x; s < n;
        s += stride) {
@@ -882,7 +896,7 @@ __global__ void __launch_bounds__(kStageThreads) OrderStagedRowsKernel(const Hos
 __global__ void __launch_bounds__(kStageThreads) GatherStagedRowsKernel(const HostStaging st,
                                                                         bool ordered) {
   const int lane = threadIdx.x & (kWarpSize - 1);
-  const int64_t n = min(static_cast<int64_t>(*st.count), st.capacity);
+  const int64_t n = StagedRows(st);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kStageWarpsPerBlock;
   const int64_t warp =
       static_cast<int64_t>(blockIdx.x) * kStageWarpsPerBlock + threadIdx.x / kWarpSize;

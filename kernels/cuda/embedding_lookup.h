@@ -104,6 +104,13 @@ struct HostStaging {
   int32_t* rank_in_bucket = nullptr;      // [capacity]
   int32_t* order = nullptr;               // [capacity] staged rows in fetch order
   int32_t bucket_shift = 0;               // bucket = offset >> bucket_shift
+  // Optional device value read at launch: rows this launch may stage (min
+  // with capacity); 0 = read every miss from host memory directly, inside
+  // the pooling kernel (cheaper when few ids miss: the host reads then
+  // overlap the HBM work instead of running as a pass of their own).
+  // nullptr = capacity. The owner sets it per batch (CudaWorker: from the
+  // previous batch's miss rate), also under CUDA graphs.
+  const unsigned int* limit = nullptr;
 };
 
 // Bytes of one HostStaging block for `ids` ids and `capacity` rows of at
