@@ -49,6 +49,8 @@ Options (defaults in brackets):
   --workers N           rankd serve --workers (0 = automatic) [0]
   --gpu_workers N       rankd serve --gpu_workers (0 = default) [0]
   --serve_flags "F..."  more rankd serve flags, word-split [""]
+  --server_cpus LIST    taskset -c LIST for rankd (e.g. 1), "" = no pinning [""]
+  --client_cpus LIST    taskset -c LIST for the clients (e.g. 0) [""]
   --label L             label of the summary [""]
 EOF
 }
@@ -56,6 +58,7 @@ EOF
 rankd="" rankload="" serve_bench="" out="" backend=cpu preset=mini num_tables=16 scale=1
 work="" rates="2000,6000" cpu_s=8 repeat=3 low_rps=200 low_s=5 concurrency="16,64"
 closed_s=4 connections=4 threads=1 workers=0 gpu_workers=0 serve_extra="" label=""
+server_cpus="" client_cpus=""
 while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
@@ -87,6 +90,8 @@ while [ $# -gt 0 ]; do
     --gpu_workers) gpu_workers=$val ;;
     --serve_flags) serve_extra=$val ;;
     --label) label=$val ;;
+    --server_cpus) server_cpus=$val ;;
+    --client_cpus) client_cpus=$val ;;
     *) echo "host_path.sh: unknown option $opt (see --help)" >&2; exit 2 ;;
   esac
   shift 2
@@ -152,7 +157,12 @@ serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 -
 # shellcheck disable=SC2206
 [ -n "$serve_extra" ] && serve_flags+=($serve_extra)
 say "starting rankd serve ${serve_flags[*]}"
-"$rankd" serve "${serve_flags[@]}" >"$out/rankd.log" 2>&1 &
+# Pinning (optional) keeps the client off the server's cores, which makes runs
+# on a small shared machine comparable.
+server_pin=() client_pin=()
+[ -n "$server_cpus" ] && server_pin=(taskset -c "$server_cpus")
+[ -n "$client_cpus" ] && client_pin=(taskset -c "$client_cpus")
+"${server_pin[@]}" "$rankd" serve "${serve_flags[@]}" >"$out/rankd.log" 2>&1 &
 pid=$!
 for _ in $(seq 1800); do  # up to 180 s: loading + warm-up
   [ -s "$ports" ] && break
@@ -165,7 +175,8 @@ mport=$(sed -n 's/^metrics_port=//p' "$ports")
 murl="http://127.0.0.1:$mport/metrics"
 say "rankd $pid serving on 127.0.0.1:$grpc (metrics $mport)"
 
-# snapshot FILE: the server's CPU ticks (process, and per thread name) and its
+# snapshot FILE: the server's CPU ticks (process, and per thread name), its
+# context switches (voluntary + involuntary, all threads) and its
 # answered-request count, as JSON.
 snapshot() {
   python3 - "$pid" "$murl" >"$1" <<'PY'
@@ -178,9 +189,13 @@ def ticks(path):
     return comm, int(f[11]) + int(f[12])  # utime, stime (fields 14, 15)
 _, total = ticks(f"/proc/{pid}/stat")
 threads = {}
+switches = 0
 for t in os.listdir(f"/proc/{pid}/task"):
     try:
         comm, t_ticks = ticks(f"/proc/{pid}/task/{t}/stat")
+        for line in open(f"/proc/{pid}/task/{t}/status"):
+            if "ctxt_switches:" in line:
+                switches += int(line.split()[1])
     except OSError:
         continue
     threads[comm] = threads.get(comm, 0) + t_ticks
@@ -188,13 +203,13 @@ requests = 0.0
 for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
     if line.startswith("rankd_requests_total{"):
         requests += float(line.rsplit(" ", 1)[1])
-json.dump({"ticks": total, "threads": threads, "requests": requests,
+json.dump({"ticks": total, "threads": threads, "requests": requests, "switches": switches,
            "hz": os.sysconf("SC_CLK_TCK")}, sys.stdout)
 PY
 }
 
 rl() {  # rankload with the common flags
-  "$rankload" --target "127.0.0.1:$grpc" --requests "$reqs" --connections "$connections" \
+  "${client_pin[@]}" "$rankload" --target "127.0.0.1:$grpc" --requests "$reqs" --connections "$connections" \
     --threads "$threads" --deadline_ms 1000 --quiet "$@"
 }
 
@@ -224,7 +239,7 @@ say "low load: $(grep -E '^  latency' "$out/low_load.txt" | tr -s ' ')"
 IFS=, read -r -a conc_list <<<"$concurrency"
 for c in "${conc_list[@]}"; do
   if [ -n "$serve_bench" ]; then
-    "$serve_bench" --target "127.0.0.1:$grpc" --requests "$reqs" --concurrency "$c" \
+    "${client_pin[@]}" "$serve_bench" --target "127.0.0.1:$grpc" --requests "$reqs" --concurrency "$c" \
       --connections "$connections" --duration_s "$closed_s" --warmup_s 1 --label "closed" \
       >"$out/closed_$c.txt" 2>&1
   else
@@ -249,21 +264,24 @@ def load(name):
     return json.load(open(p)) if os.path.exists(p) else None
 print(f"rankd host path: {what.strip()}")
 for r in rates.split(","):
-    per, lines = [], []
+    per, sw, lines = [], [], []
     for i in range(1, int(repeat) + 1):
         a, b = load(f"cpu_{r}_{i}.before.json"), load(f"cpu_{r}_{i}.after.json")
         run = load(f"cpu_{r}_{i}.json")
         n = b["requests"] - a["requests"]
         us = (b["ticks"] - a["ticks"]) * 1e6 / a["hz"] / max(n, 1)
         per.append(us)
+        sw.append((b["switches"] - a["switches"]) / max(n, 1))
         st = run["steps"][0]
         top = sorted(((v - a["threads"].get(k, 0), k) for k, v in b["threads"].items()), reverse=True)
         split = ", ".join(f"{k} {d * 1e6 / a['hz'] / max(n, 1):.1f}" for d, k in top[:5] if d > 0)
-        lines.append(f"    run {i}: {us:6.1f} us/request over {n:.0f} requests "
+        lines.append(f"    run {i}: {us:6.1f} us/request, {sw[-1]:.2f} context switches/request, "
+                     f"over {n:.0f} requests "
                      f"(achieved {st['achieved_rps']:.0f} req/s, errors {st['errors']}, "
                      f"p50 {st['latency_us']['p50']:.0f} us, p99 {st['latency_us']['p99']:.0f} us); "
                      f"by thread: {split}")
-    print(f"  (a) server CPU at {r} req/s open loop: median {statistics.median(per):.1f} us/request")
+    print(f"  (a) server CPU at {r} req/s open loop: median {statistics.median(per):.1f} us/request "
+          f"(min {min(per):.1f}), {statistics.median(sw):.2f} context switches/request")
     for l in lines:
         print(l)
 for c in conc.split(","):

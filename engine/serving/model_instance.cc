@@ -1,5 +1,7 @@
 #include "engine/serving/model_instance.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -119,6 +121,9 @@ void ModelInstance::Shutdown() {
 }
 
 void ModelInstance::RunWorker(Worker* worker) {
+  // Named so per-thread CPU (top -H, /proc/PID/task/*/comm, perf --sort comm;
+  // bench/host_path.sh) tells worker time from gRPC and pool threads.
+  pthread_setname_np(pthread_self(), "rankd-worker");
   const ModelVersionRef model = ref();
   // Reused across batches: no allocation per batch in steady state.
   std::vector<const Request*> requests;
