@@ -52,13 +52,15 @@ Options (defaults in brackets):
   --server_cpus LIST    taskset -c LIST for rankd (e.g. 1), "" = no pinning [""]
   --client_cpus LIST    taskset -c LIST for the clients (e.g. 0) [""]
   --label L             label of the summary [""]
+  --parts P             which measurements: any of a,b,c [a,b,c] (a alone is
+                        quick: interleave builds' runs to cancel machine drift)
 EOF
 }
 
 rankd="" rankload="" serve_bench="" out="" backend=cpu preset=mini num_tables=16 scale=1
 work="" rates="2000,6000" cpu_s=8 repeat=3 low_rps=200 low_s=5 concurrency="16,64"
 closed_s=4 connections=4 threads=1 workers=0 gpu_workers=0 serve_extra="" label=""
-server_cpus="" client_cpus=""
+server_cpus="" client_cpus="" parts="a,b,c"
 while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
@@ -92,6 +94,7 @@ while [ $# -gt 0 ]; do
     --label) label=$val ;;
     --server_cpus) server_cpus=$val ;;
     --client_cpus) client_cpus=$val ;;
+    --parts) parts=$val ;;
     *) echo "host_path.sh: unknown option $opt (see --help)" >&2; exit 2 ;;
   esac
   shift 2
@@ -216,8 +219,11 @@ rl() {  # rankload with the common flags
 # --- warm-up (connections, allocator, caches) -------------------------------------
 rl --mode open --rate "${rates%%,*}" --duration_s 2 --warmup_s 0 >/dev/null 2>&1 || true
 
+want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
 # --- (a) server CPU per request at fixed open-loop rates -----------------------------
 IFS=, read -r -a rate_list <<<"$rates"
+want a || rate_list=()
 for r in "${rate_list[@]}"; do
   for i in $(seq "$repeat"); do
     name="cpu_${r}_$i"
@@ -230,13 +236,16 @@ for r in "${rate_list[@]}"; do
 done
 
 # --- (c) low load ---------------------------------------------------------------------
-rl --mode open --rate "$low_rps" --duration_s "$low_s" --warmup_s 1 --metrics_url "$murl" \
-  --json "$out/low_load.json" >"$out/low_load.txt" 2>&1 ||
-  { echo "host_path.sh: rankload low_load failed" >&2; tail -5 "$out/low_load.txt" >&2; exit 1; }
-say "low load: $(grep -E '^  latency' "$out/low_load.txt" | tr -s ' ')"
+if want c; then
+  rl --mode open --rate "$low_rps" --duration_s "$low_s" --warmup_s 1 --metrics_url "$murl" \
+    --json "$out/low_load.json" >"$out/low_load.txt" 2>&1 ||
+    { echo "host_path.sh: rankload low_load failed" >&2; tail -5 "$out/low_load.txt" >&2; exit 1; }
+  say "low load: $(grep -E '^  latency' "$out/low_load.txt" | tr -s ' ')"
+fi
 
 # --- (b) closed loop --------------------------------------------------------------------
 IFS=, read -r -a conc_list <<<"$concurrency"
+want b || conc_list=()
 for c in "${conc_list[@]}"; do
   if [ -n "$serve_bench" ]; then
     "${client_pin[@]}" "$serve_bench" --target "127.0.0.1:$grpc" --requests "$reqs" --concurrency "$c" \
@@ -255,6 +264,7 @@ wait "$pid" 2>/dev/null || true
 pid=""
 
 # --- the summary ----------------------------------------------------------------------
+want a || rates=""
 python3 - "$out" "$rates" "$repeat" "$concurrency" "$backend $preset tables=$num_tables scale=$scale $label" \
   >"$out/summary.txt" <<'PY'
 import json, os, re, statistics, sys
@@ -263,7 +273,7 @@ def load(name):
     p = os.path.join(out, name)
     return json.load(open(p)) if os.path.exists(p) else None
 print(f"rankd host path: {what.strip()}")
-for r in rates.split(","):
+for r in filter(None, rates.split(",")):
     per, sw, lines = [], [], []
     for i in range(1, int(repeat) + 1):
         a, b = load(f"cpu_{r}_{i}.before.json"), load(f"cpu_{r}_{i}.after.json")
