@@ -78,17 +78,21 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
                           absl::StrCat(v.directory, ": ", cpu_workers.status().message()));
     }
     const int num_workers = static_cast<int>(cpu_workers->size());
-    auto instance = engine::ModelInstance::Create(
-        *model, engine::ModelInstance::OptionsFromConfig((*model)->config),
-        std::move(*cpu_workers), observer);
+    engine::ModelInstance::Options instance_options =
+        engine::ModelInstance::OptionsFromConfig((*model)->config);
+    instance_options.completion_threads = options.completion_threads;
+    auto instance = engine::ModelInstance::Create(*model, instance_options,
+                                                  std::move(*cpu_workers), observer);
     if (!instance.ok()) {
       return absl::Status(instance.status().code(),
                           absl::StrCat(v.directory, ": ", instance.status().message()));
     }
     absl::Status warm = engine::WarmUp(**instance, options.warmup_candidates);
     if (!warm.ok()) return warm;
-    spdlog::info("model {} version {} ready: {} tables, {} {} workers, loaded and warmed up in {:.3f} s ({})",
+    spdlog::info("model {} version {} ready: {} tables, {} {} workers, {} completion threads, "
+                 "loaded and warmed up in {:.3f} s ({})",
                  v.name, v.version, (*model)->tables.size(), num_workers, options.backend,
+                 options.completion_threads,
                  absl::ToDoubleSeconds(absl::Now() - start), v.directory);
     on_version_ready(**model);
     registry->models_[v.name][v.version] = std::move(*instance);

@@ -39,6 +39,10 @@ class ModelRegistry {
     // and the worker options (math mode, rows per slice, graphs).
     int gpu_workers_per_device = 0;
     engine::cuda::CudaWorker::Options cuda;
+    // Threads per model version that answer computed requests
+    // (ModelInstance::Options::completion_threads); 0 = each worker answers
+    // its own batch.
+    int completion_threads = 0;
   };
 
   // Loads every `<root>/<name>/<version>/` (ListModelVersions). Any model that

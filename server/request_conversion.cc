@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -14,14 +15,23 @@ absl::StatusOr<engine::Request> ToEngineRequest(
   out.num_candidates = request.num_candidates();
   out.dense = absl::MakeConstSpan(request.dense().data(), request.dense_size());
   out.features.resize(model.features.size());
-  std::vector<int> seen_at(model.features.size(), -1);
+  // On the stack for every model up to 64 features (no allocation per
+  // request on the hot path).
+  absl::InlinedVector<int, 64> seen_at(model.features.size(), -1);
+  const int num_features = static_cast<int>(model.features.size());
   for (int i = 0; i < request.sparse_size(); ++i) {
     const rankd::v1::SparseFeature& sf = request.sparse(i);
     int f = -1;
-    for (size_t k = 0; k < model.features.size(); ++k) {
-      if (model.features[k].name == sf.name()) {
-        f = static_cast<int>(k);
-        break;
+    // Clients (rankload, gen-requests, the client library) send features in
+    // config order: try position i first, one compare instead of a scan.
+    if (i < num_features && model.features[i].name == sf.name()) {
+      f = i;
+    } else {
+      for (int k = 0; k < num_features; ++k) {
+        if (model.features[k].name == sf.name()) {
+          f = k;
+          break;
+        }
       }
     }
     if (f < 0) {

@@ -49,6 +49,19 @@ TEST_F(ConversionTest, MapsFeaturesByNameWithoutCopying) {
   EXPECT_EQ(r->dense.data(), req_.dense().data());
 }
 
+// Config order (what clients send) takes the positional fast path; the result
+// is the same mapping, and duplicates past the model's features are caught.
+TEST_F(ConversionTest, MapsFeaturesInConfigOrder) {
+  req_.mutable_sparse()->SwapElements(0, 1);  // now f0, f1
+  auto r = ToEngineRequest(*model_, req_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->features[0].ids.data(), req_.sparse(0).ids().data());
+  EXPECT_EQ(r->features[1].ids.data(), req_.sparse(1).ids().data());
+
+  *req_.add_sparse() = req_.sparse(1);  // f0, f1, f1
+  EXPECT_THAT(Error(), HasSubstr("sparse[2].name: feature \"f1\" appears twice (also sparse[1])"));
+}
+
 TEST_F(ConversionTest, UnknownFeature) {
   req_.mutable_sparse(0)->set_name("nope");
   EXPECT_THAT(Error(), HasSubstr("sparse[0].name: unknown feature \"nope\"; model \"test\" has: f0, f1"));

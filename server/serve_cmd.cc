@@ -11,6 +11,7 @@
 
 #include "engine/model/placement_plan.h"
 #include "absl/flags/flag.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -44,6 +45,9 @@ ABSL_FLAG(std::string, device_memory_budget, "",
           "the GPU's memory (0.5); tables beyond it go to pinned host memory behind an HBM "
           "cache (default: the GPU's free memory minus 2 GiB for workers)");
 ABSL_FLAG(int, workers, 0, "serve: workers per model version (0 = model config, else automatic)");
+ABSL_FLAG(int, completion_threads, 0,
+          "serve: threads per model version that answer computed requests so workers go "
+          "straight back to computing (0 = each worker answers its own batches)");
 ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message accepted or sent");
 ABSL_FLAG(int, max_candidates, 16384, "serve: most candidates in one request (0 = no limit)");
@@ -72,9 +76,11 @@ absl::Status CheckFlags() {
         "--max_message_bytes: must be in [1024, 2147483647], got ", max_msg));
   }
   if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0 ||
-      absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0) {
+      absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0 ||
+      absl::GetFlag(FLAGS_completion_threads) < 0) {
     return absl::InvalidArgumentError(
-        "--max_candidates, --max_ids_per_feature, --workers and --cpu_threads must be >= 0");
+        "--max_candidates, --max_ids_per_feature, --workers, --cpu_threads and "
+        "--completion_threads must be >= 0");
   }
   if (absl::GetFlag(FLAGS_drain_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout: must be >= 0");
@@ -115,6 +121,13 @@ int RunServe() {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
+  // and gRPC's: gpr mutexes are absl::Mutex) runs the deadlock detector: a
+  // global graph lock, a per-thread held-locks list and graph updates on each
+  // lock and mutex destruction. perf showed it on the request path
+  // (GraphCycles::GetId / RemoveNode); tests keep the detector on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
   absl::Status flags = CheckFlags();
   if (!flags.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", std::string(flags.message()).c_str());
@@ -149,6 +162,7 @@ int RunServe() {
   registry_options.model_root = absl::GetFlag(FLAGS_model_root);
   registry_options.workers_per_model = absl::GetFlag(FLAGS_workers);
   registry_options.cpu_threads_per_worker = absl::GetFlag(FLAGS_cpu_threads);
+  registry_options.completion_threads = absl::GetFlag(FLAGS_completion_threads);
   registry_options.backend = backend;
   registry_options.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
   registry_options.cuda.math = absl::GetFlag(FLAGS_gpu_math) == "tf32"

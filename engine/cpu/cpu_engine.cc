@@ -155,17 +155,28 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
   const int64_t num_tasks = (total + rows_per_task - 1) / rows_per_task;
   std::vector<std::vector<int64_t>> unresolved(num_tasks,
                                                std::vector<int64_t>(num_tables, 0));
-  Eigen::Barrier done(static_cast<unsigned>(num_tasks));
-  for (int64_t t = 0; t < num_tasks; ++t) {
-    pool_->pool.Schedule([this, &plan, &unresolved, &done, t, rows_per_task, total] {
-      const int id = pool_->pool.CurrentThreadId();
-      const int64_t begin = t * rows_per_task;
-      RunTask(plan, begin, std::min(total, begin + rows_per_task),
-              scratch_[id].get(), &unresolved[t]);
-      done.Notify();
-    });
+  if (num_tasks == 1) {
+    // A small batch (every 1-candidate request at low load) is one task: run
+    // it on the calling thread. Handing it to the pool cost two thread
+    // wake-ups per batch plus the pool threads' spinning afterwards, several
+    // times the task itself (perf, bench/NOTES.md "Per-request host path").
+    // The same RunTask on the same rows gives the same bits.
+    std::unique_ptr<Scratch> scratch = TakeCallerScratch();
+    RunTask(plan, 0, total, scratch.get(), &unresolved[0]);
+    ReturnCallerScratch(std::move(scratch));
+  } else {
+    Eigen::Barrier done(static_cast<unsigned>(num_tasks));
+    for (int64_t t = 0; t < num_tasks; ++t) {
+      pool_->pool.Schedule([this, &plan, &unresolved, &done, t, rows_per_task, total] {
+        const int id = pool_->pool.CurrentThreadId();
+        const int64_t begin = t * rows_per_task;
+        RunTask(plan, begin, std::min(total, begin + rows_per_task),
+                scratch_[id].get(), &unresolved[t]);
+        done.Notify();
+      });
+    }
+    done.Wait();
   }
-  done.Wait();
 
   if (stats != nullptr) {
     stats->unresolved_ids_per_table = unresolved_shared;
@@ -176,6 +187,19 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
     }
   }
   return absl::OkStatus();
+}
+
+std::unique_ptr<CpuEngine::Scratch> CpuEngine::TakeCallerScratch() {
+  absl::MutexLock lock(&caller_scratch_mu_);
+  if (caller_scratch_.empty()) return std::make_unique<Scratch>();
+  std::unique_ptr<Scratch> s = std::move(caller_scratch_.back());
+  caller_scratch_.pop_back();
+  return s;
+}
+
+void CpuEngine::ReturnCallerScratch(std::unique_ptr<Scratch> scratch) {
+  absl::MutexLock lock(&caller_scratch_mu_);
+  caller_scratch_.push_back(std::move(scratch));
 }
 
 void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,

@@ -8,8 +8,11 @@
 //
 // Ownership and threading: the engine shares the model (read-only) and owns a
 // thread pool plus one scratch arena per pool thread. ScoreBatch may be called
-// from several threads at once; each call blocks until its batch is done. The
-// destructor waits for the pool's threads to finish their current tasks.
+// from several threads at once; each call blocks until its batch is done. A
+// batch of a single task (up to one task's rows) runs on the calling thread
+// with a scratch arena taken from a small free list (one per concurrent
+// caller), so small batches wake no pool thread. The destructor waits for the
+// pool's threads to finish their current tasks.
 #ifndef RANKD_ENGINE_CPU_CPU_ENGINE_H_
 #define RANKD_ENGINE_CPU_CPU_ENGINE_H_
 
@@ -17,7 +20,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "engine/batch_stats.h"
 #include "engine/model/model.h"
@@ -58,6 +63,9 @@ class CpuEngine {
   CpuEngine(std::shared_ptr<const Model> model, const Options& options);
   void RunTask(const BatchPlan& plan, int64_t row_begin, int64_t row_end,
                Scratch* scratch, std::vector<int64_t>* unresolved) const;
+  // Scratch for a batch run on the calling thread (not a pool thread).
+  std::unique_ptr<Scratch> TakeCallerScratch();
+  void ReturnCallerScratch(std::unique_ptr<Scratch> scratch);
 
   std::shared_ptr<const Model> model_;
   Options options_;
@@ -65,6 +73,9 @@ class CpuEngine {
   std::unique_ptr<Pool> pool_;
   // One per pool thread, indexed by Eigen::ThreadPool::CurrentThreadId().
   std::vector<std::unique_ptr<Scratch>> scratch_;
+  // Free scratch arenas of callers running single-task batches inline.
+  absl::Mutex caller_scratch_mu_;
+  std::vector<std::unique_ptr<Scratch>> caller_scratch_ ABSL_GUARDED_BY(caller_scratch_mu_);
 };
 
 }  // namespace rankd::engine

@@ -37,16 +37,19 @@ absl::Status DynamicBatcher::ValidateOptions(const Options& o) {
 }
 
 absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
-    const Options& options, Clock* clock, QueueDepthCallback on_queue_depth) {
+    const Options& options, Clock* clock, QueueDepthCallback on_queue_depth,
+    DroppedCallback on_dropped) {
   absl::Status valid = ValidateOptions(options);
   if (!valid.ok()) return valid;
   if (clock == nullptr) clock = RealClock::Get();
   return std::unique_ptr<DynamicBatcher>(
-      new DynamicBatcher(options, clock, std::move(on_queue_depth)));
+      new DynamicBatcher(options, clock, std::move(on_queue_depth),
+                         std::move(on_dropped)));
 }
 
 DynamicBatcher::DynamicBatcher(const Options& options, Clock* clock,
-                               QueueDepthCallback on_queue_depth)
+                               QueueDepthCallback on_queue_depth,
+                               DroppedCallback on_dropped)
     : options_(options),
       preferred_candidates_(options.preferred_batch_candidates > 0
                                 ? options.preferred_batch_candidates
@@ -54,7 +57,8 @@ DynamicBatcher::DynamicBatcher(const Options& options, Clock* clock,
       max_queue_delay_(absl::Microseconds(options.max_queue_delay_us)),
       default_timeout_(absl::Microseconds(options.default_timeout_us)),
       clock_(clock),
-      on_queue_depth_(std::move(on_queue_depth)) {}
+      on_queue_depth_(std::move(on_queue_depth)),
+      on_dropped_(std::move(on_dropped)) {}
 
 DynamicBatcher::~DynamicBatcher() {
   Stop();
@@ -186,12 +190,13 @@ DynamicBatcher::CutResult DynamicBatcher::CutLocked(
 }
 
 void DynamicBatcher::CompleteDropped(std::vector<Dropped>* dropped,
-                                     absl::Time now) {
+                                     absl::Time now) const {
   for (Dropped& d : *dropped) {
     RequestTiming timing;
     timing.enqueue_time = d.item.enqueue_time;
     timing.queue = now - d.item.enqueue_time;
     timing.total = timing.queue;
+    if (on_dropped_) on_dropped_(d.item, d.status, timing);
     std::move(d.item.done)(std::move(d.status), timing);
   }
   dropped->clear();

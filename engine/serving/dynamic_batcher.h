@@ -121,13 +121,23 @@ class DynamicBatcher {
   using QueueDepthCallback =
       std::function<void(int64_t queued_requests, int64_t queued_candidates)>;
 
+  // Called for each request the batcher completes itself (expired,
+  // cancelled, or left at destruction), just before its `done`, on the same
+  // thread and outside the lock. Lets the owner observe those outcomes
+  // without wrapping every request's `done` in another closure (a heap
+  // allocation per request).
+  using DroppedCallback = std::function<void(const QueuedRequest& item,
+                                             const absl::Status& status,
+                                             const RequestTiming& timing)>;
+
   // INVALID_ARGUMENT naming the offending field, or OK.
   static absl::Status ValidateOptions(const Options& options);
 
   // `clock` (null = RealClock::Get()) must outlive the batcher.
   static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(
       const Options& options, Clock* clock = nullptr,
-      QueueDepthCallback on_queue_depth = nullptr);
+      QueueDepthCallback on_queue_depth = nullptr,
+      DroppedCallback on_dropped = nullptr);
 
   ~DynamicBatcher();
   DynamicBatcher(const DynamicBatcher&) = delete;
@@ -175,11 +185,11 @@ class DynamicBatcher {
   };
 
   DynamicBatcher(const Options& options, Clock* clock,
-                 QueueDepthCallback on_queue_depth);
+                 QueueDepthCallback on_queue_depth, DroppedCallback on_dropped);
   CutResult CutLocked(absl::Time now, std::vector<Dropped>* dropped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void CompleteDropped(std::vector<Dropped>* dropped, absl::Time now);
+  void CompleteDropped(std::vector<Dropped>* dropped, absl::Time now) const;
 
   const Options options_;
   const int64_t preferred_candidates_;  // resolved (never 0)
@@ -187,6 +197,7 @@ class DynamicBatcher {
   const absl::Duration default_timeout_;
   Clock* const clock_;
   const QueueDepthCallback on_queue_depth_;
+  const DroppedCallback on_dropped_;
 
   // Read without the lock by stopped(); written under it so waiters see it.
   std::atomic<bool> stopped_{false};

@@ -7,12 +7,17 @@
 // must outlive it). Requests stay owned by the caller (QueuedRequest).
 //
 // Threading: Submit may be called from any number of threads. Done callbacks
-// run on worker threads (or, for requests that expire or are cancelled while
-// queued, on whichever worker thread noticed). Shutdown (and so the
-// destructor) stops admitting requests, waits until every admitted request
-// has been computed or completed and its callback has returned, and joins the
-// threads; it must not be called from a done callback or an observer method
-// (it would wait for itself).
+// of computed requests run on the worker thread that computed them, or, with
+// Options::completion_threads > 0, on the instance's completion threads (the
+// worker hands the finished batch over and computes the next one at once; a
+// batch is cut into at most completion_threads contiguous slices, each
+// completed in FIFO order; no order between slices or batches). Requests that
+// expire or are cancelled while queued complete on whichever worker thread
+// noticed. Shutdown (and so the destructor) stops admitting requests, waits
+// until every admitted request has been computed or completed and its
+// callback has returned (the workers are joined first, then the completion
+// threads drain and are joined), and joins the threads; it must not be called
+// from a done callback or an observer method (it would wait for itself).
 #ifndef RANKD_ENGINE_SERVING_MODEL_INSTANCE_H_
 #define RANKD_ENGINE_SERVING_MODEL_INSTANCE_H_
 
@@ -27,6 +32,7 @@
 #include "engine/model/model.h"
 #include "engine/request_validation.h"
 #include "engine/serving/clock.h"
+#include "engine/serving/completion_executor.h"
 #include "engine/serving/dynamic_batcher.h"
 #include "engine/serving/observer.h"
 #include "engine/serving/worker.h"
@@ -44,6 +50,13 @@ class ModelInstance {
     // because workers assume valid requests.
     bool validate_requests = false;
     RequestLimits limits;
+    // Threads that run computed requests' done callbacks (and their
+    // OnRequestDone reports) instead of the worker thread; 0 = the worker
+    // completes its batch itself before taking the next one. Worth it when
+    // completing a request costs host time comparable to computing it (small
+    // requests on a GPU); on a machine with few cores the extra hand-off
+    // costs more than it frees (bench/NOTES.md, "Per-request host path").
+    int completion_threads = 0;
   };
 
   // Options from a model's config: its BatchingConfig, with 0 meaning the
@@ -88,6 +101,19 @@ class ModelInstance {
                 ServingObserver* observer, Clock* clock);
   void RunWorker(Worker* worker);
 
+  // What every request of one executed batch shares at completion.
+  struct BatchOutcome {
+    absl::Status status;
+    absl::Time cut_time, start, end;
+    int32_t batch_requests = 0;
+    int64_t batch_candidates = 0;
+  };
+  // Reports each request to the observer, then runs its done, in order.
+  void CompleteRequests(absl::Span<QueuedRequest> requests,
+                        const BatchOutcome& outcome);
+  // Completes `batch` on the completion threads (in slices) and returns.
+  void HandOff(std::vector<QueuedRequest> requests, const BatchOutcome& outcome);
+
   const std::shared_ptr<const Model> model_;
   const Options options_;
   ServingObserver* const observer_;
@@ -96,6 +122,9 @@ class ModelInstance {
   // thread never outlives its worker.
   const std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<DynamicBatcher> batcher_;
+  // Null when completion_threads is 0. Shut down after the worker threads are
+  // joined (no more hand-offs), before the workers are destroyed.
+  std::unique_ptr<CompletionExecutor> completions_;
 
   // Serializes Shutdown callers; worker threads never take it.
   absl::Mutex shutdown_mu_;

@@ -451,6 +451,92 @@ TEST(ModelInstanceTest, ShutdownDrainsQueuedAndInFlightWork) {
   instance->Shutdown();                              // idempotent
 }
 
+// With completion threads: every admitted request completes exactly once,
+// with its scores, reported to the observer once; batches are still computed
+// whole and FIFO.
+TEST(ModelInstanceTest, CompletionThreadsCompleteEveryRequestOnce) {
+  for (int completion_threads : {1, 3}) {
+    SCOPED_TRACE(completion_threads);
+    FakeClock clock;  // never advanced: batches are cut by size or by Stop
+    Gate gate;
+    RecordingWorker::Log log;
+    RecordingObserver observer;
+    observer.expected_name_ = "ids";
+    ModelInstance::Options options = Batching(64, 64, 60'000'000, /*max_queue=*/512);
+    options.completion_threads = completion_threads;
+    auto instance = MakeInstance(IdModel(), options,
+                                 One(std::make_unique<GatedWorker>(
+                                     std::make_unique<RecordingWorker>(&log, 1), &gate)),
+                                 &observer, &clock);
+    std::vector<std::unique_ptr<Call>> calls;
+    calls.push_back(IdCall(0, 64));  // due at once; holds the worker
+    ASSERT_TRUE(instance->Submit(calls[0]->Item()).ok());
+    gate.AwaitEntered(1);
+    for (int id = 1; id <= 300; ++id) {  // queue up: batches of 64 requests
+      calls.push_back(IdCall(id, 1));
+      ASSERT_TRUE(instance->Submit(calls.back()->Item()).ok());
+    }
+    gate.release.Notify();
+    for (int i = 0; i <= 256; ++i) calls[i]->done.WaitForNotification();
+    instance->Shutdown();  // the last 44 are cut by Stop and drained
+    for (size_t i = 0; i < calls.size(); ++i) {
+      Call& c = *calls[i];
+      ASSERT_EQ(c.done_calls.load(), 1) << "request " << i;
+      ASSERT_TRUE(c.status.ok()) << c.status;
+      EXPECT_EQ(c.scores[0], static_cast<float>(i) * 0.5f + 1.0f);
+      EXPECT_EQ(c.timing.batch_requests, i == 0 ? 1 : (i <= 256 ? 64 : 44));
+    }
+    std::vector<std::vector<int>> batches = log.Batches();
+    ASSERT_EQ(batches.size(), 6u);
+    int next = 0;
+    for (const auto& b : batches) {
+      for (int id : b) EXPECT_EQ(id, next++);  // FIFO across batches
+    }
+    absl::MutexLock lock(&observer.mu_);
+    EXPECT_EQ(observer.requests.size(), calls.size());
+  }
+}
+
+// Shutdown waits for done callbacks running on the completion threads: a
+// callback held inside `done` still sees Shutdown unfinished when released.
+TEST(ModelInstanceTest, ShutdownWaitsForCompletionThreads) {
+  RecordingWorker::Log log;
+  ModelInstance::Options options = Batching(1, 1, 0);
+  options.completion_threads = 2;
+  auto instance = MakeInstance(IdModel(), options,
+                               One(std::make_unique<RecordingWorker>(&log, 1)));
+  absl::Notification in_done, release;
+  std::atomic<bool> shutdown_returned{false};
+  std::atomic<bool> returned_early{false};
+  auto held = IdCall(0, 1);
+  QueuedRequest item = held->Item();
+  item.done = [&](absl::Status, const RequestTiming&) {
+    in_done.Notify();
+    release.WaitForNotification();
+    if (shutdown_returned.load()) returned_early.store(true);
+    held->done_calls.fetch_add(1);
+  };
+  ASSERT_TRUE(instance->Submit(std::move(item)).ok());
+  std::vector<std::unique_ptr<Call>> others;
+  for (int id = 1; id <= 20; ++id) {
+    others.push_back(IdCall(id, 1));
+    ASSERT_TRUE(instance->Submit(others.back()->Item()).ok());
+  }
+  in_done.WaitForNotification();
+  std::thread shutdown([&] {
+    instance->Shutdown();
+    shutdown_returned.store(true);
+  });
+  release.Notify();
+  shutdown.join();
+  EXPECT_FALSE(returned_early.load());
+  EXPECT_EQ(held->done_calls.load(), 1);
+  for (auto& c : others) {
+    EXPECT_EQ(c->done_calls.load(), 1);
+    EXPECT_TRUE(c->status.ok()) << c->status;
+  }
+}
+
 TEST(ModelInstanceTest, CreateValidates) {
   auto model = IdModel();
   RecordingWorker::Log log;
@@ -471,6 +557,12 @@ TEST(ModelInstanceTest, CreateValidates) {
   r = ModelInstance::Create(nullptr, Batching(100, 1, 10),
                             One(std::make_unique<RecordingWorker>(&log, 1)));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+
+  ModelInstance::Options negative = Batching(100, 1, 10);
+  negative.completion_threads = -1;
+  r = ModelInstance::Create(model, negative, One(std::make_unique<RecordingWorker>(&log, 1)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("completion_threads"));
 }
 
 TEST(ModelInstanceTest, OptionsFromConfig) {

@@ -4,7 +4,8 @@
 # reference checks and the benchmarks. Logs go under $OUT (or /tmp/rankd_gpu);
 # a short table is printed last.
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
-#   (default: all but reference, which re-checks the CPU engine against PyTorch)
+#   (default: all but reference, which re-checks the CPU engine against PyTorch;
+#   more sections, run only when named: bigserve loadprobe workersweep hostpath slo)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
@@ -356,6 +357,22 @@ if want workersweep; then
     else
       row "sweep workers $w" "FAIL: $(tail -2 "$out/sweep_w$w.log" | tr '\n' ' ')"
     fi
+  done
+fi
+
+# --- hostpath: per-request host cost, 1-candidate requests (issue 6) ---------
+# bench/host_path.sh on kaggle (scale HOSTPATH_SCALE, default 0.01: the tables'
+# size does not matter for the host path), one GPU worker, answering on the
+# worker thread (--completion_threads 0) and on 2 / 4 completion threads.
+if want hostpath; then
+  for ct in ${HOSTPATH_COMPLETION:-0 2 4}; do
+    bash bench/host_path.sh --rankd "$bundle/bin/rankd" --rankload "$bundle/bin/rankload" \
+      --serve_bench "$bundle/bin/serve_bench" --backend cuda --preset kaggle --num_tables 0 \
+      --scale "${HOSTPATH_SCALE:-0.01}" --work "$work/hostpath" --rates 10000,20000 --repeat 3 \
+      --concurrency 64,256 --connections 16 --threads 4 --low_rps 200 \
+      --serve_flags "--gpu_workers ${HOSTPATH_GPU_WORKERS:-1} --completion_threads $ct" \
+      --label "completion_threads $ct" --out "$out/hostpath_ct$ct" > "$out/hostpath_ct$ct.log" 2>&1
+    while read -r l; do row "hostpath ct=$ct" "$l"; done < "$out/hostpath_ct$ct/summary.txt"
   done
 fi
 
