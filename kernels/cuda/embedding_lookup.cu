@@ -189,6 +189,23 @@ __device__ __forceinline__ bool SampledPosition(int64_t pos, int shift) {
   return (static_cast<uint64_t>(pos) * 0x9E3779B97F4A7C15ull) >> (64 - shift) == 0;
 }
 
+// The feature owning global bag slot `slot`: the last feature whose prefix is
+// <= slot (features without bags have equal prefixes and are skipped by
+// taking the last).
+__device__ __forceinline__ int FeatureOfBagSlot(const int64_t* __restrict__ bag_prefix,
+                                                int num_features, int64_t slot) {
+  int lo = 0, hi = num_features - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (__ldg(bag_prefix + mid) <= slot) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
 // How the warp's lanes split a row: groups of `lanes` lanes, one 16-byte
 // (kVec-element) chunk each.
 struct Groups {
@@ -570,17 +587,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
   {
     for (int done = 0; done < chunk_count;) {
       const int64_t slot = chunk_first_shared + done;
-      // Last feature whose prefix is <= slot (features without bags have
-      // equal prefixes and are skipped by taking the last).
-      int lo = 0, hi = num_features - 1;
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (__ldg(bag_prefix + mid) <= slot) {
-          lo = mid;
-        } else {
-          hi = mid - 1;
-        }
-      }
+      const int lo = FeatureOfBagSlot(bag_prefix, num_features, slot);
       const int64_t feature_first = __ldg(bag_prefix + lo);
       const int count = static_cast<int>(
           min(static_cast<int64_t>(chunk_count - done), __ldg(bag_prefix + lo + 1) - slot));
@@ -762,15 +769,7 @@ __global__ void __launch_bounds__(kStageThreads)
   const HostStaging& st = args.staging;
   for (int done = 0; done < chunk_count;) {
     const int64_t slot = chunk_first + done;
-    int lo = 0, hi = num_features - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) >> 1;
-      if (__ldg(bag_prefix + mid) <= slot) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
+    const int lo = FeatureOfBagSlot(bag_prefix, num_features, slot);
     const int64_t feature_first = __ldg(bag_prefix + lo);
     const int count = static_cast<int>(
         min(static_cast<int64_t>(chunk_count - done), __ldg(bag_prefix + lo + 1) - slot));
