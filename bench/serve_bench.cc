@@ -3,6 +3,15 @@
 // the previous one is answered, for `--duration_s` after a warm-up. Prints
 // p50/p90/p99/max latency and requests/s. (rankload, in loadtest/, is the full
 // open-loop harness; this is the quick number for bench/NOTES.md.)
+//
+// --rpc picks what each virtual client sends:
+//   score       Score through the client's callback API (default);
+//   score_sync  Score through the blocking API, one thread per client;
+//   model_info  GetModelInfo through the blocking API: no batcher, no engine,
+//               so with --concurrency 1 it is the gRPC round trip floor of the
+//               same server and client (what Score's latency is compared to).
+// --pause_us (blocking modes) sleeps between a client's calls, so the threads
+// on both sides go idle as they do at low load, wake-ups included.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -11,12 +20,14 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "client/ranking_client.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -27,6 +38,8 @@ ABSL_FLAG(int, connections, 1, "gRPC connections");
 ABSL_FLAG(double, duration_s, 5, "measured seconds");
 ABSL_FLAG(double, warmup_s, 1, "seconds before measuring");
 ABSL_FLAG(std::string, label, "", "label printed in the result line");
+ABSL_FLAG(std::string, rpc, "score", "score | score_sync | model_info (see the top of the file)");
+ABSL_FLAG(int64_t, pause_us, 0, "score_sync / model_info: sleep between a client's calls");
 
 namespace {
 
@@ -68,6 +81,34 @@ void SendNext(State* s, int user) {
                      });
 }
 
+// Blocking modes: one thread per virtual client, calls back to back (or
+// --pause_us apart).
+void RunBlocking(State* s, int user, bool model_info, absl::Duration pause) {
+  auto& client = s->clients[user % s->clients.size()];
+  const std::string model = s->requests[0]->model();
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (now >= s->measure_end) break;
+    bool ok;
+    if (model_info) {
+      ok = client->GetModelInfo(model).ok();
+    } else {
+      const int64_t i = s->next.fetch_add(1);
+      ok = client->Score(*s->requests[i % s->requests.size()]).ok();
+    }
+    const Clock::time_point end = Clock::now();
+    if (now >= s->measure_start) {
+      absl::MutexLock lock(&s->mu);
+      if (ok) {
+        s->latencies_us.push_back(std::chrono::duration<double, std::micro>(end - now).count());
+      } else {
+        ++s->errors;
+      }
+    }
+    if (pause > absl::ZeroDuration()) absl::SleepFor(pause);
+  }
+}
+
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * v.size()));
@@ -79,6 +120,11 @@ double Percentile(std::vector<double>& v, double p) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  const std::string rpc = absl::GetFlag(FLAGS_rpc);
+  if (rpc != "score" && rpc != "score_sync" && rpc != "model_info") {
+    std::cerr << "serve_bench: --rpc: score, score_sync or model_info, got \"" << rpc << "\"\n";
+    return 2;
+  }
   State s;
   std::ifstream in(absl::GetFlag(FLAGS_requests));
   std::string line;
@@ -112,9 +158,18 @@ int main(int argc, char** argv) {
   s.measure_end = s.measure_start + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(absl::GetFlag(FLAGS_duration_s)));
   const int users = absl::GetFlag(FLAGS_concurrency);
-  s.active = users;
-  for (int u = 0; u < users; ++u) SendNext(&s, u);
-  s.all_done.WaitForNotification();
+  if (rpc == "score") {
+    s.active = users;
+    for (int u = 0; u < users; ++u) SendNext(&s, u);
+    s.all_done.WaitForNotification();
+  } else {
+    const absl::Duration pause = absl::Microseconds(absl::GetFlag(FLAGS_pause_us));
+    std::vector<std::thread> threads;
+    for (int u = 0; u < users; ++u) {
+      threads.emplace_back(RunBlocking, &s, u, rpc == "model_info", pause);
+    }
+    for (std::thread& t : threads) t.join();
+  }
   absl::MutexLock lock(&s.mu);
   const double secs = absl::GetFlag(FLAGS_duration_s);
   const size_t n = s.latencies_us.size();

@@ -27,6 +27,9 @@ ABSL_FLAG(double, duration_s, 10, "measured seconds per step (each sweep point, 
 ABSL_FLAG(double, warmup_s, 2, "seconds of load before each step's measured window (not measured)");
 ABSL_FLAG(int, connections, 4, "gRPC connections (one channel each) the calls are spread over");
 ABSL_FLAG(int, threads, 0, "open-loop sender threads; 0 = cores / 4 (1 .. 8)");
+ABSL_FLAG(int64_t, spin_us, 200,
+          "open loop: a sender spins (rather than sleeps) this long before each send, so "
+          "sends leave on time where thread wake-ups are slow (VMs); 0 = sleep only");
 ABSL_FLAG(int64_t, max_in_flight, 20000,
           "open loop: senders wait while this many calls are in flight (reported as the client "
           "falling behind); bounds the client's memory");
@@ -185,6 +188,10 @@ absl::StatusOr<Config> ConfigFromFlags() {
   if (c.threads == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     c.threads = std::max(1, std::min(8, cores / 4));
+  }
+  c.spin_us = absl::GetFlag(FLAGS_spin_us);
+  if (c.spin_us < 0 || c.spin_us > 100000) {
+    return Bad("--spin_us", "must be in [0, 100000]", absl::StrCat(c.spin_us));
   }
   c.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   if (c.max_in_flight < 1) {

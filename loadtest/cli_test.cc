@@ -14,6 +14,7 @@ ABSL_DECLARE_FLAG(std::string, rate);
 ABSL_DECLARE_FLAG(double, slo_latency_ms);
 ABSL_DECLARE_FLAG(double, duration_s);
 ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(int64_t, spin_us);
 
 namespace rankd::loadtest {
 namespace {
@@ -58,6 +59,7 @@ class ConfigFromFlagsTest : public ::testing::Test {
     absl::SetFlag(&FLAGS_slo_latency_ms, 0);
     absl::SetFlag(&FLAGS_duration_s, 10);
     absl::SetFlag(&FLAGS_threads, 0);
+    absl::SetFlag(&FLAGS_spin_us, 200);
   }
   static std::string Error() {
     auto c = ConfigFromFlags();
@@ -91,6 +93,9 @@ TEST_F(ConfigFromFlagsTest, BadValuesNameTheirFlag) {
   SetUp();
   absl::SetFlag(&FLAGS_threads, -1);
   EXPECT_EQ(Error().rfind("--threads: ", 0), 0u) << Error();
+  SetUp();
+  absl::SetFlag(&FLAGS_spin_us, -5);
+  EXPECT_EQ(Error().rfind("--spin_us: ", 0), 0u) << Error();
   SetUp();
   absl::SetFlag(&FLAGS_mode, "nope");
   EXPECT_EQ(Error().rfind("--mode: ", 0), 0u) << Error();

@@ -51,6 +51,15 @@ struct LoadDriver::Step {
   void SleepUntilNs(int64_t t) const {
     if (t > NowNs()) std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(t));
   }
+  // Sleeps until `spin_ns` before `t`, then spins until `t` (Options::spin_us).
+  void WaitUntilNs(int64_t t, int64_t spin_ns) const {
+    if (t - spin_ns > NowNs()) SleepUntilNs(t - spin_ns);
+    while (NowNs() < t) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
 
   // Sends one request scheduled for `scheduled_ns`; closed loop: for `user`.
   void Send(int64_t scheduled_ns, int user) {
@@ -126,7 +135,7 @@ struct LoadDriver::Step {
     for (;;) {
       const int64_t at = schedule->Next();
       if (at >= end_ns) break;
-      SleepUntilNs(at);
+      WaitUntilNs(at, options.spin_us * 1000);
       while (in_flight.load(std::memory_order_relaxed) >= options.max_in_flight) {
         cap_waits.fetch_add(1, std::memory_order_relaxed);
         std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -215,6 +224,10 @@ absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(const Options& op
   if (options.max_in_flight < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_in_flight: must be >= 1, got ", options.max_in_flight));
+  }
+  if (options.spin_us < 0 || options.spin_us > 100000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spin_us: must be in [0, 100000], got ", options.spin_us));
   }
   if (!(options.deadline_ms > 0) || !std::isfinite(options.deadline_ms)) {
     return absl::InvalidArgumentError(

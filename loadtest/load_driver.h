@@ -57,6 +57,13 @@ class LoadDriver {
     const RequestPool* pool = nullptr;
     // Open-loop sender threads; >= 1.
     int sender_threads = 1;
+    // Open loop: a sender sleeps until this long before a send and spins the
+    // rest, so the send leaves on time even where waking a sleeping thread is
+    // slow and jittery (virtual machines: tens of us typical, milliseconds at
+    // the tail), which would otherwise be counted as server latency. At rates
+    // above 1e6 / spin_us per thread the senders never sleep. 0 = sleep only.
+    // In [0, 100000].
+    int64_t spin_us = 200;
     // Open loop: a sender waits (and the step is marked client-behind) while
     // this many calls are in flight; bounds the client's memory. >= 1.
     int64_t max_in_flight = 20000;

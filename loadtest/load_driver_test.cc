@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client/testing/fake_ranking_service.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace rankd::loadtest {
@@ -37,7 +38,8 @@ class LoadDriverTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<LoadDriver> Driver(const std::string& model, double deadline_ms = 5000) {
+  std::unique_ptr<LoadDriver> Driver(const std::string& model, double deadline_ms = 5000,
+                                     int64_t spin_us = 200) {
     auto r = std::make_shared<rankd::v1::ScoreRequest>();
     r->set_model(model);
     r->set_num_candidates(3);
@@ -46,6 +48,7 @@ class LoadDriverTest : public ::testing::Test {
     for (auto& c : clients_) o.clients.push_back(c.get());
     o.pool = &pool_;
     o.deadline_ms = deadline_ms;
+    o.spin_us = spin_us;
     o.interval_s = 0.25;
     o.on_interval = [this](const IntervalStats& i) { intervals_seen_ += 1; };
     auto d = LoadDriver::Create(o);
@@ -90,6 +93,24 @@ TEST_F(LoadDriverTest, OpenLoopSendsOnSchedule) {
   for (const auto& i : r->intervals) in_intervals += i.completed;
   EXPECT_EQ(in_intervals, 500);
   EXPECT_FALSE(r->server_window.available);  // no scrape function
+}
+
+// The schedule holds whether senders only sleep (spin_us 0) or only spin
+// (spin_us longer than the gap between sends).
+TEST_F(LoadDriverTest, OpenLoopScheduleWithAndWithoutSpinning) {
+  Connect(fake_->target());
+  for (int64_t spin_us : {0, 100000}) {
+    SCOPED_TRACE(spin_us);
+    auto driver = Driver("mini", 5000, spin_us);
+    StepSpec spec;
+    spec.rate_rps = 200;
+    spec.warmup_s = 0.1;
+    spec.duration_s = 0.5;
+    auto r = driver->Run(spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->sent, 100);
+    EXPECT_EQ(r->ok, 100);
+  }
 }
 
 TEST_F(LoadDriverTest, ClosedLoopCountsErrorsByCode) {
@@ -148,6 +169,12 @@ TEST_F(LoadDriverTest, RejectsBadOptionsAndSpecs) {
   Connect(fake_->target(), 1);
   o.clients = {clients_[0].get()};
   EXPECT_FALSE(LoadDriver::Create(o).ok());  // no pool
+  pool_ = {std::make_shared<rankd::v1::ScoreRequest>()};
+  o.pool = &pool_;
+  o.spin_us = -1;
+  auto bad_spin = LoadDriver::Create(o);
+  EXPECT_FALSE(bad_spin.ok());
+  EXPECT_THAT(std::string(bad_spin.status().message()), ::testing::HasSubstr("spin_us"));
   auto driver = Driver("mini");
   StepSpec spec;
   spec.rate_rps = 0;

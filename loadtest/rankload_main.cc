@@ -120,6 +120,7 @@ int Run(const Config& c, const std::string& command_line) {
   for (auto& client : setup->clients) d.clients.push_back(client.get());
   d.pool = &setup->pool;
   d.sender_threads = c.threads;
+  d.spin_us = c.spin_us;
   d.max_in_flight = c.max_in_flight;
   d.deadline_ms = c.deadline_ms;
   d.interval_s = c.interval_s;
@@ -144,6 +145,7 @@ int Run(const Config& c, const std::string& command_line) {
   r.models = absl::StrJoin(setup->models, ",");
   r.connections = c.connections;
   r.threads = c.threads;
+  r.spin_us = c.spin_us;
   r.deadline_ms = c.deadline_ms;
   r.slo_percentile = c.slo_percentile;
   r.started_at = StartedAt();

@@ -105,6 +105,7 @@ struct RunSettings {
   std::string models;                // comma-separated model names sent to
   int connections = 0;
   int threads = 0;
+  int64_t spin_us = 0;               // open-loop senders' spin before each send
   double deadline_ms = 0;
   double slo_percentile = 99;        // percentile the SLO (and the latency.slo_* fields) use
   std::string started_at;            // ISO 8601, UTC

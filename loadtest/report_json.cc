@@ -191,6 +191,7 @@ std::string ReportToJson(const Report& report) {
              {"models", r.models},
              {"connections", r.connections},
              {"threads", r.threads},
+             {"spin_us", r.spin_us},
              {"deadline_ms", Num(r.deadline_ms)},
              {"slo_percentile", Num(r.slo_percentile)},
              {"started_at", r.started_at},
@@ -215,6 +216,7 @@ absl::StatusOr<Report> ReportFromJson(absl::string_view text) {
     report.settings.models = r.at("models").get<std::string>();
     report.settings.connections = r.at("connections").get<int>();
     report.settings.threads = r.at("threads").get<int>();
+    report.settings.spin_us = r.value("spin_us", int64_t{0});  // absent before it existed
     report.settings.deadline_ms = GetNum(r, "deadline_ms");
     report.settings.slo_percentile = GetNum(r, "slo_percentile");
     report.settings.started_at = r.at("started_at").get<std::string>();

@@ -57,7 +57,7 @@ StepResult SampleStep(int i) {
 Report SampleReport() {
   Report r;
   r.settings = {"label \"quoted\"", "127.0.0.1:8500", "slo", "generated, candidates 64",
-                "mini", 4, 2, 250.0, 99.9, "2026-11-22T10:00:00Z",
+                "mini", 4, 2, 200, 250.0, 99.9, "2026-11-22T10:00:00Z",
                 "rankload --mode slo --slo_latency_ms 5"};
   for (int i = 0; i < 3; ++i) r.steps.push_back(SampleStep(i));
   SloResult slo;

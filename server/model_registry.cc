@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
     engine::ModelInstance::Options instance_options =
         engine::ModelInstance::OptionsFromConfig((*model)->config);
     instance_options.completion_threads = options.completion_threads;
+    instance_options.complete_inline_when_idle = options.complete_inline_when_idle;
     auto instance = engine::ModelInstance::Create(*model, instance_options,
                                                   std::move(*cpu_workers), observer);
     if (!instance.ok()) {

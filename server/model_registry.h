@@ -43,6 +43,8 @@ class ModelRegistry {
     // (ModelInstance::Options::completion_threads); 0 = each worker answers
     // its own batch.
     int completion_threads = 0;
+    // ModelInstance::Options::complete_inline_when_idle.
+    bool complete_inline_when_idle = true;
   };
 
   // Loads every `<root>/<name>/<version>/` (ListModelVersions). Any model that

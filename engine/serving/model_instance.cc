@@ -158,9 +158,7 @@ void ModelInstance::CompleteRequests(absl::Span<QueuedRequest> requests,
 
 void ModelInstance::HandOff(std::vector<QueuedRequest> requests,
                             const BatchOutcome& outcome) {
-  // A slice per completion thread, but not below kMinSlice requests: waking
-  // a thread costs more than completing a few requests.
-  constexpr size_t kMinSlice = 8;
+  // A slice per completion thread, but not below kMinSlice requests.
   const size_t n = requests.size();
   const size_t max_slices = static_cast<size_t>(completions_->num_threads());
   const size_t slices = std::max<size_t>(1, std::min(max_slices, n / kMinSlice));
@@ -247,7 +245,11 @@ void ModelInstance::RunWorker(Worker* worker) {
 
     const BatchOutcome outcome{status, batch->cut_time, start, end, num_requests,
                                batch->num_candidates};
-    if (completions_ == nullptr) {
+    const bool inline_completion =
+        completions_ == nullptr ||
+        (options_.complete_inline_when_idle && batch->requests.size() < kMinSlice &&
+         batcher_->queued_requests() == 0);
+    if (inline_completion) {
       CompleteRequests(absl::MakeSpan(batch->requests), outcome);
     } else {
       HandOff(std::move(batch->requests), outcome);

@@ -11,7 +11,9 @@
 // Options::completion_threads > 0, on the instance's completion threads (the
 // worker hands the finished batch over and computes the next one at once; a
 // batch is cut into at most completion_threads contiguous slices, each
-// completed in FIFO order; no order between slices or batches). Requests that
+// completed in FIFO order; no order between slices or batches; small batches
+// that leave the queue empty still complete on the worker, see
+// Options::complete_inline_when_idle). Requests that
 // expire or are cancelled while queued complete on whichever worker thread
 // noticed. Shutdown (and so the destructor) stops admitting requests, waits
 // until every admitted request has been computed or completed and its
@@ -57,7 +59,17 @@ class ModelInstance {
     // requests on a GPU); on a machine with few cores the extra hand-off
     // costs more than it frees (bench/NOTES.md, "Per-request host path").
     int completion_threads = 0;
+    // With completion threads: a batch of fewer than kMinSlice requests that
+    // leaves the queue empty is completed on the worker thread anyway. Under
+    // load the queue is rarely empty and batches go to the completion threads
+    // as above; at low load this saves a thread wake-up per request on the
+    // latency path, when the worker has nothing else to do.
+    bool complete_inline_when_idle = true;
   };
+
+  // Batches are handed to completion threads in slices of at least this many
+  // requests: waking a thread costs more than completing a few requests.
+  static constexpr size_t kMinSlice = 8;
 
   // Options from a model's config: its BatchingConfig, with 0 meaning the
   // DynamicBatcher::Options default (as model_config.proto documents).

@@ -1,5 +1,7 @@
 #include "engine/serving/model_instance.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -503,6 +505,7 @@ TEST(ModelInstanceTest, ShutdownWaitsForCompletionThreads) {
   RecordingWorker::Log log;
   ModelInstance::Options options = Batching(1, 1, 0);
   options.completion_threads = 2;
+  options.complete_inline_when_idle = false;  // every done on a completion thread
   auto instance = MakeInstance(IdModel(), options,
                                One(std::make_unique<RecordingWorker>(&log, 1)));
   absl::Notification in_done, release;
@@ -534,6 +537,37 @@ TEST(ModelInstanceTest, ShutdownWaitsForCompletionThreads) {
   for (auto& c : others) {
     EXPECT_EQ(c->done_calls.load(), 1);
     EXPECT_TRUE(c->status.ok()) << c->status;
+  }
+}
+
+// A lone request on an idle instance completes on the worker thread (no
+// hand-off at low load) unless complete_inline_when_idle is off.
+TEST(ModelInstanceTest, IdleBatchCompletesOnTheWorkerThread) {
+  for (bool inline_when_idle : {true, false}) {
+    SCOPED_TRACE(inline_when_idle);
+    RecordingWorker::Log log;
+    ModelInstance::Options options = Batching(1, 1, 0);
+    options.completion_threads = 2;
+    options.complete_inline_when_idle = inline_when_idle;
+    auto instance = MakeInstance(IdModel(), options,
+                                 One(std::make_unique<RecordingWorker>(&log, 1)));
+    for (int id = 0; id < 3; ++id) {
+      auto call = IdCall(id, 1);
+      std::string thread_name;
+      QueuedRequest item = call->Item();
+      item.done = [&](absl::Status status, const RequestTiming&) {
+        char name[32] = {};
+        pthread_getname_np(pthread_self(), name, sizeof(name));
+        thread_name = name;
+        call->status = status;
+        call->done.Notify();
+      };
+      ASSERT_TRUE(instance->Submit(std::move(item)).ok());
+      call->done.WaitForNotification();
+      ASSERT_TRUE(call->status.ok()) << call->status;
+      EXPECT_EQ(thread_name, inline_when_idle ? "rankd-worker" : "rankd-complete");
+    }
+    instance->Shutdown();
   }
 }
 

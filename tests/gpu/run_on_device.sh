@@ -5,7 +5,7 @@
 # a short table is printed last.
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch;
-#   more sections, run only when named: bigserve loadprobe workersweep hostpath slo)
+#   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
@@ -373,6 +373,41 @@ if want hostpath; then
       --serve_flags "--gpu_workers ${HOSTPATH_GPU_WORKERS:-1} --completion_threads $ct" \
       --label "completion_threads $ct" --out "$out/hostpath_ct$ct" > "$out/hostpath_ct$ct.log" 2>&1
     while read -r l; do row "hostpath ct=$ct" "$l"; done < "$out/hostpath_ct$ct/summary.txt"
+  done
+fi
+
+# --- floor: where low-load latency goes (issue 6) -----------------------------
+# One rankd (kaggle scale 0.01, CUDA, 1 GPU worker) per server setting; from a
+# client on the same machine, one call at a time: GetModelInfo (gRPC round trip
+# through the same server, no batcher or GPU: the floor) and Score, blocking
+# calls back to back and FLOOR_PAUSE_US apart (threads go idle as at low load),
+# and Score through the callback API; then rankload's open loop at 200 req/s.
+if want floor; then
+  gen kaggle_s kaggle 0.01
+  f1=$(reqs kaggle_s 1)
+  for spec in ${FLOOR_SERVERS:-"ct2:--completion_threads=2" "ct2_noinline:--completion_threads=2 --completion_inline_when_idle=false" "ct0:--completion_threads=0"}; do
+    name=${spec%%:*} flags=${spec#*:}
+    if ! serve_up "floor_$name" "$work/models" --gpu_workers 1 --log_level warn $flags; then
+      row "floor $name" "FAIL: $(tail -3 "$out/floor_$name.log" | tr '\n' ' ')"
+      kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+      continue
+    fi
+    for probe in "model_info 0" "model_info ${FLOOR_PAUSE_US:-2000}" "score_sync 0" "score_sync ${FLOOR_PAUSE_US:-2000}" "score 0"; do
+      set -- $probe
+      run serve_bench --target "127.0.0.1:$srv_port" --requests "$f1" --rpc "$1" --pause_us "$2" \
+        --concurrency 1 --duration_s 4 --label "$name $1 pause $2" >> "$out/floor.log" 2>&1
+      row "floor $name $1 pause $2" "$(tail -1 "$out/floor.log" | grep -oE 'p50 +[0-9.]+ us +p90 +[0-9.]+ us +p99 +[0-9.]+ us')"
+    done
+    run rankload --target "127.0.0.1:$srv_port" --model kaggle_s --model_config "$work/models/kaggle_s/1/model.pbtxt" \
+      --mode open --rate 200 --duration_s 5 --warmup_s 1 --connections 4 --threads 2 --quiet \
+      --json "$out/floor_${name}_rankload.json" > "$out/floor_${name}_rankload.txt" 2>&1
+    row "floor $name rankload open 200/s" "$(python3 -c "
+import json
+s = json.load(open('$out/floor_${name}_rankload.json'))['steps'][0]
+l, v = s['latency_us'], s['service_us']
+print('p50 %.1f us p99 %.1f us (service p50 %.1f us)' % (l['p50'], l['p99'], v['p50']))" 2>&1 | tail -1)"
+    curl -s "127.0.0.1:$srv_mport/metrics" > "$out/floor_${name}_metrics.txt"
+    kill -TERM $srv_pid; wait $srv_pid
   done
 fi
 
