@@ -42,12 +42,14 @@ Options (defaults in brackets):
   --threads N           rankload sender threads, 0 = cores / 4 [0]
   --connections N       rankload gRPC connections [8]
   --gpu_workers N       rankd serve --gpu_workers (0 = default) [0]
+  --serve_flags "F..."  further rankd serve flags, e.g. "--worker_spin_us 200" [none]
 EOF
 }
 
 rankd="" rankload="" out="" backend=cuda scale=1 work=""
 low_rps=100 low_s=10 start1=5000 start256=500 p99_1=5 p99_256=10
 step_s=3 warmup_s=1 confirm_s=10 precision=0.05 threads=0 connections=8 gpu_workers=0
+extra_serve_flags=""
 while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
@@ -76,6 +78,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$val ;;
     --connections) connections=$val ;;
     --gpu_workers) gpu_workers=$val ;;
+    --serve_flags) extra_serve_flags=$val ;;
     *) echo "slo_report.sh: unknown option $opt (see --help)" >&2; exit 2 ;;
   esac
   shift 2
@@ -126,6 +129,8 @@ rm -f "$ports"
 serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 --grpc_port 0
   --metrics_port 0 --port_file "$ports" --log_level warn)
 [ "$gpu_workers" != 0 ] && serve_flags+=(--gpu_workers "$gpu_workers")
+# shellcheck disable=SC2206  # split on purpose: a list of flags
+[ -n "$extra_serve_flags" ] && serve_flags+=($extra_serve_flags)
 say "starting rankd serve ${serve_flags[*]}"
 "$rankd" serve "${serve_flags[@]}" >"$out/rankd.log" 2>&1 &
 pid=$!

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
         engine::ModelInstance::OptionsFromConfig((*model)->config);
     instance_options.completion_threads = options.completion_threads;
     instance_options.complete_inline_when_idle = options.complete_inline_when_idle;
+    instance_options.batching.idle_spin_us = options.worker_spin_us;
     auto instance = engine::ModelInstance::Create(*model, instance_options,
                                                   std::move(*cpu_workers), observer);
     if (!instance.ok()) {

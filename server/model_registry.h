@@ -45,6 +45,8 @@ class ModelRegistry {
     int completion_threads = 0;
     // ModelInstance::Options::complete_inline_when_idle.
     bool complete_inline_when_idle = true;
+    // DynamicBatcher::Options::idle_spin_us of every model version.
+    int64_t worker_spin_us = 0;
   };
 
   // Loads every `<root>/<name>/<version>/` (ListModelVersions). Any model that

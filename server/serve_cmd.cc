@@ -52,6 +52,10 @@ ABSL_FLAG(int, completion_threads, 2,
 ABSL_FLAG(bool, completion_inline_when_idle, true,
           "serve: with --completion_threads, a batch of under 8 requests that leaves the queue "
           "empty is answered by its worker (one thread wake-up less per request at low load)");
+ABSL_FLAG(int64_t, worker_spin_us, 0,
+          "serve: a worker that finds its queue empty spins this long (us) before it sleeps: "
+          "trades CPU for the wake-up latency of a sleeping thread (0 = sleep at once; at most "
+          "10000)");
 ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message accepted or sent");
 ABSL_FLAG(int, max_candidates, 16384, "serve: most candidates in one request (0 = no limit)");
@@ -85,6 +89,10 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         "--max_candidates, --max_ids_per_feature, --workers, --cpu_threads and "
         "--completion_threads must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_worker_spin_us) < 0 || absl::GetFlag(FLAGS_worker_spin_us) > 10000) {
+    return absl::InvalidArgumentError(absl::StrCat("--worker_spin_us: must be in [0, 10000], got ",
+                                                   absl::GetFlag(FLAGS_worker_spin_us)));
   }
   if (absl::GetFlag(FLAGS_drain_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout: must be >= 0");
@@ -168,6 +176,7 @@ int RunServe() {
   registry_options.cpu_threads_per_worker = absl::GetFlag(FLAGS_cpu_threads);
   registry_options.completion_threads = absl::GetFlag(FLAGS_completion_threads);
   registry_options.complete_inline_when_idle = absl::GetFlag(FLAGS_completion_inline_when_idle);
+  registry_options.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
   registry_options.backend = backend;
   registry_options.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
   registry_options.cuda.math = absl::GetFlag(FLAGS_gpu_math) == "tf32"

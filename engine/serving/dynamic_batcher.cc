@@ -1,6 +1,7 @@
 #include "engine/serving/dynamic_batcher.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,9 @@ absl::Status DynamicBatcher::ValidateOptions(const Options& o) {
   }
   if (o.default_timeout_us <= 0) {
     return error("default_timeout_us", "> 0", o.default_timeout_us);
+  }
+  if (o.idle_spin_us < 0 || o.idle_spin_us > 10000) {
+    return error("idle_spin_us", "in [0, 10000]", o.idle_spin_us);
   }
   return absl::OkStatus();
 }
@@ -122,6 +126,7 @@ absl::Status DynamicBatcher::Enqueue(QueuedRequest item) {
       item.deadline < queue_.front().enqueue_time + max_queue_delay_;
   queued_candidates_ += n;
   queue_.push_back(std::move(item));
+  enqueued_.fetch_add(1, std::memory_order_release);
   ReportDepthLocked();
   if (wake) cv_.Signal();
   return absl::OkStatus();
@@ -217,6 +222,7 @@ DynamicBatcher::CutResult DynamicBatcher::TryCutBatch(absl::Time now) {
 
 std::optional<Batch> DynamicBatcher::NextBatch() {
   std::vector<Dropped> dropped;
+  bool spun = false;  // at most one spin per call, then sleep
   mu_.Lock();
   for (;;) {
     const absl::Time now = clock_->Now();
@@ -237,6 +243,24 @@ std::optional<Batch> DynamicBatcher::NextBatch() {
       continue;
     }
     if (stopped_.load(std::memory_order_relaxed) && queue_.empty()) break;
+    if (cut.wake_time == absl::InfiniteFuture() && !spun && options_.idle_spin_us > 0) {
+      // Empty queue: watch for a request without the lock, then evaluate
+      // again (a request that came meanwhile is in the queue by then).
+      spun = true;
+      const uint64_t seen = enqueued_.load(std::memory_order_acquire);
+      mu_.Unlock();
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::microseconds(options_.idle_spin_us);
+      while (enqueued_.load(std::memory_order_acquire) == seen &&
+             !stopped_.load(std::memory_order_acquire) &&
+             std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      mu_.Lock();
+      continue;
+    }
     if (cut.wake_time == absl::InfiniteFuture()) {
       cv_.Wait(&mu_);
     } else {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -125,6 +126,7 @@ TEST_F(BatcherTest, DefaultsAreDocumentedValues) {
   EXPECT_EQ(o.preferred_batch_candidates, 0);
   EXPECT_EQ(o.max_queue_requests, 1024);
   EXPECT_EQ(o.default_timeout_us, 10'000'000);
+  EXPECT_EQ(o.idle_spin_us, 0);
   EXPECT_TRUE(DynamicBatcher::ValidateOptions(o).ok());
 }
 
@@ -500,6 +502,38 @@ struct BadOption {
   void (*mutate)(DynamicBatcher::Options*);
 };
 
+// A worker spinning on an empty queue (idle_spin_us) takes a request that
+// arrives during the spin, one that arrives after it has gone to sleep, and
+// ends when stopped while spinning.
+TEST_F(BatcherTest, IdleSpinTakesRequestsAndStops) {
+  for (int64_t spin_us : {10000, 200}) {
+    SCOPED_TRACE(spin_us);
+    DynamicBatcher::Options o = Opts(10, 10, 0);
+    o.idle_spin_us = spin_us;
+    auto b = MakeBatcher(o);
+    for (int round = 0; round < 3; ++round) {
+      std::optional<Batch> got;
+      std::thread worker([&] { got = b->NextBatch(); });
+      // Lands during a 10 ms spin, or after a 200 us one (the worker sleeps).
+      absl::SleepFor(absl::Milliseconds(2));
+      Add(*b, 1);
+      worker.join();
+      ASSERT_TRUE(got.has_value());
+      EXPECT_EQ(got->requests.size(), 1u);
+      Execute(*got);
+    }
+  }
+  DynamicBatcher::Options o = Opts(10, 10, 0);
+  o.idle_spin_us = 10000;
+  auto b = MakeBatcher(o);
+  std::optional<Batch> got = Batch{};
+  std::thread worker([&] { got = b->NextBatch(); });
+  absl::SleepFor(absl::Milliseconds(1));
+  b->Stop();
+  worker.join();
+  EXPECT_FALSE(got.has_value());
+}
+
 TEST_F(BatcherTest, OptionsValidationNamesTheField) {
   const BadOption cases[] = {
       {"max_batch_candidates", [](auto* o) { o->max_batch_candidates = 0; }},
@@ -510,6 +544,8 @@ TEST_F(BatcherTest, OptionsValidationNamesTheField) {
        [](auto* o) { o->preferred_batch_candidates = 5000; }},
       {"max_queue_requests", [](auto* o) { o->max_queue_requests = 0; }},
       {"default_timeout_us", [](auto* o) { o->default_timeout_us = 0; }},
+      {"idle_spin_us", [](auto* o) { o->idle_spin_us = -1; }},
+      {"idle_spin_us", [](auto* o) { o->idle_spin_us = 10001; }},
   };
   for (const BadOption& c : cases) {
     DynamicBatcher::Options o;

@@ -29,6 +29,15 @@ N_NOT_FOUND=$(grep -c '"code": "NOT_FOUND"' "$TMP/cases.jsonl")
 expect_eq "bad request classes" "$N_INVALID" 14
 expect_eq "NOT_FOUND classes" "$N_NOT_FOUND" 2
 
+# Bad serve flags: refused at start, naming the flag, before anything loads.
+for bad in "--worker_spin_us=-1" "--worker_spin_us=20000" "--completion_threads=-1"; do
+  timeout 60 "$RANKD" serve --model_root "$MODELS" --backend cpu --grpc_port 0 --metrics_port -1 \
+    "$bad" >"$TMP/badflag.out" 2>&1
+  rc=$?
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "rankd serve $bad: exit $rc, want a refusal"
+  expect_grep "rankd serve $bad names the flag" "$TMP/badflag.out" "${bad%%=*}"
+done
+
 start_rankd "$MODELS" --max_candidates "$MAX_CANDIDATES"
 
 # One call at a time, so each good request really comes after its bad one.
