@@ -52,6 +52,10 @@ ABSL_FLAG(int, completion_threads, 2,
 ABSL_FLAG(bool, completion_inline_when_idle, true,
           "serve: with --completion_threads, a batch of under 8 requests that leaves the queue "
           "empty is answered by its worker (one thread wake-up less per request at low load)");
+ABSL_FLAG(int64_t, host_staging_mib, 128,
+          "serve: HBM per GPU worker for the rows a batch misses in the HBM cache of HOST "
+          "tables, each copied from host memory once per batch (0 = misses are read from host "
+          "memory inside the pooling kernel; at most 1024: it comes out of the 2 GiB per-GPU worker reserve)");
 ABSL_FLAG(int64_t, worker_spin_us, 0,
           "serve: a worker that finds its queue empty spins this long (us) before it sleeps: "
           "trades CPU for the wake-up latency of a sleeping thread (0 = sleep at once; at most "
@@ -89,6 +93,10 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         "--max_candidates, --max_ids_per_feature, --workers, --cpu_threads and "
         "--completion_threads must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_host_staging_mib) < 0 || absl::GetFlag(FLAGS_host_staging_mib) > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("--host_staging_mib: must be in [0, 1024], got ",
+                                                   absl::GetFlag(FLAGS_host_staging_mib)));
   }
   if (absl::GetFlag(FLAGS_worker_spin_us) < 0 || absl::GetFlag(FLAGS_worker_spin_us) > 10000) {
     return absl::InvalidArgumentError(absl::StrCat("--worker_spin_us: must be in [0, 10000], got ",
@@ -183,6 +191,7 @@ int RunServe() {
                                    ? kernels::cuda::MathMode::kTf32
                                    : kernels::cuda::MathMode::kFp32;
   registry_options.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
+  registry_options.cuda.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
   registry_options.cuda.budget = *engine::ParseMemoryBudget(
       "--device_memory_budget", absl::GetFlag(FLAGS_device_memory_budget));  // validated above
   auto registry = ModelRegistry::Create(

@@ -5,7 +5,7 @@
 # a short table is printed last.
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch;
-#   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor)
+#   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor sweep)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
@@ -240,31 +240,32 @@ import json, sys
 c = json.load(sys.stdin)
 print(sum(int(t["num_rows"]) * int(t["dim"]) * 4 for t in c["tables"]))')
   tb_budget=$(( tb_bytes / 10 ))
-  for spec in "mlperf bigm 8G" "terabyte bigt $tb_budget"; do
+  # Each model with the default HOST-table staging and with none (A/B in one run).
+  for spec in "mlperf bigm 8G 128" "mlperf bigm 8G 0" "terabyte bigt $tb_budget 128" "terabyte bigt $tb_budget 0"; do
     set -- $spec
-    m=$1 root=$work/$2 budget=$3
+    m=$1 root=$work/$2 budget=$3 staging=$4 tag=${1}_s$4
     run rankd gen-requests --model "$root/$m/1" --count 100 --candidates 256 --zipf 1.05 --seed 3 \
       --output "$work/$m.big.jsonl" > /dev/null 2>&1
     t0=$(date +%s)
-    if serve_up "bigserve_$m" "$root" --device_memory_budget "$budget"; then
-      row "bigserve $m budget $budget" "serving after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'HBM [0-9.]+ [GMK]iB of budget [0-9.]+ [GMK]iB; pinned host memory [0-9.]+ [GMK]iB' "$out/bigserve_$m.log")"
+    if serve_up "bigserve_$tag" "$root" --device_memory_budget "$budget" --host_staging_mib "$staging"; then
+      row "bigserve $tag budget $budget" "serving after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'HBM [0-9.]+ [GMK]iB of budget [0-9.]+ [GMK]iB; pinned host memory [0-9.]+ [GMK]iB' "$out/bigserve_$tag.log")"
       run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/$m.big.jsonl" --concurrency 1 \
-        --duration_s 8 --label "$m B=256 conc 1" > "$out/bigserve_${m}_c1.log" 2>&1
+        --duration_s 8 --label "$m B=256 conc 1" > "$out/bigserve_${tag}_c1.log" 2>&1
       run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/$m.big.jsonl" --concurrency 8 \
-        --connections 4 --duration_s 8 --label "$m B=256 conc 8" > "$out/bigserve_${m}_c8.log" 2>&1
-      row "bigserve $m B=256 conc 1" "$(tail -1 "$out/bigserve_${m}_c1.log" | grep -oE 'p50 +[0-9.]+ us +p90 +[0-9.]+ us +p99 +[0-9.]+ us')"
-      row "bigserve $m B=256 conc 8" "$(tail -1 "$out/bigserve_${m}_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
+        --connections 4 --duration_s 8 --label "$m B=256 conc 8" > "$out/bigserve_${tag}_c8.log" 2>&1
+      row "bigserve $tag B=256 conc 1" "$(tail -1 "$out/bigserve_${tag}_c1.log" | grep -oE 'p50 +[0-9.]+ us +p90 +[0-9.]+ us +p99 +[0-9.]+ us')"
+      row "bigserve $tag B=256 conc 8" "$(tail -1 "$out/bigserve_${tag}_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
       h=$(metric_sum rankd_embedding_cache_hits_total); mi=$(metric_sum rankd_embedding_cache_misses_total)
-      row "bigserve $m cache" "hits $h misses $mi hit rate $(python3 -c "print(round($h / max(1, $h + $mi), 4))") host read bytes $(metric_sum rankd_embedding_host_read_bytes_total)"
-      curl -s "127.0.0.1:$srv_mport/metrics" > "$out/bigserve_${m}_metrics.txt"
+      row "bigserve $tag cache" "hits $h misses $mi hit rate $(python3 -c "print(round($h / max(1, $h + $mi), 4))") host read bytes $(metric_sum rankd_embedding_host_read_bytes_total)"
+      curl -s "127.0.0.1:$srv_mport/metrics" > "$out/bigserve_${tag}_metrics.txt"
       kill -TERM $srv_pid; wait $srv_pid
     else
-      row "bigserve $m budget $budget" "FAIL: $(tail -3 "$out/bigserve_$m.log" | tr '\n' ' ')"
+      row "bigserve $tag budget $budget" "FAIL: $(tail -3 "$out/bigserve_$tag.log" | tr '\n' ' ')"
       kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
     fi
-    grep -E 'loaded|load|placement' "$out/bigserve_$m.log" | head -5 >> "$out/bigserve_load.txt"
-    rm -rf "$root"
+    grep -E 'loaded|load|placement' "$out/bigserve_$tag.log" | head -5 >> "$out/bigserve_load.txt"
   done
+  rm -rf "$work/bigm" "$work/bigt"
 fi
 
 # --- dyn100m: a dynamic (hash) table of 100 M keys loads and serves ----------
@@ -409,6 +410,39 @@ print('p50 %.1f us p99 %.1f us (service p50 %.1f us)' % (l['p50'], l['p99'], v['
     curl -s "127.0.0.1:$srv_mport/metrics" > "$out/floor_${name}_metrics.txt"
     kill -TERM $srv_pid; wait $srv_pid
   done
+fi
+
+# --- sweep: open-loop rate sweeps, kaggle at full size (issue 6) --------------
+# rankd with its defaults; rankload open loop at fixed rates (SWEEP_RATES_1 for
+# 1-candidate requests, SWEEP_RATES_256 for 256-candidate ones), 3 s measured
+# after 1 s of warm-up each: p50 / p99 per rate, where the SLO search's first
+# failing probe may hide passing rates above it (p99 here is not monotonic in
+# the rate: at moderate rates threads sleep between requests and pay wake-ups).
+if want sweep; then
+  gen kaggle_full kaggle 1
+  if serve_up sweep "$work/models" ${SWEEP_SERVE_FLAGS:-}; then
+    for spec in "1 ${SWEEP_RATES_1:-5000,10000,20000,40000,60000,80000,100000}" \
+                "256 ${SWEEP_RATES_256:-1000,2000,4000,8000,12000,16000,24000}"; do
+      set -- $spec
+      run rankload --target "127.0.0.1:$srv_port" --model kaggle_full \
+        --model_config "$work/models/kaggle_full/1/model.pbtxt" --candidates "$1" --mode open \
+        --rate "$2" --duration_s 3 --warmup_s 1 --connections ${SWEEP_CONNECTIONS:-16} \
+        --threads ${SWEEP_THREADS:-4} --quiet --metrics_url "http://127.0.0.1:$srv_mport/metrics" \
+        --csv "$out/sweep_$1.csv" --json "$out/sweep_$1.json" > "$out/sweep_$1.txt" 2>&1
+      python3 - "$out/sweep_$1.csv" "$1" <<'PY' | while read -r l; do row "sweep" "$l"; done
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    print("B=%s target %6s achieved %8.0f req/s %10.0f cand/s p50 %7.0f us p99 %8.0f us server p99 %7.0f us%s" % (
+        sys.argv[2], r["target_rps"], float(r["achieved_rps"]), float(r["candidates_per_s"]),
+        float(r["latency_p50_us"]), float(r["latency_p99_us"]),
+        float(r["server_p99_request_us"] or 0), " CLIENT BEHIND" if r["client_behind"] == "1" else ""))
+PY
+    done
+    kill -TERM $srv_pid; wait $srv_pid
+  else
+    row "sweep" "FAIL: $(tail -3 "$out/sweep.log" | tr '\n' ' ')"
+    kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+  fi
 fi
 
 # --- slo: rankload SLO report, kaggle preset, CUDA backend (issue 6) ---------
