@@ -414,7 +414,7 @@ fi
 
 # --- sweep: open-loop rate sweeps, kaggle at full size (issue 6) --------------
 # rankd with its defaults; rankload open loop at fixed rates (SWEEP_RATES_1 for
-# 1-candidate requests, SWEEP_RATES_256 for 256-candidate ones), 3 s measured
+# 1-candidate requests, SWEEP_RATES_256 for 256-candidate ones), SWEEP_DURATION_S (3) measured
 # after 1 s of warm-up each: p50 / p99 per rate, where the SLO search's first
 # failing probe may hide passing rates above it (p99 here is not monotonic in
 # the rate: at moderate rates threads sleep between requests and pay wake-ups).
@@ -426,7 +426,7 @@ if want sweep; then
       set -- $spec
       run rankload --target "127.0.0.1:$srv_port" --model kaggle_full \
         --model_config "$work/models/kaggle_full/1/model.pbtxt" --candidates "$1" --mode open \
-        --rate "$2" --duration_s 3 --warmup_s 1 --connections ${SWEEP_CONNECTIONS:-16} \
+        --rate "$2" --duration_s ${SWEEP_DURATION_S:-3} --warmup_s 1 --connections ${SWEEP_CONNECTIONS:-16} \
         --threads ${SWEEP_THREADS:-4} --quiet --metrics_url "http://127.0.0.1:$srv_mport/metrics" \
         --csv "$out/sweep_$1.csv" --json "$out/sweep_$1.json" > "$out/sweep_$1.txt" 2>&1
       python3 - "$out/sweep_$1.csv" "$1" <<'PY' | while read -r l; do row "sweep" "$l"; done
