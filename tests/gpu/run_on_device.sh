@@ -2,7 +2,8 @@
 # Runs on the GPU machine, from the repository root, with the bundle that
 # scripts/gpu_suite.sh built carried in .gpu/bundle: the GPU test suite, the
 # reference checks and the benchmarks. Logs go under $OUT (or /tmp/rankd_gpu);
-# a short table is printed last.
+# a short table is printed last. The device tool returns only a few files from
+# $OUT: point OUT elsewhere and tar it into one file when running many sections.
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch;
 #   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor sweep)
@@ -383,6 +384,8 @@ fi
 # through the same server, no batcher or GPU: the floor) and Score, blocking
 # calls back to back and FLOOR_PAUSE_US apart (threads go idle as at low load),
 # and Score through the callback API; then rankload's open loop at 200 req/s.
+# FLOOR_SERVERS: space-separated NAME:FLAGS settings, FLAGS without spaces
+# (e.g. "ct2:--completion_threads=2 spin200:--worker_spin_us=200").
 if want floor; then
   gen kaggle_s kaggle 0.01
   f1=$(reqs kaggle_s 1)
