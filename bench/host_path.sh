@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rankd's per-request host cost (issue 6): what one small request costs the
-# server outside the model's compute. For 1-candidate requests on a small model
+# server outside the model's compute. For 1-candidate requests (or --candidates N) on a small model
 # it reports
 #   (a) server CPU microseconds per request: the rankd process's utime + stime
 #       (/proc/PID/stat) over an open-loop run at a fixed rate, divided by the
@@ -36,6 +36,7 @@ Options (defaults in brackets):
   --preset P            rankd gen-model --preset [mini]
   --num_tables N        gen-model --num_tables (mini: 3..16; 0 = preset's) [16]
   --scale F             gen-model --scale [1]
+  --candidates N        candidates per request of every run [1]
   --work DIR            model and request files [a temporary directory]
   --rates R[,R...]      open-loop rates of the CPU-per-request runs [2000,6000]
   --cpu_s S             measured seconds per CPU run [8]
@@ -60,7 +61,7 @@ EOF
 rankd="" rankload="" serve_bench="" out="" backend=cpu preset=mini num_tables=16 scale=1
 work="" rates="2000,6000" cpu_s=8 repeat=3 low_rps=200 low_s=5 concurrency="16,64"
 closed_s=4 connections=4 threads=1 workers=0 gpu_workers=0 serve_extra="" label=""
-server_cpus="" client_cpus="" parts="a,b,c"
+server_cpus="" client_cpus="" parts="a,b,c" candidates=1
 while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
@@ -78,6 +79,7 @@ while [ $# -gt 0 ]; do
     --preset) preset=$val ;;
     --num_tables) num_tables=$val ;;
     --scale) scale=$val ;;
+    --candidates) candidates=$val ;;
     --work) work=$val ;;
     --rates) rates=$val ;;
     --cpu_s) cpu_s=$val ;;
@@ -107,6 +109,7 @@ bins=("$rankd" "$rankload")
 for b in "${bins[@]}"; do
   [ -x "$b" ] || { echo "host_path.sh: $b is not an executable" >&2; exit 2; }
 done
+[[ "$candidates" =~ ^[1-9][0-9]*$ ]] || { echo "host_path.sh: --candidates: a positive integer, got $candidates" >&2; exit 2; }
 case $backend in cuda|cpu|auto) ;; *) echo "host_path.sh: --backend: cpu, cuda or auto, got $backend" >&2; exit 2 ;; esac
 
 # A bundle (shared/tools/gpu-bundle): BUNDLE/bin/<binary> with BUNDLE/lib.
@@ -146,9 +149,9 @@ if [ ! -f "$model_dir/model.pbtxt" ]; then
   say "gen-model ${gen[*]}"
   "$rankd" gen-model "${gen[@]}" >&2
 fi
-reqs="$work/requests_1.jsonl"
+reqs="$work/requests_$candidates.jsonl"
 if [ ! -s "$reqs" ]; then
-  "$rankd" gen-requests --model "$model_dir" --count 1000 --candidates 1 --seed 12 \
+  "$rankd" gen-requests --model "$model_dir" --count 1000 --candidates "$candidates" --seed 12 \
     --output "$reqs" >/dev/null
 fi
 ports="$work/ports"

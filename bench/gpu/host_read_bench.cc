@@ -6,7 +6,9 @@
 // For each allocation kind and buffer size: `--rows` rows of `--row_bytes`
 // picked uniformly at random (or the same rows sorted by address) are copied
 // into HBM with LaunchFillCacheRows (one warp a row, 16-byte loads); reported
-// GB/s and M rows/s are the median of --iters launches.
+// GB/s and M rows/s are the median of --iters launches. `--blocks` caps the
+// grid (warps then loop over the rows in order): with rows sorted by address,
+// that bounds the span of host addresses in flight at once.
 //   thp        mmap + MADV_HUGEPAGE, cudaHostRegister (what HostTables does)
 //   nothp      mmap + MADV_NOHUGEPAGE, cudaHostRegister
 //   hostalloc  cudaHostAlloc (the driver's own pinned allocation)
@@ -41,16 +43,18 @@ ABSL_FLAG(std::string, sizes_gib, "0.0625,1,4,12", "host buffer sizes, GiB");
 ABSL_FLAG(int64_t, rows, 131072, "rows gathered a launch");
 ABSL_FLAG(int64_t, row_bytes, 512, "bytes a row");
 ABSL_FLAG(int, iters, 9, "timed launches (median)");
+ABSL_FLAG(std::string, blocks, "0",
+          "grid caps to compare (LaunchFillCacheRows max_blocks; 0 = one warp a row)");
 
 namespace {
 
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    const cudaError_t e_ = (expr);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
+#define CHECK_CUDA(expr)                                                                         \
+  do {                                                                                           \
+    const cudaError_t e_ = (expr);                                                               \
+    if (e_ != cudaSuccess) {                                                                     \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                        \
-    }                                                                                      \
+      std::exit(2);                                                                              \
+    }                                                                                            \
   } while (0)
 
 std::string FirstLine(const char* path) {
@@ -126,7 +130,8 @@ HostBuffer Allocate(const std::string& kind, int64_t bytes) {
   }
   if (kind == "hostalloc") {
     if (cudaHostAlloc(&b.host, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
-      std::printf("  %s: cudaHostAlloc of %lld bytes failed\n", kind.c_str(), static_cast<long long>(bytes));
+      std::printf("  %s: cudaHostAlloc of %lld bytes failed\n", kind.c_str(),
+                  static_cast<long long>(bytes));
       cudaGetLastError();
       return HostBuffer{};
     }
@@ -137,8 +142,8 @@ HostBuffer Allocate(const std::string& kind, int64_t bytes) {
     if (kind == "hugetlb") flags |= MAP_HUGETLB;
     void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
     if (m == MAP_FAILED) {
-      std::printf("  %s: mmap failed (%s; HugePages_Free: %s)\n", kind.c_str(), std::strerror(errno),
-                  MeminfoLine("HugePages_Free").c_str());
+      std::printf("  %s: mmap failed (%s; HugePages_Free: %s)\n", kind.c_str(),
+                  std::strerror(errno), MeminfoLine("HugePages_Free").c_str());
       return HostBuffer{};
     }
     if (kind == "thp") madvise(m, bytes, MADV_HUGEPAGE);
@@ -146,7 +151,8 @@ HostBuffer Allocate(const std::string& kind, int64_t bytes) {
     b.host = m;
     b.mapped = true;
     Touch(m, bytes);
-    if (cudaHostRegister(m, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) != cudaSuccess) {
+    if (cudaHostRegister(m, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
+        cudaSuccess) {
       std::printf("  %s: cudaHostRegister failed\n", kind.c_str());
       cudaGetLastError();
       munmap(m, bytes);
@@ -185,10 +191,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--rows must be > 0 and --row_bytes a positive multiple of 16\n");
     return 2;
   }
+  std::vector<int> block_caps;
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_blocks), ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(s, &v) || v < 0) {
+      std::fprintf(stderr, "--blocks: \"%s\" is not a count >= 0\n", std::string(s).c_str());
+      return 2;
+    }
+    block_caps.push_back(v);
+  }
+  if (block_caps.empty()) block_caps.push_back(0);
   std::printf("THP: %s; defrag: %s\n",
               FirstLine("/sys/kernel/mm/transparent_hugepage/enabled").c_str(),
               FirstLine("/sys/kernel/mm/transparent_hugepage/defrag").c_str());
-  std::printf("%s; %s\n", MeminfoLine("HugePages_Total").c_str(), MeminfoLine("Hugepagesize").c_str());
+  std::printf("%s; %s\n", MeminfoLine("HugePages_Total").c_str(),
+              MeminfoLine("Hugepagesize").c_str());
 
   void* d_out = nullptr;
   int64_t* d_rows = nullptr;
@@ -206,9 +223,11 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventCreate(&e1));
 
   std::vector<std::string> table;
-  for (absl::string_view kind_view : absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty())) {
+  for (absl::string_view kind_view :
+       absl::StrSplit(absl::GetFlag(FLAGS_kinds), ',', absl::SkipEmpty())) {
     const std::string kind(kind_view);
-    for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes_gib), ',', absl::SkipEmpty())) {
+    for (absl::string_view s :
+         absl::StrSplit(absl::GetFlag(FLAGS_sizes_gib), ',', absl::SkipEmpty())) {
       double gib = 0;
       if (!absl::SimpleAtod(s, &gib) || gib <= 0) {
         std::fprintf(stderr, "--sizes_gib: cannot parse \"%s\"\n", std::string(s).c_str());
@@ -226,25 +245,28 @@ int main(int argc, char** argv) {
       for (int sorted = 0; sorted < 2; ++sorted) {
         if (sorted) std::sort(rows.begin(), rows.end());
         CHECK_CUDA(cudaMemcpy(d_rows, rows.data(), n * 8, cudaMemcpyHostToDevice));
-        std::vector<float> ms;
-        for (int i = 0; i < absl::GetFlag(FLAGS_iters) + 1; ++i) {
-          CHECK_CUDA(cudaEventRecord(e0, stream));
-          CHECK_CUDA(rankd::kernels::cuda::LaunchFillCacheRows(b.device, num_rows, row_bytes, d_rows,
-                                                               d_slots, n, d_out, n, stream));
-          CHECK_CUDA(cudaEventRecord(e1, stream));
-          CHECK_CUDA(cudaEventSynchronize(e1));
-          float t = 0;
-          CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-          if (i > 0) ms.push_back(t);
+        for (const int max_blocks : block_caps) {
+          std::vector<float> ms;
+          for (int i = 0; i < absl::GetFlag(FLAGS_iters) + 1; ++i) {
+            CHECK_CUDA(cudaEventRecord(e0, stream));
+            CHECK_CUDA(rankd::kernels::cuda::LaunchFillCacheRows(
+                b.device, num_rows, row_bytes, d_rows, d_slots, n, d_out, n, stream, max_blocks));
+            CHECK_CUDA(cudaEventRecord(e1, stream));
+            CHECK_CUDA(cudaEventSynchronize(e1));
+            float t = 0;
+            CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+            if (i > 0) ms.push_back(t);
+          }
+          std::sort(ms.begin(), ms.end());
+          const double med = ms[ms.size() / 2] * 1e-3;
+          char line[300];
+          std::snprintf(line, sizeof(line),
+                        "%-9s %7.3f GiB %-6s blocks %-5d %7.1f GB/s %7.1f M rows/s", kind.c_str(),
+                        gib, sorted ? "sorted" : "random", max_blocks, n * row_bytes / med / 1e9,
+                        n / med / 1e6);
+          std::printf("%s   [%s -> %s]\n", line, before.c_str(), after.c_str());
+          table.push_back(line);
         }
-        std::sort(ms.begin(), ms.end());
-        const double med = ms[ms.size() / 2] * 1e-3;
-        char line[300];
-        std::snprintf(line, sizeof(line), "%-9s %7.3f GiB %-6s %7.1f GB/s %7.1f M rows/s",
-                      kind.c_str(), gib, sorted ? "sorted" : "random", n * row_bytes / med / 1e9,
-                      n / med / 1e6);
-        std::printf("%s   [%s -> %s]\n", line, before.c_str(), after.c_str());
-        table.push_back(line);
       }
       Free(b);
     }

@@ -57,9 +57,11 @@ class CudaWorker final : public Worker {
     // Stage a batch's misses only when the previous batch missed the cache
     // on at least this fraction of its HOST-table lookups; below it the
     // misses are read from host memory inside the pooling kernel, where they
-    // overlap the HBM reads. 0.075: the crossover measured by cache_bench on
-    // the H100 (bench/NOTES.md, issue 5 staging).
-    double staging_min_miss_rate = 0.075;
+    // overlap the HBM reads. 0.02: with the narrow address-ordered gather
+    // (32 blocks) staging beat direct reads at every cache_bench point on the
+    // H100, down to 2.1% misses (bench/NOTES.md, issue 5, run 26); with the
+    // earlier full-GPU gather the crossover was 7.5%.
+    double staging_min_miss_rate = 0.02;
   };
 
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(

@@ -68,21 +68,27 @@ cudaError_t LaunchSetCacheSlots(int32_t* slot_of_row, int64_t num_rows, const in
 
 cudaError_t LaunchFillCacheRows(const void* src_rows, int64_t num_rows, int64_t row_bytes,
                                 const int64_t* rows, const int32_t* slots, int64_t n,
-                                void* cache_rows, int64_t capacity, cudaStream_t stream) {
+                                void* cache_rows, int64_t capacity, cudaStream_t stream,
+                                int max_blocks) {
   if (n <= 0 || row_bytes <= 0) return cudaSuccess;
+  if (max_blocks < 0) return cudaErrorInvalidValue;
   if (src_rows == nullptr || rows == nullptr || slots == nullptr || cache_rows == nullptr) {
     return cudaErrorInvalidValue;
   }
   const bool vec16 = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src_rows) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(cache_rows) % 16 == 0;
   const int warps_per_block = kThreads / kWarpSize;
+  unsigned int grid = Grid(n, warps_per_block);
+  if (max_blocks > 0 && grid > static_cast<unsigned int>(max_blocks)) {
+    grid = static_cast<unsigned int>(max_blocks);
+  }
   const auto* src = static_cast<const char*>(src_rows);
   auto* dst = static_cast<char*>(cache_rows);
   if (vec16) {
-    FillCacheRowsKernel<true><<<Grid(n, warps_per_block), kThreads, 0, stream>>>(
+    FillCacheRowsKernel<true><<<grid, kThreads, 0, stream>>>(
         src, num_rows, row_bytes, rows, slots, n, dst, capacity);
   } else {
-    FillCacheRowsKernel<false><<<Grid(n, warps_per_block), kThreads, 0, stream>>>(
+    FillCacheRowsKernel<false><<<grid, kThreads, 0, stream>>>(
         src, num_rows, row_bytes, rows, slots, n, dst, capacity);
   }
   return cudaGetLastError();

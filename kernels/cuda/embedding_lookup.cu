@@ -43,10 +43,11 @@
 //     takes the next staging slot. Each id's row address goes to
 //     locations[]; about one id in 2^sample_shift is appended to the
 //     table's access log for the cache's refresh.
-//   GatherStagedRowsKernel: every warp copies staged rows from host memory
-//     into the HBM staging buffer, four rows in flight per lane, so each
-//     distinct missed row crosses PCIe once and with the whole GPU's
-//     parallelism (read inside the pooling loop, a miss stalls its bag's
+//   GatherStagedRowsKernel: a few warps (kGatherMaxBlocks) walk the staged
+//     rows in address order and copy them from host memory into the HBM
+//     staging buffer, four rows in flight per lane, so each distinct missed
+//     row crosses PCIe once, and the host addresses in flight at a time stay
+//     close together (read inside the pooling loop, a miss stalls its bag's
 //     warp instead). Rows beyond the staging capacity are read from host
 //     memory by the pooling kernel directly.
 //   * Registers: every row type / vector width / pooling is inlined into the
@@ -675,9 +676,19 @@ constexpr int kResolveSlotsPerWarp = 32;
 // Rows each warp of the gather pass copies at once (one 16-byte load per
 // lane and row in flight before the first store).
 constexpr int kGatherRows = 4;
-// One wave of gather blocks on an H100 (132 SMs x 8 blocks of 256 threads);
-// larger batches loop.
-constexpr int kGatherMaxBlocks = 1056;
+// One wave of blocks on an H100 (132 SMs x 8 blocks of 256 threads): the
+// grid of the ordering pass; larger batches loop.
+constexpr int kOrderMaxBlocks = 1056;
+// The gather's grid: 32 blocks x 8 warps x kGatherRows = 1024 rows (512 KiB
+// of 512-byte rows) in flight, walking the rows in address order. What limits
+// a gather from a large pinned buffer is how many address translations the
+// GPU misses per second (~45 M on the H100 machine), not bytes in flight: the
+// fewer blocks, the narrower the span of host addresses in flight and the
+// more of it each translation serves. Measured (cache_bench, 10% caches, Zipf
+// 1.05, mlperf x 0.25 fp32, batch 4096; bench/NOTES.md): 1056 blocks 296 M
+// keys/s, 132 303 M, 66 312 M, 33 354 M, 16 350 M, 8 347 M, 4 300 M
+// (latency-bound). RANKD_GATHER_BLOCKS=N overrides it (A/B timing).
+constexpr int kGatherMaxBlocks = 32;
 // Longest probe run in the staging set before a miss is read directly.
 constexpr int kMaxStagingProbes = 64;
 
@@ -1068,12 +1079,18 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
       if (ordered) {
         ScanStagingBucketsKernel<<<1, kScanThreads, 0, stream>>>(st.bucket_counts);
         const int64_t order_blocks =
-            std::min<int64_t>(kGatherMaxBlocks, (st.capacity + kStageThreads - 1) / kStageThreads);
+            std::min<int64_t>(kOrderMaxBlocks, (st.capacity + kStageThreads - 1) / kStageThreads);
         OrderStagedRowsKernel<<<static_cast<unsigned int>(order_blocks), kStageThreads, 0, stream>>>(
             st);
       }
+      // RANKD_GATHER_BLOCKS=N replaces kGatherMaxBlocks (A/B timing).
+      static const int64_t max_gather_blocks = [] {
+        const char* v = std::getenv("RANKD_GATHER_BLOCKS");
+        const long n = v == nullptr ? 0 : std::strtol(v, nullptr, 10);
+        return n > 0 ? static_cast<int64_t>(n) : static_cast<int64_t>(kGatherMaxBlocks);
+      }();
       const int64_t gather_blocks =
-          std::min(static_cast<int64_t>(kGatherMaxBlocks),
+          std::min(max_gather_blocks,
               (st.capacity + kGatherRows * kStageWarpsPerBlock - 1) / (kGatherRows * kStageWarpsPerBlock));
       GatherStagedRowsKernel<<<static_cast<unsigned int>(gather_blocks), kStageThreads, 0, stream>>>(
           st, ordered);

@@ -6,7 +6,8 @@
 # $OUT: point OUT elsewhere and tar it into one file when running many sections.
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch;
-#   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor sweep)
+#   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor sweep
+#   cachesweep hostread)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
@@ -110,6 +111,39 @@ if want cache; then
   [ -x "$bundle/bin/cache_bench" ] && run cache_bench ${CACHE_BENCH_FLAGS:-} > "$out/cache_bench.log" 2>&1
   row "cache_bench" "rc $? ($(grep -oE 'outputs [a-zA-Z ]+ the all-in-HBM' "$out/cache_bench.log"))"
   while read -r l; do row "cache" "$l"; done < <(sed -n '/^==== cache_bench/,$p' "$out/cache_bench.log" | grep '^zipf')
+fi
+
+# --- cachesweep: cache_bench once per flag set (issue 5) ----------------------
+# CACHE_SWEEP: flag sets separated by ';' (default: 10% caches at Zipf 1.05 by
+# batch size, with the same number of warm-up accesses, and with ranks = rows);
+# a set may start with NAME=VALUE environment settings.
+if want cachesweep; then
+  IFS=';' read -r -a sets <<< "${CACHE_SWEEP:-"--batch 4096;--batch 16384 --warmup_batches 40 --staging_mib 512;--batch 4096 --scatter=false"}"
+  i=0
+  for flags in "${sets[@]}"; do
+    i=$((i + 1))
+    # Leading NAME=VALUE words are environment settings (e.g. RANKD_GATHER_BLOCKS=66).
+    envs=() rest=()
+    for w in $flags; do
+      if [ ${#rest[@]} = 0 ] && [[ $w =~ ^[A-Z_]+= ]]; then envs+=("$w"); else rest+=("$w"); fi
+    done
+    env "${envs[@]}" "$bundle/run" cache_bench --alphas 1.05 --fractions 0.1 --hbm=false "${rest[@]}" \
+      > "$out/cachesweep_$i.log" 2>&1
+    row "cachesweep $i: $flags" "rc $?"
+    while read -r l; do row "cachesweep $i" "$l"; done < <(sed -n '/^==== cache_bench/,$p' "$out/cachesweep_$i.log" | grep '^zipf')
+  done
+fi
+
+# --- hostread: GPU gathers from pinned host memory (issue 5) -------------------
+# host_read_bench (mmap + THP, registered) at HOSTREAD_GIB GiB for each row count
+# in HOSTREAD_ROWS, each with the grid caps in HOSTREAD_BLOCKS (0 = uncapped):
+# how the host address span in flight at once sets the gather's speed.
+if want hostread; then
+  for r in ${HOSTREAD_ROWS:-16384 32768 131072 524288}; do
+    run host_read_bench --kinds thp --sizes_gib "${HOSTREAD_GIB:-24}" --rows "$r" \
+      --blocks "${HOSTREAD_BLOCKS:-0}" > "$out/hostread_$r.log" 2>&1
+    while read -r l; do row "hostread rows $r" "$l"; done < <(sed -n '/^==== host_read_bench/,$p' "$out/hostread_$r.log" | grep 'GB/s')
+  done
 fi
 
 # --- serve: rankd serve --backend cuda end to end -----------------------------
@@ -366,11 +400,14 @@ fi
 # bench/host_path.sh on kaggle (scale HOSTPATH_SCALE, default 0.01: the tables'
 # size does not matter for the host path), one GPU worker, answering on the
 # worker thread (--completion_threads 0) and on 2 / 4 completion threads.
+# HOSTPATH_CANDIDATES (1), HOSTPATH_RATES (10000,20000), HOSTPATH_REPEAT (3),
+# HOSTPATH_PARTS (a,b,c) and HOSTPATH_GPU_WORKERS (1) change the runs.
 if want hostpath; then
   for ct in ${HOSTPATH_COMPLETION:-0 2 4}; do
     bash bench/host_path.sh --rankd "$bundle/bin/rankd" --rankload "$bundle/bin/rankload" \
       --serve_bench "$bundle/bin/serve_bench" --backend cuda --preset kaggle --num_tables 0 \
-      --scale "${HOSTPATH_SCALE:-0.01}" --work "$work/hostpath" --rates 10000,20000 --repeat 3 \
+      --scale "${HOSTPATH_SCALE:-0.01}" --work "$work/hostpath" --rates "${HOSTPATH_RATES:-10000,20000}" \
+      --repeat "${HOSTPATH_REPEAT:-3}" --candidates "${HOSTPATH_CANDIDATES:-1}" --parts "${HOSTPATH_PARTS:-a,b,c}" \
       --concurrency 64,256 --connections 16 --threads 4 --low_rps 200 \
       --serve_flags "--gpu_workers ${HOSTPATH_GPU_WORKERS:-1} --completion_threads $ct" \
       --label "completion_threads $ct" --out "$out/hostpath_ct$ct" > "$out/hostpath_ct$ct.log" 2>&1
@@ -421,18 +458,31 @@ fi
 # after 1 s of warm-up each: p50 / p99 per rate, where the SLO search's first
 # failing probe may hide passing rates above it (p99 here is not monotonic in
 # the rate: at moderate rates threads sleep between requests and pay wake-ups).
+# SWEEP_SIZES ("1 256"): request sizes swept, each on a fresh server (overload
+# steps leave a backlog that would poison the next sweep). SWEEP_SERVERS: one
+# sweep set per NAME:FLAGS server setting, FLAGS separated by commas (e.g.
+# "w2:--gpu_workers=2 w4:--gpu_workers=4,--completion_threads=4"); default one
+# server with SWEEP_SERVE_FLAGS.
 if want sweep; then
   gen kaggle_full kaggle 1
-  if serve_up sweep "$work/models" ${SWEEP_SERVE_FLAGS:-}; then
-    for spec in "1 ${SWEEP_RATES_1:-5000,10000,20000,40000,60000,80000,100000}" \
-                "256 ${SWEEP_RATES_256:-1000,2000,4000,8000,12000,16000,24000}"; do
-      set -- $spec
+  for spec in ${SWEEP_SERVERS:-"default:${SWEEP_SERVE_FLAGS:-}"}; do
+    name=${spec%%:*} flags=${spec#*:}
+    for size in ${SWEEP_SIZES:-1 256}; do
+      tag="sweep_${name}_$size"
+      # shellcheck disable=SC2086
+      if ! serve_up "$tag" "$work/models" ${flags//,/ }; then
+        row "sweep $name B=$size" "FAIL: $(tail -3 "$out/$tag.log" | tr '\n' ' ')"
+        kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+        continue
+      fi
+      if [ "$size" = 1 ]; then rates=${SWEEP_RATES_1:-5000,10000,20000,40000,60000,80000,100000}
+      else rates=${SWEEP_RATES_256:-1000,2000,4000,8000,12000,16000,24000}; fi
       run rankload --target "127.0.0.1:$srv_port" --model kaggle_full \
-        --model_config "$work/models/kaggle_full/1/model.pbtxt" --candidates "$1" --mode open \
-        --rate "$2" --duration_s ${SWEEP_DURATION_S:-3} --warmup_s 1 --connections ${SWEEP_CONNECTIONS:-16} \
+        --model_config "$work/models/kaggle_full/1/model.pbtxt" --candidates "$size" --mode open \
+        --rate "$rates" --duration_s ${SWEEP_DURATION_S:-3} --warmup_s 1 --connections ${SWEEP_CONNECTIONS:-16} \
         --threads ${SWEEP_THREADS:-4} --quiet --metrics_url "http://127.0.0.1:$srv_mport/metrics" \
-        --csv "$out/sweep_$1.csv" --json "$out/sweep_$1.json" > "$out/sweep_$1.txt" 2>&1
-      python3 - "$out/sweep_$1.csv" "$1" <<'PY' | while read -r l; do row "sweep" "$l"; done
+        --csv "$out/$tag.csv" --json "$out/$tag.json" > "$out/$tag.txt" 2>&1
+      python3 - "$out/$tag.csv" "$size" <<'PY' | while read -r l; do row "sweep $name" "$l"; done
 import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
     print("B=%s target %6s achieved %8.0f req/s %10.0f cand/s p50 %7.0f us p99 %8.0f us server p99 %7.0f us%s" % (
@@ -440,12 +490,9 @@ for r in csv.DictReader(open(sys.argv[1])):
         float(r["latency_p50_us"]), float(r["latency_p99_us"]),
         float(r["server_p99_request_us"] or 0), " CLIENT BEHIND" if r["client_behind"] == "1" else ""))
 PY
+      kill -TERM $srv_pid; wait $srv_pid
     done
-    kill -TERM $srv_pid; wait $srv_pid
-  else
-    row "sweep" "FAIL: $(tail -3 "$out/sweep.log" | tr '\n' ' ')"
-    kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
-  fi
+  done
 fi
 
 # --- slo: rankload SLO report, kaggle preset, CUDA backend (issue 6) ---------
