@@ -72,6 +72,10 @@ ABSL_FLAG(double, slo_precision, 0.05,
           "slo: stop bisecting when (failing - passing) / passing rate <= this");
 ABSL_FLAG(double, slo_max_rps, 0, "slo: highest rate to probe (0 = no cap)");
 ABSL_FLAG(int, slo_max_steps, 30, "slo: most probes");
+ABSL_FLAG(int, slo_recheck, 2,
+          "slo: re-runs of a failing probe at the same rate, the majority deciding (a stall of "
+          "the machine can fail a probe; nothing makes an overloaded server pass); 0 = none, "
+          "at most 10");
 
 // --- Output -------------------------------------------------------------------
 ABSL_FLAG(std::string, json, "", "write the full report as JSON to this file");
@@ -287,6 +291,10 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.slo_max_steps = absl::GetFlag(FLAGS_slo_max_steps);
   if (c.slo_max_steps < 1 || c.slo_max_steps > 1000) {
     return Bad("--slo_max_steps", "must be in [1, 1000]", absl::StrCat(c.slo_max_steps));
+  }
+  c.slo_recheck = absl::GetFlag(FLAGS_slo_recheck);
+  if (c.slo_recheck < 0 || c.slo_recheck > 10) {
+    return Bad("--slo_recheck", "must be in [0, 10]", absl::StrCat(c.slo_recheck));
   }
   if (c.mode == Mode::kSlo && c.rates.size() != 1) {
     return absl::InvalidArgumentError(

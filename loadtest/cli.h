@@ -65,6 +65,7 @@ struct Config {
   double slo_precision = 0.05;
   double slo_max_rps = 0;
   int slo_max_steps = 30;
+  int slo_recheck = 2;              // re-runs of a failing SLO probe (SloSearch::Options::recheck)
 
   // Outputs.
   std::string json_path;

@@ -15,6 +15,7 @@ ABSL_DECLARE_FLAG(double, slo_latency_ms);
 ABSL_DECLARE_FLAG(double, duration_s);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int64_t, spin_us);
+ABSL_DECLARE_FLAG(int, slo_recheck);
 
 namespace rankd::loadtest {
 namespace {
@@ -60,6 +61,7 @@ class ConfigFromFlagsTest : public ::testing::Test {
     absl::SetFlag(&FLAGS_duration_s, 10);
     absl::SetFlag(&FLAGS_threads, 0);
     absl::SetFlag(&FLAGS_spin_us, 200);
+    absl::SetFlag(&FLAGS_slo_recheck, 2);
   }
   static std::string Error() {
     auto c = ConfigFromFlags();
@@ -96,6 +98,11 @@ TEST_F(ConfigFromFlagsTest, BadValuesNameTheirFlag) {
   SetUp();
   absl::SetFlag(&FLAGS_spin_us, -5);
   EXPECT_EQ(Error().rfind("--spin_us: ", 0), 0u) << Error();
+  SetUp();
+  absl::SetFlag(&FLAGS_slo_recheck, 11);
+  EXPECT_EQ(Error().rfind("--slo_recheck: ", 0), 0u) << Error();
+  absl::SetFlag(&FLAGS_slo_recheck, -1);
+  EXPECT_EQ(Error().rfind("--slo_recheck: ", 0), 0u) << Error();
   SetUp();
   absl::SetFlag(&FLAGS_mode, "nope");
   EXPECT_EQ(Error().rfind("--mode: ", 0), 0u) << Error();

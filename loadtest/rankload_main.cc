@@ -174,6 +174,7 @@ int Run(const Config& c, const std::string& command_line) {
     so.max_rps = c.slo_max_rps;
     so.min_rps = std::min(1.0, c.rates[0]);
     so.max_steps = c.slo_max_steps;
+    so.recheck = c.slo_recheck;
     auto search = SloSearch::Create(so);
     if (!search.ok()) return Die({kExitUsage, absl::StrCat("--slo_*: ", search.status().message())});
     SloResult slo;
@@ -191,15 +192,26 @@ int Run(const Config& c, const std::string& command_line) {
                 << (pass ? "pass" : "FAIL") << " (" << step->slo_reason << ")\n";
       report.steps.push_back(std::move(*step));
       search->Report(*rate, pass);
-      if (pass && *rate >= slo.best_rps) {
-        slo.best_rps = *rate;
-        slo.best_step = static_cast<int>(report.steps.size()) - 1;
-      }
     }
     slo.found = search->found();
     slo.steps = search->steps();
     slo.stop_reason = search->stop_reason();
+    if (c.slo_recheck > 0) {
+      absl::StrAppend(&slo.stop_reason, "; ", search->rechecks(), " rechecks of failing probes, ",
+                      search->overturned(), " rates passed on recheck");
+    }
     if (slo.found) {
+      // The search's answer (a rate whose probes passed by majority); its
+      // last passing probe is the step reported.
+      slo.best_rps = search->best_rps();
+      for (int i = static_cast<int>(report.steps.size()) - 1; i >= 0; --i) {
+        if (report.steps[i].target_rps == slo.best_rps && report.steps[i].slo_pass.value_or(false)) {
+          slo.best_step = i;
+          break;
+        }
+      }
+    }
+    if (slo.best_step >= 0) {
       const StepResult& best = report.steps[slo.best_step];
       slo.best_achieved_rps = best.achieved_rps;
       slo.best_candidates_per_s = best.candidates_per_s;

@@ -30,6 +30,9 @@ absl::StatusOr<SloSearch> SloSearch::Create(const Options& o) {
   if (o.max_steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_steps: must be >= 1, got ", o.max_steps));
   }
+  if (o.recheck < 0 || o.recheck > 10) {
+    return absl::InvalidArgumentError(absl::StrCat("recheck: must be in [0, 10], got ", o.recheck));
+  }
   return SloSearch(o);
 }
 
@@ -48,6 +51,37 @@ void SloSearch::Finish(std::string reason) {
 void SloSearch::Report(double rate, bool pass) {
   if (phase_ == Phase::kDone) return;
   ++steps_;
+  if (options_.recheck > 0) {
+    if (vote_rate_ != rate) {
+      vote_rate_ = 0;
+      vote_pass_ = vote_fail_ = 0;
+    }
+    if (vote_rate_ == 0 && pass) return Decide(rate, true);  // a first pass stands
+    if (vote_rate_ != 0) ++rechecks_;
+    vote_rate_ = rate;
+    (pass ? vote_pass_ : vote_fail_) += 1;
+    const int majority = (1 + options_.recheck) / 2 + 1;
+    if (vote_pass_ < majority && vote_fail_ < majority) {
+      // Undecided: probe the same rate again.
+      next_ = rate;
+      if (steps_ >= options_.max_steps) {
+        Finish(absl::StrFormat(
+            "stopped after --slo_max_steps=%d probes while rechecking %g req/s (passes at %g, "
+            "fails at %g)",
+            options_.max_steps, rate, lo_, hi_));
+      }
+      return;
+    }
+    const bool decided_pass = vote_pass_ >= majority;
+    if (decided_pass) ++overturned_;
+    vote_rate_ = 0;
+    vote_pass_ = vote_fail_ = 0;
+    return Decide(rate, decided_pass);
+  }
+  Decide(rate, pass);
+}
+
+void SloSearch::Decide(double rate, bool pass) {
   if (pass) {
     lo_ = std::max(lo_, rate);
   } else {

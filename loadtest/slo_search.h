@@ -10,6 +10,15 @@
 //     `hi` until (hi - lo) / lo <= `precision`.
 // The answer is the highest passing rate probed. `max_steps` bounds the number
 // of probes (the answer is then the best so far, and the stop reason says so).
+//
+// Rechecks: a tail percentile measured over a few seconds is noisy in one
+// direction only: a stall of the machine (a thread woken milliseconds late)
+// can fail a probe that the server would pass, while nothing makes an
+// overloaded server pass. So a failing probe is re-run up to `recheck` more
+// times at the same rate and the majority of the 1 + `recheck` probes decides
+// (stopping as soon as it is known: with recheck 2, fail-fail decides after
+// two probes, fail-pass-pass and fail-pass-fail after three). A passing first
+// probe is taken as is. recheck 0: every probe decides alone.
 // Latency rises steeply near saturation, so growth finds the knee in a few
 // probes and bisection needs about log2(1 / precision) more.
 //
@@ -35,6 +44,7 @@ class SloSearch {
     double max_rps = 0;      // 0 = no cap; else >= start_rps
     double min_rps = 1;      // > 0: the shrink phase gives up below it
     int max_steps = 30;      // >= 1
+    int recheck = 0;         // [0, 10]: re-runs of a failing probe (see above)
   };
 
   static absl::StatusOr<SloSearch> Create(const Options& options);
@@ -43,6 +53,10 @@ class SloSearch {
   std::optional<double> NextRate() const;
   // The outcome of the probe at the rate NextRate() returned.
   void Report(double rate, bool pass);
+  // Probes that were re-runs of a failing probe (see Rechecks above), and the
+  // rates whose first probe failed but whose majority passed.
+  int rechecks() const { return rechecks_; }
+  int overturned() const { return overturned_; }
 
   bool found() const { return lo_ > 0; }
   double best_rps() const { return lo_; }
@@ -56,6 +70,8 @@ class SloSearch {
   explicit SloSearch(const Options& options);
   enum class Phase { kGrow, kShrink, kBisect, kDone };
   void Finish(std::string reason);
+  // The search's own step, once the rate's outcome is decided.
+  void Decide(double rate, bool pass);
 
   Options options_;
   Phase phase_ = Phase::kGrow;
@@ -63,6 +79,12 @@ class SloSearch {
   double lo_ = 0;  // highest passing rate
   double hi_ = 0;  // lowest failing rate
   int steps_ = 0;
+  // Votes at the rate being rechecked (vote_rate_ 0: none).
+  double vote_rate_ = 0;
+  int vote_pass_ = 0;
+  int vote_fail_ = 0;
+  int rechecks_ = 0;
+  int overturned_ = 0;
   std::string reason_ = "running";
 };
 

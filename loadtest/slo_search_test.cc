@@ -129,6 +129,70 @@ TEST(SloSearchTest, NonMonotoneOutcomesStillEndWithAPassingRate) {
   EXPECT_NE(std::find(passed.begin(), passed.end(), r.search.best_rps()), passed.end());
 }
 
+// Rechecks: a failing probe is re-run and the majority decides.
+TEST(SloSearchTest, RecheckOverturnsAOneOffFailure) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.growth = 2;
+  o.precision = 0.1;
+  o.recheck = 2;
+  // The first probe at 400 req/s stalls; every other probe follows the
+  // system (capacity 1000).
+  int probes_at_400 = 0;
+  Outcome r = RunSearch(o, [&](double rate) {
+    if (rate == 400 && probes_at_400++ == 0) return false;
+    return rate <= 1000;
+  });
+  // 100, 200, 400 (fail), 400 (pass), 400 (pass: 2 of 3), 800, 1600 ...
+  ASSERT_GE(r.probes.size(), 7u);
+  EXPECT_EQ((std::vector<double>(r.probes.begin(), r.probes.begin() + 6)),
+            (std::vector<double>{100, 200, 400, 400, 400, 800}));
+  EXPECT_EQ(r.search.overturned(), 1);
+  ASSERT_TRUE(r.search.found());
+  EXPECT_GE(r.search.best_rps(), 1000 / 1.1);
+  EXPECT_LE(r.search.best_rps(), 1000);
+  // Without rechecks the same stall ends the growth at 200.
+  probes_at_400 = 0;
+  o.recheck = 0;
+  Outcome plain = RunSearch(o, [&](double rate) {
+    if (rate == 400 && probes_at_400++ == 0) return false;
+    return rate <= 1000;
+  });
+  EXPECT_LT(plain.search.best_rps(), 400);
+}
+
+TEST(SloSearchTest, RecheckStopsAsSoonAsTheMajorityIsKnown) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.precision = 0.1;
+  o.recheck = 2;
+  // A real limit: every probe above 1000 req/s fails, so each failing rate
+  // costs two probes (fail, fail), never three.
+  Outcome r = RunSearch(o, [](double rate) { return rate <= 1000; });
+  int failing_probes = 0;
+  for (double p : r.probes) failing_probes += p > 1000 ? 1 : 0;
+  EXPECT_EQ(failing_probes % 2, 0);
+  EXPECT_EQ(r.search.rechecks(), failing_probes / 2);
+  EXPECT_EQ(r.search.overturned(), 0);
+  EXPECT_GE(r.search.best_rps(), 1000 / 1.1);
+  EXPECT_LE(r.search.best_rps(), 1000);
+  EXPECT_GT(r.search.lowest_failing_rps(), 1000);
+}
+
+TEST(SloSearchTest, RecheckFailPassFailFails) {
+  SloSearch::Options o;
+  o.start_rps = 100;
+  o.recheck = 2;
+  o.max_steps = 4;
+  // Every probe at 100 alternates fail, pass, fail: the rate fails, and the
+  // search shrinks to 50.
+  int n = 0;
+  Outcome r = RunSearch(o, [&](double rate) { return rate == 100 ? (n++ % 2 == 1) : true; });
+  EXPECT_EQ(r.probes, (std::vector<double>{100, 100, 100, 50}));
+  EXPECT_EQ(r.search.best_rps(), 50);
+  EXPECT_EQ(r.search.lowest_failing_rps(), 100);
+}
+
 TEST(SloSearchTest, RejectsBadOptions) {
   SloSearch::Options o;
   o.start_rps = 0;
@@ -144,6 +208,11 @@ TEST(SloSearchTest, RejectsBadOptions) {
   EXPECT_FALSE(SloSearch::Create(o).ok());
   o = {};
   o.max_steps = 0;
+  EXPECT_FALSE(SloSearch::Create(o).ok());
+  o = {};
+  o.recheck = -1;
+  EXPECT_FALSE(SloSearch::Create(o).ok());
+  o.recheck = 11;
   EXPECT_FALSE(SloSearch::Create(o).ok());
 }
 
