@@ -34,6 +34,10 @@ ABSL_FLAG(int64_t, max_in_flight, 20000,
           "open loop: senders wait while this many calls are in flight (reported as the client "
           "falling behind); bounds the client's memory");
 ABSL_FLAG(double, deadline_ms, 1000, "deadline of each call, from its send, in ms");
+ABSL_FLAG(double, drain_s, 10,
+          "after a step that failed its SLO or had errors, wait up to this long for the server "
+          "to go idle before the next step (idle: --metrics_url shows no request finishing and "
+          "none queued; without it, wait one --deadline_ms); 0 = never wait");
 ABSL_FLAG(double, interval_s, 1, "period of the live line on stderr and of the latency-over-time plot");
 ABSL_FLAG(bool, quiet, false, "no live lines");
 ABSL_FLAG(int64_t, connect_timeout_ms, 5000,
@@ -200,6 +204,10 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   if (c.max_in_flight < 1) {
     return Bad("--max_in_flight", "must be >= 1", absl::StrCat(c.max_in_flight));
+  }
+  c.drain_s = absl::GetFlag(FLAGS_drain_s);
+  if (!(c.drain_s >= 0) || c.drain_s > 600) {
+    return Bad("--drain_s", "must be in [0, 600]", absl::StrCat(c.drain_s));
   }
   c.deadline_ms = absl::GetFlag(FLAGS_deadline_ms);
   if (!(c.deadline_ms > 0) || !Finite(c.deadline_ms) || c.deadline_ms > 1e9) {

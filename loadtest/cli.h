@@ -41,6 +41,7 @@ struct Config {
   int64_t spin_us = 200;            // LoadDriver::Options::spin_us
   int64_t max_in_flight = 20000;
   double deadline_ms = 1000;
+  double drain_s = 10;              // wait for an idle server after a failed step (server_drain.h)
   double interval_s = 1;
   bool quiet = false;
   int64_t connect_timeout_ms = 5000;

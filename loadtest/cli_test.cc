@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(double, duration_s);
 ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int64_t, spin_us);
 ABSL_DECLARE_FLAG(int, slo_recheck);
+ABSL_DECLARE_FLAG(double, drain_s);
 
 namespace rankd::loadtest {
 namespace {
@@ -62,6 +63,7 @@ class ConfigFromFlagsTest : public ::testing::Test {
     absl::SetFlag(&FLAGS_threads, 0);
     absl::SetFlag(&FLAGS_spin_us, 200);
     absl::SetFlag(&FLAGS_slo_recheck, 2);
+    absl::SetFlag(&FLAGS_drain_s, 10);
   }
   static std::string Error() {
     auto c = ConfigFromFlags();
@@ -103,6 +105,11 @@ TEST_F(ConfigFromFlagsTest, BadValuesNameTheirFlag) {
   EXPECT_EQ(Error().rfind("--slo_recheck: ", 0), 0u) << Error();
   absl::SetFlag(&FLAGS_slo_recheck, -1);
   EXPECT_EQ(Error().rfind("--slo_recheck: ", 0), 0u) << Error();
+  SetUp();
+  absl::SetFlag(&FLAGS_drain_s, -1);
+  EXPECT_EQ(Error().rfind("--drain_s: ", 0), 0u) << Error();
+  absl::SetFlag(&FLAGS_drain_s, 601);
+  EXPECT_EQ(Error().rfind("--drain_s: ", 0), 0u) << Error();
   SetUp();
   absl::SetFlag(&FLAGS_mode, "nope");
   EXPECT_EQ(Error().rfind("--mode: ", 0), 0u) << Error();

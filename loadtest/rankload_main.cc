@@ -31,6 +31,7 @@
 #include "loadtest/report_csv.h"
 #include "loadtest/report_json.h"
 #include "loadtest/run_setup.h"
+#include "loadtest/server_drain.h"
 #include "loadtest/slo_search.h"
 #include "loadtest/slo_verdict.h"
 
@@ -146,6 +147,8 @@ int Run(const Config& c, const std::string& command_line) {
   r.connections = c.connections;
   r.threads = c.threads;
   r.spin_us = c.spin_us;
+  r.drain_s = c.drain_s;
+  r.slo_recheck = c.slo_recheck;
   r.deadline_ms = c.deadline_ms;
   r.slo_percentile = c.slo_percentile;
   r.started_at = StartedAt();
@@ -164,6 +167,35 @@ int Run(const Config& c, const std::string& command_line) {
     if (!warning.empty()) std::cerr << "rankload: warning: " << warning << "\n";
     if (result.ok()) JudgeStep({c.slo_latency_ms, c.slo_percentile, c.slo_max_error_ratio}, &*result);
     return result;
+  };
+  // Before the next step: after one that failed its SLO or had errors, let
+  // the server work off what that step left behind (server_drain.h).
+  auto drain_after = [&](const StepResult& step) {
+    const bool failed = (step.slo_pass.has_value() && !*step.slo_pass) || step.errors > 0;
+    if (!failed || c.drain_s <= 0) return;
+    if (!scrape) {
+      const absl::Duration wait =
+          std::min(absl::Seconds(c.drain_s), absl::Milliseconds(c.deadline_ms));
+      std::cerr << "rankload: step failed; waiting " << absl::FormatDuration(wait)
+                << " (one deadline) before the next step\n";
+      absl::SleepFor(wait);
+      return;
+    }
+    DrainOptions o;
+    o.max_wait = absl::Seconds(c.drain_s);
+    const DrainResult r = WaitForIdle(
+        [&]() -> absl::StatusOr<ServerLoad> {
+          auto m = scrape();
+          if (!m.ok()) return m.status();
+          return LoadFromMetrics(*m);
+        },
+        o);
+    std::cerr << "rankload: step failed; server "
+              << (r.idle ? "idle" : r.probe_status.ok() ? "still busy" : "not scraped") << " after "
+              << absl::FormatDuration(r.waited) << " (" << r.finished_while_waiting
+              << " requests finished meanwhile"
+              << (r.probe_status.ok() ? "" : absl::StrCat("; ", r.probe_status.message()))
+              << ")\n";
   };
 
   if (c.mode == Mode::kSlo) {
@@ -192,6 +224,7 @@ int Run(const Config& c, const std::string& command_line) {
                 << (pass ? "pass" : "FAIL") << " (" << step->slo_reason << ")\n";
       report.steps.push_back(std::move(*step));
       search->Report(*rate, pass);
+      if (search->NextRate()) drain_after(report.steps.back());
     }
     slo.found = search->found();
     slo.steps = search->steps();
@@ -228,6 +261,7 @@ int Run(const Config& c, const std::string& command_line) {
                                                     : "");
       if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
       report.steps.push_back(std::move(*step));
+      if (i + 1 < c.rates.size()) drain_after(report.steps.back());
     }
   } else {
     for (size_t i = 0; i < c.concurrencies.size(); ++i) {
@@ -240,6 +274,7 @@ int Run(const Config& c, const std::string& command_line) {
                                      : "");
       if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
       report.steps.push_back(std::move(*step));
+      if (i + 1 < c.concurrencies.size()) drain_after(report.steps.back());
     }
   }
 

@@ -110,6 +110,8 @@ struct RunSettings {
   double slo_percentile = 99;        // percentile the SLO (and the latency.slo_* fields) use
   std::string started_at;            // ISO 8601, UTC
   std::string command_line;
+  double drain_s = 0;                // wait for an idle server after a failed step
+  int slo_recheck = 0;               // re-runs of a failing SLO probe
 };
 
 struct Report {

@@ -192,6 +192,8 @@ std::string ReportToJson(const Report& report) {
              {"connections", r.connections},
              {"threads", r.threads},
              {"spin_us", r.spin_us},
+             {"drain_s", r.drain_s},
+             {"slo_recheck", r.slo_recheck},
              {"deadline_ms", Num(r.deadline_ms)},
              {"slo_percentile", Num(r.slo_percentile)},
              {"started_at", r.started_at},
@@ -217,6 +219,8 @@ absl::StatusOr<Report> ReportFromJson(absl::string_view text) {
     report.settings.connections = r.at("connections").get<int>();
     report.settings.threads = r.at("threads").get<int>();
     report.settings.spin_us = r.value("spin_us", int64_t{0});  // absent before it existed
+    report.settings.drain_s = r.value("drain_s", 0.0);        // likewise
+    report.settings.slo_recheck = r.value("slo_recheck", 0);
     report.settings.deadline_ms = GetNum(r, "deadline_ms");
     report.settings.slo_percentile = GetNum(r, "slo_percentile");
     report.settings.started_at = r.at("started_at").get<std::string>();

@@ -88,6 +88,20 @@ rankload --model mini --mode slo --slo_latency_ms 0.000001 --rate 100 --slo_max_
 expect_eq "slo not met: exit code" "$?" 4
 expect_grep "slo not met: report" "$TMP/slo_fail.txt" 'NOT MET at any rate tried'
 
+# A step that fails its SLO is followed by a wait for the server to go idle
+# (--drain_s, from --metrics_url) before the next step; nothing follows the
+# last step, so one wait for two steps.
+rankload --model mini --mode open --rate 100,200 --slo_latency_ms 0.000001 --warmup_s 0 \
+  --duration_s 0.3 --quiet --metrics_url "$METRICS" --json "$TMP/drain.json" \
+  >"$TMP/drain.txt" 2>"$TMP/drain.err"
+expect_eq "drain: exit code" "$?" 0
+expect_eq "drain: waits" "$(grep -c 'step failed; server idle after' "$TMP/drain.err")" 1
+expect_eq "drain: recorded" "$(rj "$TMP/drain.json" 'r["settings"]["drain_s"]')" 10.0
+# --drain_s 0: no wait.
+rankload --model mini --mode open --rate 100,200 --slo_latency_ms 0.000001 --warmup_s 0 \
+  --duration_s 0.3 --quiet --metrics_url "$METRICS" --drain_s 0 >/dev/null 2>"$TMP/nodrain.err"
+expect_eq "no drain: waits" "$(grep -c 'step failed' "$TMP/nodrain.err")" 0
+
 stop_rankd
 expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
 finish
