@@ -139,10 +139,11 @@ TEST(SloSearchTest, RecheckOverturnsAOneOffFailure) {
   // The first probe at 400 req/s stalls; every other probe follows the
   // system (capacity 1000).
   int probes_at_400 = 0;
-  Outcome r = RunSearch(o, [&](double rate) {
+  auto stall_once_at_400 = [&](double rate) {
     if (rate == 400 && probes_at_400++ == 0) return false;
     return rate <= 1000;
-  });
+  };
+  Outcome r = RunSearch(o, stall_once_at_400);
   // 100, 200, 400 (fail), 400 (pass), 400 (pass: 2 of 3), 800, 1600 ...
   ASSERT_GE(r.probes.size(), 7u);
   EXPECT_EQ((std::vector<double>(r.probes.begin(), r.probes.begin() + 6)),
@@ -154,10 +155,7 @@ TEST(SloSearchTest, RecheckOverturnsAOneOffFailure) {
   // Without rechecks the same stall ends the growth at 200.
   probes_at_400 = 0;
   o.recheck = 0;
-  Outcome plain = RunSearch(o, [&](double rate) {
-    if (rate == 400 && probes_at_400++ == 0) return false;
-    return rate <= 1000;
-  });
+  Outcome plain = RunSearch(o, stall_once_at_400);
   EXPECT_LT(plain.search.best_rps(), 400);
 }
 

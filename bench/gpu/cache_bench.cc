@@ -40,6 +40,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/gpu/check_cuda.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/embedding_cache.h"
 #include "kernels/cpu/types.h"
@@ -65,15 +66,6 @@ namespace {
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
 namespace ec = rankd::engine::cuda;
-
-#define CHECK_CUDA(expr)                                                                   \
-  do {                                                                                     \
-    const cudaError_t e_ = (expr);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 const int64_t kRows[26] = {40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63,
                            40000000, 3067956, 405282, 10, 2209, 11938, 155, 4, 976,

@@ -23,6 +23,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/gpu/check_cuda.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/batch_stats.h"
 #include "engine/cuda/cuda_worker.h"
@@ -51,15 +52,6 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
-
-#define CHECK_CUDA(x)                                                          \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e));             \
-      std::exit(2);                                                            \
-    }                                                                          \
-  } while (0)
 
 }  // namespace
 

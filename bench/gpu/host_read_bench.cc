@@ -36,6 +36,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "bench/gpu/check_cuda.h"
 #include "kernels/cuda/embedding_cache.h"
 
 ABSL_FLAG(std::string, kinds, "thp,nothp,hostalloc,hugetlb,pool,poolnuma", "allocation kinds");
@@ -47,15 +48,6 @@ ABSL_FLAG(std::string, blocks, "0",
           "grid caps to compare (LaunchFillCacheRows max_blocks; 0 = one warp a row)");
 
 namespace {
-
-#define CHECK_CUDA(expr)                                                                         \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 std::string FirstLine(const char* path) {
   std::ifstream in(path);

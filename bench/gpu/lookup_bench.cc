@@ -35,6 +35,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/gpu/check_cuda.h"
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
@@ -57,15 +58,6 @@ namespace {
 
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
-
-#define CHECK_CUDA(x)                                                                          \
-  do {                                                                                         \
-    const cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
