@@ -122,24 +122,10 @@ rankd=$(abs "$rankd")
 rankload=$(abs "$rankload")
 [ -n "$serve_bench" ] && serve_bench=$(abs "$serve_bench")
 
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-own_work=0
-if [ -z "$work" ]; then work=$(mktemp -d); own_work=1; fi
-mkdir -p "$work"
-work=$(cd "$work" && pwd)
-pid=""
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  if [ "$own_work" = 1 ]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
-t0=$SECONDS
-say() { echo "[host_path +$((SECONDS - t0))s] $*" >&2; }
+bench_name=host_path.sh
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_dirs "$out" "$work"
 
 # --- the model, the requests and the server -------------------------------------
 model_dir="$work/models/$preset/1"
@@ -155,7 +141,6 @@ if [ ! -s "$reqs" ]; then
     --output "$reqs" >/dev/null
 fi
 ports="$work/ports"
-rm -f "$ports"
 serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 --grpc_port 0
   --metrics_port 0 --port_file "$ports" --log_level warn)
 [ "$workers" != 0 ] && serve_flags+=(--workers "$workers")
@@ -168,18 +153,8 @@ say "starting rankd serve ${serve_flags[*]}"
 server_pin=() client_pin=()
 [ -n "$server_cpus" ] && server_pin=(taskset -c "$server_cpus")
 [ -n "$client_cpus" ] && client_pin=(taskset -c "$client_cpus")
-"${server_pin[@]}" "$rankd" serve "${serve_flags[@]}" >"$out/rankd.log" 2>&1 &
-pid=$!
-for _ in $(seq 1800); do  # up to 180 s: loading + warm-up
-  [ -s "$ports" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "host_path.sh: rankd exited:" >&2; tail -20 "$out/rankd.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -s "$ports" ] || { echo "host_path.sh: rankd not serving after 180 s" >&2; exit 1; }
-grpc=$(sed -n 's/^grpc_port=//p' "$ports")
-mport=$(sed -n 's/^metrics_port=//p' "$ports")
-murl="http://127.0.0.1:$mport/metrics"
-say "rankd $pid serving on 127.0.0.1:$grpc (metrics $mport)"
+bench_start_rankd "$out/rankd.log" "$ports" "${server_pin[@]}" "$rankd" serve "${serve_flags[@]}"
+murl="http://127.0.0.1:$metrics/metrics"
 
 # snapshot FILE: the server's CPU ticks (process, and per thread name), its
 # context switches (voluntary + involuntary, all threads) and its
@@ -261,7 +236,7 @@ for c in "${conc_list[@]}"; do
   say "closed $c: $(tail -1 "$out/closed_$c.txt" | tr -s ' ')"
 done
 
-say "done in $((SECONDS - t0)) s; stopping rankd"
+say "done in $((SECONDS - bench_t0)) s; stopping rankd"
 kill -TERM "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
 pid=""

@@ -99,23 +99,10 @@ done
 rankd=$(cd "$(dirname "$rankd")" && pwd)/$(basename "$rankd")
 rankload=$(cd "$(dirname "$rankload")" && pwd)/$(basename "$rankload")
 
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-own_work=0
-if [ -z "$work" ]; then work=$(mktemp -d); own_work=1; fi
-mkdir -p "$work"
-pid=""
-cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  if [ "$own_work" = 1 ]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
-t0=$SECONDS
-say() { echo "[slo_report +$((SECONDS - t0))s] $*" >&2; }
+bench_name=slo_report.sh
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_dirs "$out" "$work"
 
 # --- the model and the server -------------------------------------------------
 model_dir="$work/models/kaggle/1"
@@ -125,24 +112,13 @@ if [ ! -f "$model_dir/model.pbtxt" ]; then
 fi
 "$rankd" inspect --model "$model_dir" >"$out/model_inspect.txt" 2>&1 || true
 ports="$work/ports"
-rm -f "$ports"
 serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 --grpc_port 0
   --metrics_port 0 --port_file "$ports" --log_level warn)
 [ "$gpu_workers" != 0 ] && serve_flags+=(--gpu_workers "$gpu_workers")
 # shellcheck disable=SC2206  # split on purpose: a list of flags
 [ -n "$extra_serve_flags" ] && serve_flags+=($extra_serve_flags)
 say "starting rankd serve ${serve_flags[*]}"
-"$rankd" serve "${serve_flags[@]}" >"$out/rankd.log" 2>&1 &
-pid=$!
-for _ in $(seq 1800); do  # up to 180 s: loading + warm-up
-  [ -s "$ports" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "slo_report.sh: rankd exited:" >&2; tail -20 "$out/rankd.log" >&2; exit 1; }
-  sleep 0.1
-done
-[ -s "$ports" ] || { echo "slo_report.sh: rankd not serving after 180 s" >&2; tail -20 "$out/rankd.log" >&2; exit 1; }
-grpc=$(sed -n 's/^grpc_port=//p' "$ports")
-metrics=$(sed -n 's/^metrics_port=//p' "$ports")
-say "rankd $pid serving on 127.0.0.1:$grpc (metrics $metrics)"
+bench_start_rankd "$out/rankd.log" "$ports" "$rankd" serve "${serve_flags[@]}"
 
 common=(--target "127.0.0.1:$grpc" --model kaggle --model_config "$model_dir/model.pbtxt"
   --metrics_url "http://127.0.0.1:$metrics/metrics" --threads "$threads"
@@ -192,7 +168,7 @@ if [ -n "$best256" ] && [ "$confirm_s" != 0 ]; then
     --warmup_s "$warmup_s" --duration_s "$confirm_s"
 fi
 
-say "done in $((SECONDS - t0)) s; stopping rankd"
+say "done in $((SECONDS - bench_t0)) s; stopping rankd"
 kill -TERM "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
 pid=""

@@ -1,0 +1,54 @@
+# Shared by the measurement scripts bench/host_path.sh and bench/slo_report.sh
+# (sourced, never run): a work directory cleaned up on exit, progress lines,
+# and one `rankd serve` started in the background and waited for.
+#
+# The sourcing script sets `bench_name` (its name, for messages) first.
+
+# bench_dirs OUT WORK: creates OUT and WORK (a temporary directory when WORK
+# is empty, removed on exit) and makes both absolute in $out and $work; arms
+# the exit trap that also stops the server started by bench_start_rankd.
+bench_dirs() {
+  mkdir -p "$1"
+  out=$(cd "$1" && pwd)
+  bench_own_work=0
+  work=$2
+  if [ -z "$work" ]; then work=$(mktemp -d); bench_own_work=1; fi
+  mkdir -p "$work"
+  work=$(cd "$work" && pwd)
+  pid=""
+  trap bench_cleanup EXIT
+  bench_t0=$SECONDS
+}
+
+bench_cleanup() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  if [ "${bench_own_work:-0}" = 1 ]; then rm -rf "$work"; fi
+}
+
+say() { echo "[$bench_name +$((SECONDS - bench_t0))s] $*" >&2; }
+
+# bench_start_rankd LOG PORTS CMD...: runs CMD (a `rankd serve` with
+# --port_file PORTS, possibly behind taskset) in the background with its
+# output in LOG, waits up to 180 s (loading + warm-up) for the port file, and
+# sets $pid, $grpc (gRPC port) and $metrics (metrics port). Exits 1, with the
+# log's tail, when the server dies or never serves.
+bench_start_rankd() {
+  local log=$1 ports=$2
+  shift 2
+  rm -f "$ports"
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1800); do
+    [ -s "$ports" ] && break
+    kill -0 "$pid" 2>/dev/null || { echo "$bench_name: rankd exited:" >&2; tail -20 "$log" >&2; exit 1; }
+    sleep 0.1
+  done
+  [ -s "$ports" ] || { echo "$bench_name: rankd not serving after 180 s" >&2; tail -20 "$log" >&2; exit 1; }
+  grpc=$(sed -n 's/^grpc_port=//p' "$ports")
+  metrics=$(sed -n 's/^metrics_port=//p' "$ports")
+  say "rankd $pid serving on 127.0.0.1:$grpc (metrics $metrics)"
+}
