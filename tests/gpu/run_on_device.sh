@@ -462,7 +462,8 @@ fi
 # steps leave a backlog that would poison the next sweep). SWEEP_SERVERS: one
 # sweep set per NAME:FLAGS server setting, FLAGS separated by commas (e.g.
 # "w2:--gpu_workers=2 w4:--gpu_workers=4,--completion_threads=4"); default one
-# server with SWEEP_SERVE_FLAGS.
+# server with SWEEP_SERVE_FLAGS. SWEEP_RANKLOAD_FLAGS: more rankload flags
+# (e.g. "--drain_s 0").
 if want sweep; then
   gen kaggle_full kaggle 1
   for spec in ${SWEEP_SERVERS:-"default:${SWEEP_SERVE_FLAGS:-}"}; do
@@ -481,7 +482,7 @@ if want sweep; then
         --model_config "$work/models/kaggle_full/1/model.pbtxt" --candidates "$size" --mode open \
         --rate "$rates" --duration_s ${SWEEP_DURATION_S:-3} --warmup_s 1 --connections ${SWEEP_CONNECTIONS:-16} \
         --threads ${SWEEP_THREADS:-4} --quiet --metrics_url "http://127.0.0.1:$srv_mport/metrics" \
-        --csv "$out/$tag.csv" --json "$out/$tag.json" > "$out/$tag.txt" 2>&1
+        ${SWEEP_RANKLOAD_FLAGS:-} --csv "$out/$tag.csv" --json "$out/$tag.json" > "$out/$tag.txt" 2>&1
       python3 - "$out/$tag.csv" "$size" <<'PY' | while read -r l; do row "sweep $name" "$l"; done
 import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
