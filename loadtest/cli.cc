@@ -36,8 +36,9 @@ ABSL_FLAG(int64_t, max_in_flight, 20000,
 ABSL_FLAG(double, deadline_ms, 1000, "deadline of each call, from its send, in ms");
 ABSL_FLAG(double, drain_s, 10,
           "after a step that failed its SLO or had errors, wait up to this long for the server "
-          "to go idle before the next step (idle: --metrics_url shows no request finishing and "
-          "none queued; without it, wait one --deadline_ms); 0 = never wait");
+          "to go idle before the next step (idle: a health check answers within 200 ms on every "
+          "connection and, with --metrics_url, no request finishing and none queued); 0 = never "
+          "wait");
 ABSL_FLAG(double, interval_s, 1, "period of the live line on stderr and of the latency-over-time plot");
 ABSL_FLAG(bool, quiet, false, "no live lines");
 ABSL_FLAG(int64_t, connect_timeout_ms, 5000,

@@ -173,28 +173,34 @@ int Run(const Config& c, const std::string& command_line) {
   auto drain_after = [&](const StepResult& step) {
     const bool failed = (step.slo_pass.has_value() && !*step.slo_pass) || step.errors > 0;
     if (!failed || c.drain_s <= 0) return;
-    if (!scrape) {
-      const absl::Duration wait =
-          std::min(absl::Seconds(c.drain_s), absl::Milliseconds(c.deadline_ms));
-      std::cerr << "rankload: step failed; waiting " << absl::FormatDuration(wait)
-                << " (one deadline) before the next step\n";
-      absl::SleepFor(wait);
-      return;
-    }
     DrainOptions o;
     o.max_wait = absl::Seconds(c.drain_s);
-    const DrainResult r = WaitForIdle(
-        [&]() -> absl::StatusOr<ServerLoad> {
-          auto m = scrape();
-          if (!m.ok()) return m.status();
-          return LoadFromMetrics(*m);
-        },
-        o);
+    std::function<absl::StatusOr<ServerLoad>()> counters;
+    if (scrape) {
+      counters = [&]() -> absl::StatusOr<ServerLoad> {
+        auto m = scrape();
+        if (!m.ok()) return m.status();
+        return LoadFromMetrics(*m);
+      };
+    }
+    // A health check over every connection the load used, each with a short
+    // deadline: calls stuck behind the last step's backlog time out here.
+    auto ping = [&]() -> absl::Status {
+      client::CallOptions call;
+      call.deadline = absl::Milliseconds(200);
+      for (auto& cl : setup->clients) {
+        auto h = cl->Health("", call);
+        if (!h.ok()) return h.status();
+      }
+      return absl::OkStatus();
+    };
+    const DrainResult r = WaitForIdle(counters, ping, o);
     std::cerr << "rankload: step failed; server "
               << (r.idle ? "idle" : r.probe_status.ok() ? "still busy" : "not scraped") << " after "
               << absl::FormatDuration(r.waited) << " (" << r.finished_while_waiting
               << " requests finished meanwhile"
               << (r.probe_status.ok() ? "" : absl::StrCat("; ", r.probe_status.message()))
+              << (r.last_ping.ok() ? "" : absl::StrCat("; last health check: ", r.last_ping.ToString()))
               << ")\n";
   };
 

@@ -12,30 +12,40 @@ ServerLoad LoadFromMetrics(const PromSnapshot& metrics) {
 }
 
 DrainResult WaitForIdle(const std::function<absl::StatusOr<ServerLoad>()>& probe,
-                        const DrainOptions& options,
+                        const std::function<absl::Status()>& ping, const DrainOptions& options,
                         const std::function<void(absl::Duration)>& sleep) {
   DrainResult result;
-  absl::StatusOr<ServerLoad> first = probe();
-  if (!first.ok()) {
-    result.probe_status = first.status();
-    return result;
-  }
-  ServerLoad last = *first;
-  while (result.waited < options.max_wait) {
-    const absl::Duration step = std::min(options.poll, options.max_wait - result.waited);
-    sleep(step);
-    result.waited += step;
+  ServerLoad first, last;
+  if (probe) {
     absl::StatusOr<ServerLoad> now = probe();
     if (!now.ok()) {
       result.probe_status = now.status();
       return result;
     }
-    result.finished_while_waiting = now->finished - first->finished;
-    if (now->finished == last.finished && now->queued <= 0) {
-      result.idle = true;
-      return result;
+    first = last = *now;
+  }
+  while (result.waited < options.max_wait) {
+    const absl::Duration step = std::min(options.poll, options.max_wait - result.waited);
+    sleep(step);
+    result.waited += step;
+    bool counters_idle = true;
+    if (probe) {
+      absl::StatusOr<ServerLoad> now = probe();
+      if (!now.ok()) {
+        result.probe_status = now.status();
+        return result;
+      }
+      result.finished_while_waiting = now->finished - first.finished;
+      counters_idle = now->finished == last.finished && now->queued <= 0;
+      last = *now;
     }
-    last = *now;
+    if (!counters_idle) continue;
+    if (ping) {
+      result.last_ping = ping();
+      if (!result.last_ping.ok()) continue;
+    }
+    result.idle = true;
+    return result;
   }
   return result;
 }

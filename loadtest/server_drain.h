@@ -1,16 +1,20 @@
 // Waiting for the server to go idle between load steps.
 //
 // An overloaded step leaves work behind: requests queued in rankd's batcher,
-// and more in gRPC's buffers that rankd has not even parsed yet (each costs
-// parsing before the batcher can drop it as expired). A step started on top
-// of that backlog measures the backlog, not its own rate, and so does every
-// step after it. rankload therefore waits, after a step that failed its SLO or
-// had errors, until the server's counters say it is idle: rankd_requests_total
-// (over every model and code) unchanged across one poll interval and
-// rankd_queue_requests at 0, for at most `max_wait`.
+// and more in the transport (gRPC's buffers and connections, on both sides)
+// that rankd has not even parsed yet. A step started on top of that backlog
+// measures the backlog, not its own rate, and so can every step after it.
+// rankload therefore waits, after a step that failed its SLO or had errors,
+// until the server looks idle from both ends, for at most `max_wait`:
+//   * its counters (--metrics_url): rankd_requests_total (every model and
+//     code) unchanged across one poll interval and rankd_queue_requests at 0;
+//   * the transport: a cheap call (health check) over every connection the
+//     load used answers within its short deadline. On the H100 machine a
+//     32 k req/s overload of 256-candidate requests left rankd's counters idle
+//     within 0.5 s while new calls on the same connections still timed out
+//     for seconds (bench/NOTES.md, run 33): the counters alone are not enough.
 //
-// Pure logic over an injected probe and sleep (unit-tested with fakes); the
-// caller passes a probe that scrapes --metrics_url.
+// Pure logic over injected probes and sleep (unit-tested with fakes).
 #ifndef RANKD_LOADTEST_SERVER_DRAIN_H_
 #define RANKD_LOADTEST_SERVER_DRAIN_H_
 
@@ -40,14 +44,18 @@ struct DrainResult {
   bool idle = false;           // false: max_wait passed, or the probe failed
   absl::Duration waited;       // total time slept
   double finished_while_waiting = 0;  // requests the server finished meanwhile
-  absl::Status probe_status;   // the probe's error, when it failed
+  absl::Status probe_status;   // the counters probe's error, when it failed
+  absl::Status last_ping;      // the last transport check (OK when idle)
 };
 
-// Polls `probe` every `poll` until two reads in a row show the same finished
-// count and nothing queued, or `max_wait` has been slept. `sleep` is
-// absl::SleepFor outside tests.
+// Polls every `poll` until both hold at one poll, or `max_wait` has been
+// slept (the probes' own time comes on top):
+//   `probe` (may be empty: not checked): the same finished count as at the
+//     previous read and nothing queued;
+//   `ping` (may be empty: not checked): OK, i.e. every connection answered.
+// `sleep` is absl::SleepFor outside tests.
 DrainResult WaitForIdle(const std::function<absl::StatusOr<ServerLoad>()>& probe,
-                        const DrainOptions& options,
+                        const std::function<absl::Status()>& ping, const DrainOptions& options,
                         const std::function<void(absl::Duration)>& sleep = absl::SleepFor);
 
 }  // namespace rankd::loadtest

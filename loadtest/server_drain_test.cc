@@ -30,7 +30,7 @@ TEST(WaitForIdleTest, WaitsUntilTheCountStopsAndTheQueueIsEmpty) {
   Fake f{{{100, 50}, {400, 20}, {700, 5}, {700, 0}, {700, 0}}};
   DrainOptions o;
   o.poll = absl::Milliseconds(250);
-  DrainResult r = WaitForIdle(f.probe(), o, f.sleep());
+  DrainResult r = WaitForIdle(f.probe(), nullptr, o, f.sleep());
   EXPECT_TRUE(r.idle);
   // Reads at 0, 250, 500, 750 ms: the fourth equals the third and is empty.
   EXPECT_EQ(r.waited, absl::Milliseconds(750));
@@ -40,7 +40,7 @@ TEST(WaitForIdleTest, WaitsUntilTheCountStopsAndTheQueueIsEmpty) {
 
 TEST(WaitForIdleTest, AnIdleServerCostsOnePoll) {
   Fake f{{{42, 0}}};
-  DrainResult r = WaitForIdle(f.probe(), DrainOptions{}, f.sleep());
+  DrainResult r = WaitForIdle(f.probe(), nullptr, DrainOptions{}, f.sleep());
   EXPECT_TRUE(r.idle);
   EXPECT_EQ(r.waited, DrainOptions{}.poll);
   EXPECT_EQ(r.finished_while_waiting, 0);
@@ -53,7 +53,7 @@ TEST(WaitForIdleTest, GivesUpAfterMaxWait) {
   DrainOptions o;
   o.max_wait = absl::Milliseconds(1100);
   o.poll = absl::Milliseconds(500);
-  DrainResult r = WaitForIdle(f.probe(), o, f.sleep());
+  DrainResult r = WaitForIdle(f.probe(), nullptr, o, f.sleep());
   EXPECT_FALSE(r.idle);
   EXPECT_TRUE(r.probe_status.ok());
   EXPECT_EQ(r.waited, absl::Milliseconds(1100));  // 500 + 500 + 100: never past the limit
@@ -62,7 +62,7 @@ TEST(WaitForIdleTest, GivesUpAfterMaxWait) {
 TEST(WaitForIdleTest, AQueueKeepsItWaitingEvenWhenTheCountIsStill) {
   // Nothing finishes for a while (a stalled batch), but requests are queued.
   Fake f{{{10, 3}, {10, 3}, {10, 3}, {13, 0}, {13, 0}}};
-  DrainResult r = WaitForIdle(f.probe(), DrainOptions{}, f.sleep());
+  DrainResult r = WaitForIdle(f.probe(), nullptr, DrainOptions{}, f.sleep());
   EXPECT_TRUE(r.idle);
   EXPECT_EQ(f.next, 5u);
 }
@@ -74,9 +74,47 @@ TEST(WaitForIdleTest, AProbeErrorEndsTheWait) {
     return ServerLoad{1, 1};
   };
   absl::Duration slept;
-  DrainResult r = WaitForIdle(probe, DrainOptions{}, [&](absl::Duration d) { slept += d; });
+  DrainResult r = WaitForIdle(probe, nullptr, DrainOptions{}, [&](absl::Duration d) { slept += d; });
   EXPECT_FALSE(r.idle);
   EXPECT_TRUE(absl::IsUnavailable(r.probe_status));
+}
+
+// Idle counters are not enough: the connections must answer too.
+TEST(WaitForIdleTest, WaitsForTheTransportAfterTheCounters) {
+  Fake f{{{5, 0}}};  // counters idle from the start
+  int pings = 0;
+  auto ping = [&]() -> absl::Status {
+    // The first three checks time out (a backlog on the connections).
+    return ++pings <= 3 ? absl::DeadlineExceededError("health check") : absl::OkStatus();
+  };
+  DrainResult r = WaitForIdle(f.probe(), ping, DrainOptions{}, f.sleep());
+  EXPECT_TRUE(r.idle);
+  EXPECT_EQ(pings, 4);
+  EXPECT_EQ(r.waited, 4 * DrainOptions{}.poll);
+  EXPECT_TRUE(r.last_ping.ok());
+}
+
+TEST(WaitForIdleTest, PingAloneWithoutCounters) {
+  int pings = 0;
+  auto ping = [&]() -> absl::Status {
+    return ++pings == 1 ? absl::UnavailableError("busy") : absl::OkStatus();
+  };
+  absl::Duration slept;
+  DrainResult r = WaitForIdle(nullptr, ping, DrainOptions{}, [&](absl::Duration d) { slept += d; });
+  EXPECT_TRUE(r.idle);
+  EXPECT_EQ(pings, 2);
+  EXPECT_EQ(slept, 2 * DrainOptions{}.poll);
+}
+
+TEST(WaitForIdleTest, APingThatNeverAnswersGivesUp) {
+  Fake f{{{5, 0}}};
+  DrainOptions o;
+  o.max_wait = absl::Seconds(1);
+  DrainResult r = WaitForIdle(f.probe(), [] { return absl::DeadlineExceededError("x"); }, o,
+                              f.sleep());
+  EXPECT_FALSE(r.idle);
+  EXPECT_EQ(r.waited, absl::Seconds(1));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.last_ping));
 }
 
 TEST(LoadFromMetricsTest, SumsEveryModelAndCode) {
