@@ -22,6 +22,9 @@
 # to client noise; (b) and (c) share the cores with the client. `--help` lists
 # every option.
 set -euo pipefail
+bench_name=host_path.sh
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
   sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
@@ -112,19 +115,11 @@ done
 [[ "$candidates" =~ ^[1-9][0-9]*$ ]] || { echo "host_path.sh: --candidates: a positive integer, got $candidates" >&2; exit 2; }
 case $backend in cuda|cpu|auto) ;; *) echo "host_path.sh: --backend: cpu, cuda or auto, got $backend" >&2; exit 2 ;; esac
 
-# A bundle (shared/tools/gpu-bundle): BUNDLE/bin/<binary> with BUNDLE/lib.
-for b in "${bins[@]}"; do
-  lib=$(cd "$(dirname "$b")/.." && pwd)/lib
-  if [ -d "$lib" ]; then export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-done
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
-rankd=$(abs "$rankd")
-rankload=$(abs "$rankload")
-[ -n "$serve_bench" ] && serve_bench=$(abs "$serve_bench")
+bench_use_bundle "${bins[@]}"
+rankd=$(bench_abs "$rankd")
+rankload=$(bench_abs "$rankload")
+[ -n "$serve_bench" ] && serve_bench=$(bench_abs "$serve_bench")
 
-bench_name=host_path.sh
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_dirs "$out" "$work"
 
 # --- the model, the requests and the server -------------------------------------

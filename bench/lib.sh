@@ -1,8 +1,22 @@
 # Shared by the measurement scripts bench/host_path.sh and bench/slo_report.sh
-# (sourced, never run): a work directory cleaned up on exit, progress lines,
-# and one `rankd serve` started in the background and waited for.
+# (sourced, never run): bundled binaries' libraries, a work directory cleaned
+# up on exit, progress lines, and one `rankd serve` started in the background
+# and waited for.
 #
 # The sourcing script sets `bench_name` (its name, for messages) first.
+
+# bench_use_bundle BIN...: binaries from a bundle (shared/tools/gpu-bundle:
+# BUNDLE/bin/<binary> with BUNDLE/lib) find their libraries.
+bench_use_bundle() {
+  local b lib
+  for b in "$@"; do
+    lib=$(cd "$(dirname "$b")/.." && pwd)/lib
+    if [ -d "$lib" ]; then export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+  done
+}
+
+# bench_abs PATH: PATH made absolute (its directory must exist).
+bench_abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 
 # bench_dirs OUT WORK: creates OUT and WORK (a temporary directory when WORK
 # is empty, removed on exit) and makes both absolute in $out and $work; arms

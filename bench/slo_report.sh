@@ -18,6 +18,9 @@
 # temporary directory, removed at exit), never under --out. Defaults take about
 # 3 minutes on an H100 machine. `--help` lists every option.
 set -euo pipefail
+bench_name=slo_report.sh
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
   sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
@@ -91,17 +94,10 @@ for pair in "--rankd:$rankd" "--rankload:$rankload"; do
 done
 case $backend in cuda|cpu|auto) ;; *) echo "slo_report.sh: --backend: cuda, cpu or auto, got $backend" >&2; exit 2 ;; esac
 
-# A bundle (shared/tools/gpu-bundle): BUNDLE/bin/<binary> with BUNDLE/lib.
-for b in "$rankd" "$rankload"; do
-  lib=$(cd "$(dirname "$b")/.." && pwd)/lib
-  if [ -d "$lib" ]; then export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-done
-rankd=$(cd "$(dirname "$rankd")" && pwd)/$(basename "$rankd")
-rankload=$(cd "$(dirname "$rankload")" && pwd)/$(basename "$rankload")
+bench_use_bundle "$rankd" "$rankload"
+rankd=$(bench_abs "$rankd")
+rankload=$(bench_abs "$rankload")
 
-bench_name=slo_report.sh
-# shellcheck source=bench/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_dirs "$out" "$work"
 
 # --- the model and the server -------------------------------------------------
