@@ -56,6 +56,10 @@ ABSL_FLAG(int64_t, host_staging_mib, 128,
           "serve: HBM per GPU worker for the rows a batch misses in the HBM cache of HOST "
           "tables, each copied from host memory once per batch (0 = misses are read from host "
           "memory inside the pooling kernel; at most 1024: it comes out of the 2 GiB per-GPU worker reserve)");
+ABSL_FLAG(bool, host_cache_shared, true,
+          "serve: HOST tables with the same row size share one HBM cache whose slots go to the "
+          "rows accessed most in any of them (false: each table caches its own share, the plan's "
+          "rows of it)");
 ABSL_FLAG(int64_t, worker_spin_us, 0,
           "serve: a worker that finds its queue empty spins this long (us) before it sleeps: "
           "trades CPU for the wake-up latency of a sleeping thread (0 = sleep at once; at most "
@@ -192,6 +196,7 @@ int RunServe() {
                                    : kernels::cuda::MathMode::kFp32;
   registry_options.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
   registry_options.cuda.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
+  registry_options.cuda.shared_host_cache = absl::GetFlag(FLAGS_host_cache_shared);
   registry_options.cuda.budget = *engine::ParseMemoryBudget(
       "--device_memory_budget", absl::GetFlag(FLAGS_device_memory_budget));  // validated above
   auto registry = ModelRegistry::Create(

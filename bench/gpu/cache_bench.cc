@@ -11,7 +11,9 @@
 // keeps rank = row: the host rows then lie in frequency order, which shows
 // what a frequency-ordered host layout would buy).
 //
-// For each alpha and cache size (fraction of every table's rows): the caches
+// For each alpha and cache size (fraction of every table's rows; with
+// --shared_cache, the default, the tables share one cache of all those slots,
+// as rankd serve does, and its slots go to the rows accessed most): the caches
 // start empty and learn through the real refresh (sampled access log -> hot
 // set) over --warmup_batches batches drawn from the same distribution; the
 // timed batch is a fresh one. Each case is timed with the misses staged into
@@ -59,6 +61,9 @@ ABSL_FLAG(double, decay, 0.8, "hot-set count decay per refresh (EmbeddingCache::
 ABSL_FLAG(int64_t, staging_mib, 128,
           "HBM staging for a batch's distinct missed rows (CudaWorker::Options::host_staging_bytes)");
 ABSL_FLAG(bool, scatter, true, "scatter Zipf ranks over each table (false: row = rank)");
+ABSL_FLAG(bool, shared_cache, true,
+          "the 26 tables share one cache of all their slots (DeviceModel::Options::shared_cache); "
+          "false: each table caches its own fraction");
 ABSL_FLAG(bool, hbm, true, "also time all tables in HBM (needs the tables' bytes free on the GPU)");
 
 namespace {
@@ -388,27 +393,48 @@ int main(int argc, char** argv) {
     }
     // Host behind caches of each size.
     for (double fraction : ParseList(absl::GetFlag(FLAGS_fractions))) {
-      std::vector<std::unique_ptr<ec::EmbeddingCache>> caches(26);
+      // Per table: capacity, log and changes as DeviceModel would give a
+      // cache of its own; shared (--shared_cache): one cache of them all.
+      std::vector<std::vector<ec::EmbeddingCache::Member>> groups;
       for (int t = 0; t < 26; ++t) {
-        ec::EmbeddingCache::Options o;
-        o.capacity_rows = std::max<int64_t>(1, static_cast<int64_t>(fraction * rows[t]));
-        o.sample_shift = absl::GetFlag(FLAGS_sample_shift);
+        ec::EmbeddingCache::Member m;
+        m.table = "t" + std::to_string(t);
+        m.num_rows = rows[t];
+        m.host_rows = host[t].device;
+        const int64_t capacity = std::max<int64_t>(1, static_cast<int64_t>(fraction * rows[t]));
+        m.warm_rows = capacity;  // the capacity it brings (no warm start: prefill off)
         // Room for every sampled access between two refreshes.
-        o.log_entries = std::min<int64_t>(
+        m.log_entries = std::min<int64_t>(
             int64_t{1} << 23,
-            (int64_t{B} * kBags[t] * absl::GetFlag(FLAGS_refresh_every) >> o.sample_shift) + 1);
-        o.max_changes = std::max<int64_t>(o.capacity_rows / 4, 1 << 16);
+            (int64_t{B} * kBags[t] * absl::GetFlag(FLAGS_refresh_every) >>
+             absl::GetFlag(FLAGS_sample_shift)) + 1);
+        if (groups.empty() || !absl::GetFlag(FLAGS_shared_cache)) groups.emplace_back();
+        groups.back().push_back(std::move(m));
+      }
+      std::vector<std::unique_ptr<ec::EmbeddingCache>> caches;
+      int next_table = 0;
+      for (auto& g : groups) {
+        ec::EmbeddingCache::Options o;
+        o.capacity_rows = 0;
+        o.max_changes = 0;
+        for (const auto& m : g) {
+          o.capacity_rows += m.warm_rows;
+          o.max_changes += std::max<int64_t>(m.warm_rows / 4, 1 << 16);
+        }
+        o.sample_shift = absl::GetFlag(FLAGS_sample_shift);
         o.prefill = false;
         o.decay = static_cast<float>(absl::GetFlag(FLAGS_decay));
-        auto c = ec::EmbeddingCache::Create("t" + std::to_string(t), rows[t], row_bytes,
-                                            host[t].device, o);
+        const int members = static_cast<int>(g.size());
+        auto c = ec::EmbeddingCache::Create(std::move(g), row_bytes, o);
         if (!c.ok()) {
           std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
           return 2;
         }
-        tables[t].rows = host[t].device;
-        (*c)->Describe(&tables[t]);
-        caches[t] = std::move(*c);
+        for (int m = 0; m < members; ++m, ++next_table) {
+          tables[next_table].rows = host[next_table].device;
+          (*c)->Describe(m, &tables[next_table]);
+        }
+        caches.push_back(std::move(*c));
       }
       CHECK_CUDA(cudaMemcpy(d_tables, tables.data(), sizeof(rkc::DeviceTable) * 26,
                             cudaMemcpyHostToDevice));
@@ -449,13 +475,24 @@ int main(int argc, char** argv) {
                     pick_staged ? "staged" : "direct", exact ? "" : "  MISMATCH");
       table_lines.push_back(line);
       std::printf("%s\n", line);
+      // Where the slots went: each table's cached rows, % of its rows.
+      std::string shares = "  cached, % of each table's rows:";
+      int t = 0;
+      for (auto& c : caches) {
+        for (int m = 0; m < c->num_members(); ++m, ++t) {
+          shares += " " + std::to_string(t) + ":" +
+                    std::to_string(static_cast<int>(std::lround(100.0 * c->cached_rows(m) / rows[t])));
+        }
+      }
+      std::printf("%s\n", shares.c_str());
     }
     for (Batch& b : batches) cudaFree(b.d_ids);
   }
-  std::printf("\n==== cache_bench (scale %.3g, %s, batch %d, %lld keys/launch, ranks %s; outputs %s the "
+  std::printf("\n==== cache_bench (scale %.3g, %s, batch %d, %lld keys/launch, ranks %s, %s; outputs %s the "
               "all-in-HBM output) ====\n",
               scale, fp16 ? "fp16" : "fp32", B, static_cast<long long>(keys),
               absl::GetFlag(FLAGS_scatter) ? "scattered" : "= rows",
+              absl::GetFlag(FLAGS_shared_cache) ? "one shared cache" : "a cache per table",
               all_exact ? "all equal" : "NOT all equal to");
   for (const auto& l : table_lines) std::printf("%s\n", l.c_str());
   for (HostRows& h : host) {

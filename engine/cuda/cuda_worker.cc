@@ -625,6 +625,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     dmo.device = d;
     dmo.plan = plan;
     dmo.host_tables = host_tables;
+    dmo.shared_cache = options.shared_host_cache;
     kc::TinyDlrmShape tiny;
     dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, &tiny));
     auto dm = DeviceModel::Create(model, dmo);

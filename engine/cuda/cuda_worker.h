@@ -62,6 +62,9 @@ class CudaWorker final : public Worker {
     // H100, down to 2.1% misses (bench/NOTES.md, issue 5, run 26); with the
     // earlier full-GPU gather the crossover was 7.5%.
     double staging_min_miss_rate = 0.02;
+    // HOST tables of one row size share one HBM cache (DeviceModel::Options::
+    // shared_cache; CreateCudaWorkers).
+    bool shared_host_cache = true;
   };
 
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(

@@ -73,10 +73,49 @@ DeviceModel::~DeviceModel() {
 
 std::vector<DeviceModel::CacheInfo> DeviceModel::cache_info() const {
   std::vector<CacheInfo> out;
-  for (size_t t = 0; t < caches_.size(); ++t) {
-    if (caches_[t] != nullptr) out.push_back({static_cast<int>(t), caches_[t]->stats()});
+  for (size_t t = 0; t < cache_of_table_.size(); ++t) {
+    const auto [cache, member] = cache_of_table_[t];
+    if (cache < 0) continue;
+    const EmbeddingCache& c = *caches_[cache];
+    out.push_back({static_cast<int>(t), c.stats(), c.cached_rows(member), c.num_members()});
   }
   return out;
+}
+
+absl::Status DeviceModel::MakeCaches(std::vector<CachedTable> cached, const Options& options) {
+  // Groups of tables that share one cache: by row size when shared, else one
+  // table each.
+  std::vector<std::vector<CachedTable>> groups;
+  for (CachedTable& c : cached) {
+    auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return options.shared_cache && g.front().row_bytes == c.row_bytes;
+    });
+    if (same == groups.end()) {
+      groups.emplace_back();
+      same = groups.end() - 1;
+    }
+    same->push_back(std::move(c));
+  }
+  for (std::vector<CachedTable>& g : groups) {
+    EmbeddingCache::Options co = options.cache;
+    co.capacity_rows = 0;
+    std::vector<EmbeddingCache::Member> members;
+    for (const CachedTable& c : g) {
+      co.capacity_rows += c.member.warm_rows;  // the plan's cache rows of each table
+      members.push_back(c.member);
+    }
+    // As many changes per refresh as separate caches would have made.
+    co.max_changes = options.cache.max_changes * static_cast<int64_t>(g.size());
+    auto cache = EmbeddingCache::Create(std::move(members), g.front().row_bytes, co);
+    if (!cache.ok()) return cache.status();
+    const int index = static_cast<int>(caches_.size());
+    for (size_t m = 0; m < g.size(); ++m) {
+      (*cache)->Describe(static_cast<int>(m), &host_tables_[g[m].table]);
+      cache_of_table_[g[m].table] = {index, static_cast<int>(m)};
+    }
+    caches_.push_back(std::move(*cache));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DeviceModel::maintenance_status() const {
@@ -88,7 +127,6 @@ absl::Status DeviceModel::RefreshCachesNow() const {
   absl::MutexLock lock(&refresh_mu_);
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
   for (const auto& c : caches_) {
-    if (c == nullptr) continue;
     absl::Status s = c->Refresh(refresh_stream_, gate_.get());
     if (!s.ok()) {
       maintenance_status_ = s;
@@ -141,7 +179,8 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
   dm->plan_ = plan;
   dm->pinned_tables_ = host_tables;
   dm->gate_ = std::make_unique<ReaderGate>();
-  dm->caches_.resize(model->tables.size());
+  dm->cache_of_table_.assign(model->tables.size(), {-1, 0});
+  std::vector<CachedTable> cached;  // HOST tables with a cache, in table order
   auto upload = [&](const void* data, size_t bytes, const std::string& what) -> absl::StatusOr<void*> {
     DeviceBuffer buf;
     absl::Status s = buf.Allocate(bytes, what);
@@ -166,12 +205,9 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
       d.host_offset = dm->host_span_bytes_;  // HOST tables back to back, for the fetch order
       dm->host_span_bytes_ += t.num_rows * t.row_bytes();
       if (tp.cache_rows > 0) {
-        EmbeddingCache::Options co = options.cache;
-        co.capacity_rows = tp.cache_rows;
-        auto cache = EmbeddingCache::Create(t.name, t.num_rows, t.row_bytes(), *rows, co);
-        if (!cache.ok()) return cache.status();
-        (*cache)->Describe(&d);
-        dm->caches_[ti] = std::move(*cache);
+        // Caches are made after this loop (tables of one row size may share one).
+        cached.push_back({static_cast<int>(ti), t.row_bytes(),
+                          EmbeddingCache::Member{t.name, t.num_rows, *rows, tp.cache_rows}});
       }
     } else {
       auto rows = upload(t.rows.data, t.rows.size, absl::StrCat("table ", t.name));
@@ -268,6 +304,8 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     }
     dm->host_tables_.push_back(d);
   }
+  absl::Status cache_status = dm->MakeCaches(std::move(cached), options);
+  if (!cache_status.ok()) return cache_status;
   {
     const size_t bytes = sizeof(kernels::cuda::DeviceTable) * dm->host_tables_.size();
     absl::Status s = dm->tables_.Allocate(bytes, "table descriptors");
@@ -315,9 +353,7 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     dc.w = {static_cast<const float*>(*w), static_cast<const float*>(*b), c.rank, c.n};
     dm->cross_.push_back(dc);
   }
-  const bool any_cache = std::any_of(dm->caches_.begin(), dm->caches_.end(),
-                                     [](const auto& c) { return c != nullptr; });
-  if (any_cache) {
+  if (!dm->caches_.empty()) {
     RANKD_RETURN_IF_CUDA_ERROR(
         cudaStreamCreateWithFlags(&dm->refresh_stream_, cudaStreamNonBlocking),
         "cache refresh stream");

@@ -53,8 +53,12 @@ class DeviceModel {
     // Pinned rows of the plan's HOST tables (shared by every GPU); null:
     // created here when the plan has HOST tables.
     std::shared_ptr<HostTables> host_tables;
-    // Cache tuning (capacity comes from the plan).
+    // Cache tuning (capacity comes from the plan; max_changes is per table).
     EmbeddingCache::Options cache;
+    // HOST tables with the same row size share one cache of the plan's cache
+    // rows of them all, whose slots go to the rows accessed most in any of
+    // them (embedding_cache.h); false: each table keeps its plan's rows.
+    bool shared_cache = true;
     // How often the maintenance thread refreshes the caches.
     int refresh_interval_ms = 100;
   };
@@ -100,7 +104,9 @@ class DeviceModel {
   ReaderGate* gate() const { return gate_.get(); }
   struct CacheInfo {
     int table = 0;
-    EmbeddingCache::Stats stats;
+    EmbeddingCache::Stats stats;  // of the cache serving the table (maybe shared)
+    int64_t table_rows = 0;       // rows of this table in it now
+    int tables = 1;               // tables sharing that cache
   };
   std::vector<CacheInfo> cache_info() const;
   // Dynamic tables whose hash arrays were built on this GPU (the model came
@@ -118,6 +124,14 @@ class DeviceModel {
  private:
   DeviceModel() = default;
   void MaintenanceLoop(int interval_ms);
+  struct CachedTable {
+    int table = 0;
+    int64_t row_bytes = 0;
+    EmbeddingCache::Member member;  // warm_rows: the plan's cache rows
+  };
+  // Makes the caches of `cached` (see Options::shared_cache) and points the
+  // tables' descriptors at them.
+  absl::Status MakeCaches(std::vector<CachedTable> cached, const Options& options);
   std::shared_ptr<const Model> model_;
   int device_ = 0;
   std::vector<DeviceBuffer> buffers_;  // everything allocated for this model
@@ -134,7 +148,9 @@ class DeviceModel {
   std::shared_ptr<const PlacementPlan> plan_;
   int64_t host_span_bytes_ = 0;
   std::shared_ptr<HostTables> pinned_tables_;
-  std::vector<std::unique_ptr<EmbeddingCache>> caches_;  // per table; null: none
+  std::vector<std::unique_ptr<EmbeddingCache>> caches_;
+  // Per table: (index into caches_, member in it), or (-1, 0) without a cache.
+  std::vector<std::pair<int, int>> cache_of_table_;
   std::unique_ptr<ReaderGate> gate_;
   mutable absl::Mutex refresh_mu_;  // one refresh at a time (thread or RefreshCachesNow)
   mutable cudaStream_t refresh_stream_ = nullptr;

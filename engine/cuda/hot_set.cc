@@ -29,6 +29,18 @@ void HotSet::Prefill() {
   }
 }
 
+void HotSet::Prefill(absl::Span<const int64_t> rows) {
+  slot_of_.clear();
+  free_slots_.clear();
+  row_of_slot_.assign(capacity_, -1);
+  const int64_t n = std::min<int64_t>(capacity_, static_cast<int64_t>(rows.size()));
+  for (int64_t s = 0; s < n; ++s) {
+    row_of_slot_[s] = rows[s];
+    slot_of_[rows[s]] = static_cast<int32_t>(s);
+  }
+  for (int64_t s = capacity_ - 1; s >= n; --s) free_slots_.push_back(static_cast<int32_t>(s));
+}
+
 float HotSet::Count(int64_t row) const {
   auto it = counts_.find(row);
   return it == counts_.end() ? 0.0f : it->second;

@@ -32,6 +32,9 @@ class HotSet {
   // Marks rows [0, capacity) as cached in slots [0, capacity): the cache's
   // warm start before any traffic is seen.
   void Prefill();
+  // Marks rows[i] as cached in slot i (at most capacity rows, each in
+  // [0, num_rows) and distinct); the other slots are free.
+  void Prefill(absl::Span<const int64_t> rows);
 
   struct Change {
     // Rows leaving the cache, and the slots they free.

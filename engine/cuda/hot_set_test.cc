@@ -1,5 +1,6 @@
 #include "engine/cuda/hot_set.h"
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -26,6 +27,26 @@ TEST(HotSetTest, FillsFreeSlotsWithTheHottestRows) {
   EXPECT_EQ(h.occupied(), 3);
   EXPECT_GE(h.SlotOf(50), 0);
   EXPECT_EQ(h.SlotOf(1), -1);
+}
+
+TEST(HotSetTest, PrefillWithListedRowsLeavesTheRestFree) {
+  HotSet h(100, 4);
+  const std::vector<int64_t> warm = {40, 3};
+  h.Prefill(warm);
+  EXPECT_EQ(h.SlotOf(40), 0);
+  EXPECT_EQ(h.SlotOf(3), 1);
+  EXPECT_EQ(h.SlotOf(0), -1);
+  EXPECT_EQ(h.occupied(), 2);
+  // The two free slots fill first; the unseen warm rows then give way.
+  HotSet::Change c = h.Plan({7, 7, 8, 8, 9}, 10);
+  ASSERT_EQ(c.admit_rows.size(), 3u);
+  EXPECT_EQ(c.evict_rows.size(), 1u);
+  std::vector<int32_t> free_slots(c.admit_slots.begin(), c.admit_slots.begin() + 2);
+  std::sort(free_slots.begin(), free_slots.end());
+  EXPECT_EQ(free_slots, (std::vector<int32_t>{2, 3}));
+  h.Apply(c);
+  EXPECT_EQ(h.occupied(), 4);
+  EXPECT_GE(h.SlotOf(9), 0);
 }
 
 TEST(HotSetTest, ReplacesOnlyStrictlyHotterRowsAndFollowsShiftingTraffic) {

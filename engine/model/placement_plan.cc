@@ -132,6 +132,14 @@ std::string PlacementPlan::Describe() const {
   s += absl::StrFormat("  dense weights %s; HBM %s of budget %s; pinned host memory %s",
                        HumanBytes(dense_bytes), HumanBytes(device_bytes()),
                        HumanBytes(budget_bytes), HumanBytes(host_bytes()));
+  const int64_t cached_tables = std::count_if(
+      tables.begin(), tables.end(),
+      [](const TablePlan& t) { return t.tier == Tier::kHost && t.cache_rows > 0; });
+  if (cached_tables > 1) {
+    s += "\n  cached rows: each table's share at the start; on the GPU, HOST tables with the "
+         "same row size share one cache whose slots go to the rows read most "
+         "(--host_cache_shared=false keeps the shares)";
+  }
   return s;
 }
 

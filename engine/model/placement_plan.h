@@ -11,6 +11,9 @@
 // AUTO tables that do not fit become HOST. What is left then goes to the HOST
 // tables' caches: each cached table needs a slot map (4 bytes a row) plus its
 // cached rows, and every HOST table caches the same fraction of its rows.
+// The CUDA backend pools the cached rows of HOST tables with the same row
+// size into one cache (engine/cuda/embedding_cache.h): the plan's per-table
+// rows are then each table's warm-start share, and the HBM total is the same.
 #ifndef RANKD_ENGINE_MODEL_PLACEMENT_PLAN_H_
 #define RANKD_ENGINE_MODEL_PLACEMENT_PLAN_H_
 
