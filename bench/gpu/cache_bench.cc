@@ -18,7 +18,7 @@
 // set) over --warmup_batches batches drawn from the same distribution; the
 // timed batch is a fresh one. Each case is timed with the misses staged into
 // HBM first and read directly inside the pooling kernel; the first keys/s is
-// the one CudaWorker's policy would run (staged at >= 2% misses). Reported:
+// the one CudaWorker's policy would run (staged at >= 3% misses). Reported:
 // keys/s (median launch time), hit rate
 // (from the kernel's host-read counters), rows read from host memory (each
 // distinct missed row once, through the HBM staging buffer) and their GB/s.

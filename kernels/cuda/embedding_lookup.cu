@@ -685,10 +685,13 @@ constexpr int kOrderMaxBlocks = 1056;
 // GPU misses per second (~45 M on the H100 machine), not bytes in flight: the
 // fewer blocks, the narrower the span of host addresses in flight and the
 // more of it each translation serves. Measured (cache_bench, 10% caches, Zipf
-// 1.05, mlperf x 0.25 fp32, batch 4096; bench/NOTES.md): 1056 blocks 296 M
-// keys/s, 132 303 M, 66 312 M, 33 354 M, 16 350 M, 8 347 M, 4 300 M
-// (latency-bound). RANKD_GATHER_BLOCKS=N overrides it (A/B timing).
-constexpr int kGatherMaxBlocks = 32;
+// 1.05, mlperf x 0.25 fp32, batch 4096; bench/NOTES.md): with a cache per
+// table (98 K distinct missed rows a launch) 1056 blocks 296 M keys/s, 132
+// 303 M, 66 312 M, 33 354 M, 16 350 M, 8 347 M, 4 300 M (latency-bound); with
+// the shared cache (65 K rows, nearly all cold, so farther apart) 64 blocks
+// 350 M, 32 397-398 M, 24 403 M, 16 401-406 M, 12 405 M, 8 405 M.
+// RANKD_GATHER_BLOCKS=N overrides it (A/B timing).
+constexpr int kGatherMaxBlocks = 16;
 // Longest probe run in the staging set before a miss is read directly.
 constexpr int kMaxStagingProbes = 64;
 

@@ -275,14 +275,19 @@ import json, sys
 c = json.load(sys.stdin)
 print(sum(int(t["num_rows"]) * int(t["dim"]) * 4 for t in c["tables"]))')
   tb_budget=$(( tb_bytes / 10 ))
-  # Each model with the default HOST-table staging and with none (A/B in one run).
-  for spec in "mlperf bigm 8G 128" "mlperf bigm 8G 0" "terabyte bigt $tb_budget 128" "terabyte bigt $tb_budget 0"; do
+  # BIGSERVE_SPECS: "model dir budget tag [rankd flags...]" separated by ';'
+  # (budget TB10 = 10% of terabyte's bytes). Default: each model with the
+  # shared HBM cache and with a cache per table (A/B in one run).
+  IFS=';' read -r -a specs <<< "${BIGSERVE_SPECS:-"mlperf bigm 8G shared;mlperf bigm 8G pertable --host_cache_shared=false;terabyte bigt TB10 shared;terabyte bigt TB10 pertable --host_cache_shared=false"}"
+  for spec in "${specs[@]}"; do
     set -- $spec
-    m=$1 root=$work/$2 budget=$3 staging=$4 tag=${1}_s$4
+    m=$1 root=$work/$2 budget=$3 tag=${1}_$4
+    shift 4
+    [ "$budget" = TB10 ] && budget=$tb_budget
     run rankd gen-requests --model "$root/$m/1" --count 100 --candidates 256 --zipf 1.05 --seed 3 \
       --output "$work/$m.big.jsonl" > /dev/null 2>&1
     t0=$(date +%s)
-    if serve_up "bigserve_$tag" "$root" --device_memory_budget "$budget" --host_staging_mib "$staging"; then
+    if serve_up "bigserve_$tag" "$root" --device_memory_budget "$budget" "$@"; then
       row "bigserve $tag budget $budget" "serving after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'HBM [0-9.]+ [GMK]iB of budget [0-9.]+ [GMK]iB; pinned host memory [0-9.]+ [GMK]iB' "$out/bigserve_$tag.log")"
       run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/$m.big.jsonl" --concurrency 1 \
         --duration_s 8 --label "$m B=256 conc 1" > "$out/bigserve_${tag}_c1.log" 2>&1
