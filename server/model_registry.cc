@@ -64,11 +64,12 @@ absl::StatusOr<std::unique_ptr<ModelRegistry>> ModelRegistry::Create(
       if (cpu_workers.ok() && report.hash_build_keys > 0) {
         spdlog::info("model {} version {}: dynamic tables built on the GPU: {:.1f} M keys in "
                      "{:.3f} s ({:.2f} G keys/s, keys copy included; insert kernels {:.3f} s, "
-                     "{:.2f} G keys/s)",
+                     "{:.2f} G keys/s; keys copied from {} memory)",
                      v.name, v.version, report.hash_build_keys / 1e6, report.hash_build_seconds,
                      report.hash_build_keys / std::max(report.hash_build_seconds, 1e-9) / 1e9,
                      report.hash_insert_seconds,
-                     report.hash_build_keys / std::max(report.hash_insert_seconds, 1e-9) / 1e9);
+                     report.hash_build_keys / std::max(report.hash_insert_seconds, 1e-9) / 1e9,
+                     report.hash_keys_pinned ? "page-locked" : "pageable");
       }
     } else {
       cpu_workers = engine::CreateCpuWorkers(*model, workers, threads);

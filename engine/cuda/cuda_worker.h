@@ -170,6 +170,9 @@ struct CudaSetupReport {
   int64_t hash_build_keys = 0;
   double hash_build_seconds = 0;
   double hash_insert_seconds = 0;  // of which the insert kernels
+  // Every keys copy ran from page-locked memory (else some went through the
+  // driver's pageable staging, ~2x slower).
+  bool hash_keys_pinned = true;
 };
 // `report` (when given) is filled on success.
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <climits>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/host_memory.h"
@@ -247,17 +249,29 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
       RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(bad.get(), init, 16, cudaMemcpyHostToDevice),
                                  "hash build status");
       if (t.num_rows > 0) {
-        // Keys in an allocation of their own (made at load) are page-locked
-        // for the copy, which then runs at DMA speed instead of through the
-        // driver's pageable staging (measured 0.07-0.11 s for 0.8 GB).
+        // The keys are page-locked for the copy, which then runs at DMA speed
+        // instead of through the driver's pageable staging (measured
+        // 0.07-0.11 s for 0.8 GB): in place when they are an allocation of
+        // their own (made at load); when they are a view into the read-only
+        // mapped weights file, the whole pages that hold them, read-only.
         void* keys_host = const_cast<uint8_t*>(t.keys.data);
-        const bool registered =
-            t.keys.pinnable &&
-            cudaHostRegister(keys_host, 8 * t.num_rows, cudaHostRegisterDefault) == cudaSuccess;
+        size_t keys_span = static_cast<size_t>(8 * t.num_rows);
+        unsigned int flags = cudaHostRegisterDefault;
+        if (!t.keys.pinnable) {
+          const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+          const uintptr_t begin = reinterpret_cast<uintptr_t>(t.keys.data) / page * page;
+          const uintptr_t end =
+              (reinterpret_cast<uintptr_t>(t.keys.data) + keys_span + page - 1) / page * page;
+          keys_host = reinterpret_cast<void*>(begin);
+          keys_span = end - begin;
+          flags = cudaHostRegisterReadOnly;
+        }
+        const bool registered = cudaHostRegister(keys_host, keys_span, flags) == cudaSuccess;
         if (!registered) cudaGetLastError();  // a failed registration only costs speed
         const cudaError_t copy =
             cudaMemcpy(input.get(), t.keys.data, 8 * t.num_rows, cudaMemcpyHostToDevice);
         if (registered) cudaHostUnregister(keys_host);
+        dm->hash_keys_pinned_ = dm->hash_keys_pinned_ && registered;
         RANKD_RETURN_IF_CUDA_ERROR(copy,
                                    absl::StrCat("copy keys of ", t.name, " to GPU ", options.device));
       }

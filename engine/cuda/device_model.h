@@ -115,6 +115,8 @@ class DeviceModel {
   double hash_build_seconds() const { return hash_build_seconds_; }
   // Of which the clear + insert kernels (the rest: allocating, copying keys).
   double hash_insert_seconds() const { return hash_insert_seconds_; }
+  // Whether every keys copy of those builds ran from page-locked memory.
+  bool hash_keys_pinned() const { return hash_keys_pinned_; }
   // The last refresh error (OK when none).
   absl::Status maintenance_status() const;
   // Runs one refresh of every cache now (benchmarks; the maintenance thread
@@ -144,6 +146,7 @@ class DeviceModel {
   int64_t hash_build_keys_ = 0;
   double hash_build_seconds_ = 0;
   double hash_insert_seconds_ = 0;
+  bool hash_keys_pinned_ = true;
 
   std::shared_ptr<const PlacementPlan> plan_;
   int64_t host_span_bytes_ = 0;

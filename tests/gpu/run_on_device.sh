@@ -40,7 +40,7 @@ fi
 
 # --- sanitizer: compute-sanitizer memcheck on the kernel tests ----------------
 if want sanitizer; then
-  for n in embedding_lookup_gpu_test embedding_cache_gpu_test hash_build_gpu_test interaction_gpu_test dense_layers_gpu_test; do
+  for n in embedding_lookup_gpu_test embedding_cache_gpu_test shared_cache_gpu_test hash_build_gpu_test interaction_gpu_test dense_layers_gpu_test; do
     [ -x "$bundle/bin/$n" ] || continue
     LD_LIBRARY_PATH="$bundle/lib" timeout 300 compute-sanitizer --tool memcheck --error-exitcode 7 \
       "$bundle/bin/$n" --gtest_brief=1 > "$out/memcheck_$n.log" 2>&1
@@ -335,6 +335,23 @@ PY
     kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
   fi
   grep -iE 'load|hash' "$out/dyn100m.log" | head -8 > "$out/dyn100m_load.txt"
+  # The same table with its keys read from the weights file (mapped read-only).
+  run rankd gen-model --preset mini --dynamic_tables 1 --out "$work/dynf/mini/1" > /dev/null 2>&1
+  python3 tests/gpu/make_dyn_file.py "$work/dynf/mini/1" 100000000 > "$out/dyn100m_file_make.log" 2>&1
+  run rankd gen-requests --model "$work/dynf/mini/1" --count 200 --candidates 256 --seed 4 \
+    --output "$work/dynf.jsonl" > /dev/null 2>&1
+  t0=$(date +%s)
+  if serve_up dyn100m_file "$work/dynf"; then
+    row "dyn100m keys from file" "after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'built on the GPU: .*' "$out/dyn100m_file.log")"
+    run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/dynf.jsonl" --concurrency 8 \
+      --connections 4 --duration_s 3 --label "dyn100m file B=256" > "$out/dyn100m_file_c8.log" 2>&1
+    row "dyn100m file B=256 conc 8" "$(tail -1 "$out/dyn100m_file_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
+    kill -TERM $srv_pid; wait $srv_pid
+  else
+    row "dyn100m keys from file" "FAIL: $(tail -3 "$out/dyn100m_file.log" | tr '\n' ' ')"
+    kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+  fi
+  rm -rf "$work/dynf" "$work/dyn"
   [ -x "$bundle/bin/lookup_bench" ] && run lookup_bench --pooled=false --hash_slots 268435456 \
     --hash_queries 16777216 > "$out/hash268m.log" 2>&1 &&
     row "hash lookup, 268 M slots" "$(grep -E '^\| hash' "$out/hash268m.log" | cut -d'|' -f2-4 | tr '\n' ';')"
