@@ -46,13 +46,15 @@ Options (defaults in brackets):
   --connections N       rankload gRPC connections [8]
   --gpu_workers N       rankd serve --gpu_workers (0 = default) [0]
   --serve_flags "F..."  further rankd serve flags, e.g. "--worker_spin_us 200" [none]
+  --server_cpus LIST    taskset -c LIST for rankd (e.g. 0-15), "" = no pinning [""]
+  --client_cpus LIST    taskset -c LIST for rankload (e.g. 16-31) [""]
 EOF
 }
 
 rankd="" rankload="" out="" backend=cuda scale=1 work=""
 low_rps=100 low_s=10 start1=5000 start256=500 p99_1=5 p99_256=10
 step_s=3 warmup_s=1 confirm_s=10 precision=0.05 threads=0 connections=8 gpu_workers=0
-extra_serve_flags=""
+extra_serve_flags="" server_cpus="" client_cpus=""
 while [ $# -gt 0 ]; do
   opt=$1
   case $opt in
@@ -82,6 +84,8 @@ while [ $# -gt 0 ]; do
     --connections) connections=$val ;;
     --gpu_workers) gpu_workers=$val ;;
     --serve_flags) extra_serve_flags=$val ;;
+    --server_cpus) server_cpus=$val ;;
+    --client_cpus) client_cpus=$val ;;
     *) echo "slo_report.sh: unknown option $opt (see --help)" >&2; exit 2 ;;
   esac
   shift 2
@@ -93,6 +97,18 @@ for pair in "--rankd:$rankd" "--rankload:$rankload"; do
   [ -x "${pair#*:}" ] || { echo "slo_report.sh: ${pair%%:*}: ${pair#*:} is not an executable" >&2; exit 2; }
 done
 case $backend in cuda|cpu|auto) ;; *) echo "slo_report.sh: --backend: cuda, cpu or auto, got $backend" >&2; exit 2 ;; esac
+server_pin=() client_pin=()
+if [ -n "$server_cpus" ] || [ -n "$client_cpus" ]; then
+  command -v taskset >/dev/null || { echo "slo_report.sh: --server_cpus / --client_cpus need taskset (util-linux)" >&2; exit 2; }
+fi
+for pair in "--server_cpus:$server_cpus" "--client_cpus:$client_cpus"; do
+  list=${pair#*:}
+  [ -z "$list" ] && continue
+  taskset -c "$list" true 2>/dev/null ||
+    { echo "slo_report.sh: ${pair%%:*}: \"$list\" is not a CPU list of this machine (taskset -c)" >&2; exit 2; }
+done
+[ -n "$server_cpus" ] && server_pin=(taskset -c "$server_cpus")
+[ -n "$client_cpus" ] && client_pin=(taskset -c "$client_cpus")
 
 bench_use_bundle "$rankd" "$rankload"
 rankd=$(bench_abs "$rankd")
@@ -114,7 +130,7 @@ serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 -
 # shellcheck disable=SC2206  # split on purpose: a list of flags
 [ -n "$extra_serve_flags" ] && serve_flags+=($extra_serve_flags)
 say "starting rankd serve ${serve_flags[*]}"
-bench_start_rankd "$out/rankd.log" "$ports" "$rankd" serve "${serve_flags[@]}"
+bench_start_rankd "$out/rankd.log" "$ports" "${server_pin[@]}" "$rankd" serve "${serve_flags[@]}"
 
 common=(--target "127.0.0.1:$grpc" --model kaggle --model_config "$model_dir/model.pbtxt"
   --metrics_url "http://127.0.0.1:$metrics/metrics" --threads "$threads"
@@ -126,7 +142,7 @@ run() {
   local name=$1 rc=0
   shift
   say "rankload $name: $*"
-  "$rankload" "${common[@]}" "$@" --label "kaggle $name" --json "$out/$name.json" \
+  "${client_pin[@]}" "$rankload" "${common[@]}" "$@" --label "kaggle $name" --json "$out/$name.json" \
     --csv "$out/$name.csv" --plot_dir "$out/plots/$name" >"$out/$name.txt" 2>"$out/$name.log" || rc=$?
   if [ "$rc" != 0 ] && [ "$rc" != 4 ]; then
     echo "slo_report.sh: rankload $name failed (exit $rc):" >&2
@@ -170,9 +186,9 @@ wait "$pid" 2>/dev/null || true
 pid=""
 
 # --- the table ------------------------------------------------------------------------
-python3 - "$out" "$backend" "$scale" >"$out/summary.txt" <<'PY'
+python3 - "$out" "$backend" "$scale" "$server_cpus" "$client_cpus" >"$out/summary.txt" <<'PY'
 import json, os, sys
-out, backend, scale = sys.argv[1:4]
+out, backend, scale, server_cpus, client_cpus = sys.argv[1:6]
 def load(name):
     p = os.path.join(out, name + ".json")
     return json.load(open(p)) if os.path.exists(p) else None
@@ -219,6 +235,8 @@ for name, cands in (("1", 1), ("256", 256)):
 backend_seen = (low or {}).get("settings", {}).get("traffic", "")
 print(f"rankd SLO report: kaggle preset (scale {scale}), --backend {backend}")
 print(f"  traffic: {backend_seen}")
+if server_cpus or client_cpus:
+    print(f"  CPUs: rankd {server_cpus or 'any'}, rankload {client_cpus or 'any'} (taskset)")
 for r in rows:
     print(f"  {r[0]:<34} {r[1]:<44} {r[2]}")
     if r[3]:
