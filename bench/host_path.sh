@@ -145,9 +145,8 @@ serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 -
 say "starting rankd serve ${serve_flags[*]}"
 # Pinning (optional) keeps the client off the server's cores, which makes runs
 # on a small shared machine comparable.
-server_pin=() client_pin=()
-[ -n "$server_cpus" ] && server_pin=(taskset -c "$server_cpus")
-[ -n "$client_cpus" ] && client_pin=(taskset -c "$client_cpus")
+bench_pin server_pin --server_cpus "$server_cpus"
+bench_pin client_pin --client_cpus "$client_cpus"
 bench_start_rankd "$out/rankd.log" "$ports" "${server_pin[@]}" "$rankd" serve "${serve_flags[@]}"
 murl="http://127.0.0.1:$metrics/metrics"
 

@@ -43,6 +43,20 @@ bench_cleanup() {
   if [ "${bench_own_work:-0}" = 1 ]; then rm -rf "$work"; fi
 }
 
+# bench_pin ARRAY OPTION LIST: sets the array named ARRAY to (taskset -c LIST),
+# or to () when LIST is empty; exits 2 naming OPTION when LIST is not a CPU
+# list of this machine or taskset is missing.
+bench_pin() {
+  local -n pin_array=$1
+  pin_array=()
+  [ -z "$3" ] && return 0
+  command -v taskset >/dev/null ||
+    { echo "$bench_name: $2 needs taskset (util-linux)" >&2; exit 2; }
+  taskset -c "$3" true 2>/dev/null ||
+    { echo "$bench_name: $2: \"$3\" is not a CPU list of this machine (taskset -c)" >&2; exit 2; }
+  pin_array=(taskset -c "$3")
+}
+
 say() { echo "[$bench_name +$((SECONDS - bench_t0))s] $*" >&2; }
 
 # bench_start_rankd LOG PORTS CMD...: runs CMD (a `rankd serve` with

@@ -97,18 +97,8 @@ for pair in "--rankd:$rankd" "--rankload:$rankload"; do
   [ -x "${pair#*:}" ] || { echo "slo_report.sh: ${pair%%:*}: ${pair#*:} is not an executable" >&2; exit 2; }
 done
 case $backend in cuda|cpu|auto) ;; *) echo "slo_report.sh: --backend: cuda, cpu or auto, got $backend" >&2; exit 2 ;; esac
-server_pin=() client_pin=()
-if [ -n "$server_cpus" ] || [ -n "$client_cpus" ]; then
-  command -v taskset >/dev/null || { echo "slo_report.sh: --server_cpus / --client_cpus need taskset (util-linux)" >&2; exit 2; }
-fi
-for pair in "--server_cpus:$server_cpus" "--client_cpus:$client_cpus"; do
-  list=${pair#*:}
-  [ -z "$list" ] && continue
-  taskset -c "$list" true 2>/dev/null ||
-    { echo "slo_report.sh: ${pair%%:*}: \"$list\" is not a CPU list of this machine (taskset -c)" >&2; exit 2; }
-done
-[ -n "$server_cpus" ] && server_pin=(taskset -c "$server_cpus")
-[ -n "$client_cpus" ] && client_pin=(taskset -c "$client_cpus")
+bench_pin server_pin --server_cpus "$server_cpus"
+bench_pin client_pin --client_cpus "$client_cpus"
 
 bench_use_bundle "$rankd" "$rankload"
 rankd=$(bench_abs "$rankd")

@@ -322,35 +322,31 @@ open(p, "w").write(s)
 PY
   run rankd gen-requests --model "$work/dyn/mini/1" --count 200 --candidates 256 --seed 4 \
     --output "$work/dyn.jsonl" > /dev/null 2>&1
-  t0=$(date +%s)
-  if serve_up dyn100m "$work/dyn"; then
-    row "dyn100m serving" "after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'built on the GPU: .*' "$out/dyn100m.log")"
-    run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/dyn.jsonl" --concurrency 8 \
-      --connections 4 --duration_s 5 --label "dyn100m B=256" > "$out/dyn100m_c8.log" 2>&1
-    row "dyn100m B=256 conc 8" "$(tail -1 "$out/dyn100m_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
-    row "dyn100m ids missing / scored" "$(metric_sum rankd_ids_missing_total) / $(metric_sum rankd_candidates_total) candidates"
-    kill -TERM $srv_pid; wait $srv_pid
-  else
-    row "dyn100m serving" "FAIL: $(tail -3 "$out/dyn100m.log" | tr '\n' ' ')"
-    kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
-  fi
-  grep -iE 'load|hash' "$out/dyn100m.log" | head -8 > "$out/dyn100m_load.txt"
+  # dyn_serve NAME ROOT REQUESTS LABEL: serve ROOT, log its GPU build line,
+  # then 256-candidate requests at 8 in flight.
+  dyn_serve() {
+    local name=$1 root=$2 reqs=$3 label=$4 t0
+    t0=$(date +%s)
+    if serve_up "$name" "$root"; then
+      row "$label serving" "after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'built on the GPU: .*' "$out/$name.log")"
+      run serve_bench --target "127.0.0.1:$srv_port" --requests "$reqs" --concurrency 8 \
+        --connections 4 --duration_s 5 --label "$label B=256" > "$out/${name}_c8.log" 2>&1
+      row "$label B=256 conc 8" "$(tail -1 "$out/${name}_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
+      row "$label ids missing / scored" "$(metric_sum rankd_ids_missing_total) / $(metric_sum rankd_candidates_total) candidates"
+      kill -TERM $srv_pid; wait $srv_pid
+    else
+      row "$label serving" "FAIL: $(tail -3 "$out/$name.log" | tr '\n' ' ')"
+      kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+    fi
+    grep -iE 'load|hash' "$out/$name.log" | head -8 > "$out/${name}_load.txt"
+  }
+  dyn_serve dyn100m "$work/dyn" "$work/dyn.jsonl" dyn100m
   # The same table with its keys read from the weights file (mapped read-only).
   run rankd gen-model --preset mini --dynamic_tables 1 --out "$work/dynf/mini/1" > /dev/null 2>&1
   python3 tests/gpu/make_dyn_file.py "$work/dynf/mini/1" 100000000 > "$out/dyn100m_file_make.log" 2>&1
   run rankd gen-requests --model "$work/dynf/mini/1" --count 200 --candidates 256 --seed 4 \
     --output "$work/dynf.jsonl" > /dev/null 2>&1
-  t0=$(date +%s)
-  if serve_up dyn100m_file "$work/dynf"; then
-    row "dyn100m keys from file" "after $(( $(date +%s) - t0 )) s; $(grep -m1 -oE 'built on the GPU: .*' "$out/dyn100m_file.log")"
-    run serve_bench --target "127.0.0.1:$srv_port" --requests "$work/dynf.jsonl" --concurrency 8 \
-      --connections 4 --duration_s 3 --label "dyn100m file B=256" > "$out/dyn100m_file_c8.log" 2>&1
-    row "dyn100m file B=256 conc 8" "$(tail -1 "$out/dyn100m_file_c8.log" | grep -oE '[0-9]+ req/s +[0-9]+ cand/s.*p99 +[0-9.]+ us')"
-    kill -TERM $srv_pid; wait $srv_pid
-  else
-    row "dyn100m keys from file" "FAIL: $(tail -3 "$out/dyn100m_file.log" | tr '\n' ' ')"
-    kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
-  fi
+  dyn_serve dyn100m_file "$work/dynf" "$work/dynf.jsonl" "dyn100m keys from file"
   rm -rf "$work/dynf" "$work/dyn"
   [ -x "$bundle/bin/lookup_bench" ] && run lookup_bench --pooled=false --hash_slots 268435456 \
     --hash_queries 16777216 > "$out/hash268m.log" 2>&1 &&
