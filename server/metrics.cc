@@ -109,7 +109,8 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
                           .Register(*registry_);
   cache_occupancy_ = &BuildGauge()
                           .Name("rankd_embedding_cache_occupancy_ratio")
-                          .Help("Used slots / slots of a table's HBM cache (0 without a cache).")
+                          .Help("Used slots / slots of the HBM cache serving a table (shared by the HOST tables "
+                                "of one row size; 0 without a cache).")
                           .Register(*registry_);
   BuildGauge()
       .Name("rankd_build_info")
