@@ -112,13 +112,29 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
                           .Help("Used slots / slots of the HBM cache serving a table (shared by the HOST tables "
                                 "of one row size; 0 without a cache).")
                           .Register(*registry_);
+  model_loads_ = &BuildCounter()
+                      .Name("rankd_model_loads_total")
+                      .Help("Model version loads (files, placement, warm-up), by result: success "
+                            "or failed.")
+                      .Register(*registry_);
+  model_load_duration_ = &BuildHistogram()
+                              .Name("rankd_model_load_duration_seconds")
+                              .Help("Time to load and warm up one model version.")
+                              .Register(*registry_);
+  model_versions_ = &BuildGauge()
+                         .Name("rankd_model_versions")
+                         .Help("Versions of a model in each state (loading, ready, draining, "
+                               "unloaded, failed).")
+                         .Register(*registry_);
   BuildGauge()
       .Name("rankd_build_info")
       .Help("Build and backend of this server (value 1).")
       .Register(*registry_)
       .Add({{"version", build_version}, {"backend", backend}})
       .Set(1);
+  absl::MutexLock lock(&mu_);
   FindOrAdd("");  // requests for unknown models
+  FindOrAddVersion("", 0);
 }
 
 absl::Status Metrics::StartExposer(const std::string& address) {
@@ -144,15 +160,34 @@ Metrics::ModelSeries* Metrics::Find(absl::string_view model) {
   return models_.find("")->second.get();
 }
 
+Metrics::VersionSeries* Metrics::FindVersion(absl::string_view model, int64_t version) {
+  auto it = versions_.find(std::make_pair(std::string(model), version));
+  if (it != versions_.end()) return it->second.get();
+  if (version != 0) {
+    it = versions_.find(std::make_pair(std::string(model), int64_t{0}));
+    if (it != versions_.end()) return it->second.get();
+  }
+  return versions_.find(std::make_pair(std::string(), int64_t{0}))->second.get();
+}
+
+Metrics::VersionSeries* Metrics::FindOrAddVersion(const std::string& model, int64_t version) {
+  auto& slot = versions_[std::make_pair(model, version)];
+  if (slot != nullptr) return slot.get();
+  slot = std::make_unique<VersionSeries>();
+  slot->model = model;
+  slot->version = version == 0 ? "" : absl::StrCat(version);
+  slot->request_duration =
+      &request_duration_->Add({{"model", model}, {"version", slot->version}}, LatencyBuckets());
+  return slot.get();
+}
+
 Metrics::ModelSeries* Metrics::FindOrAdd(const std::string& model) {
-  absl::MutexLock lock(&mu_);
   auto& slot = models_[model];
   if (slot != nullptr) return slot.get();
   slot = std::make_unique<ModelSeries>();
   ModelSeries* s = slot.get();
   s->name = model;
   const prometheus::Labels l = {{"model", model}};
-  s->request_duration = &request_duration_->Add(l, LatencyBuckets());
   s->queue_duration = &queue_duration_->Add(l, LatencyBuckets());
   s->compute_duration = &compute_duration_->Add(l, LatencyBuckets());
   s->batch_candidates = &batch_candidates_->Add(l, PowersOfTwo(17));
@@ -165,8 +200,9 @@ Metrics::ModelSeries* Metrics::FindOrAdd(const std::string& model) {
 }
 
 void Metrics::AddModel(const engine::Model& model) {
-  ModelSeries* s = FindOrAdd(model.name);
   absl::MutexLock lock(&mu_);
+  ModelSeries* s = FindOrAdd(model.name);
+  FindOrAddVersion(model.name, 0);
   for (const engine::EmbeddingTable& t : model.tables) {
     const prometheus::Labels l = {{"model", model.name}, {"table", t.name}};
     auto& map = t.dynamic ? s->missing : s->out_of_range;
@@ -181,35 +217,73 @@ void Metrics::AddModel(const engine::Model& model) {
       c.occupancy = &cache_occupancy_->Add(l);
     }
   }
-  model_ready_->Add({{"model", model.name}, {"version", absl::StrCat(model.version)}}).Set(0);
 }
 
-void Metrics::SetModelReady(const std::string& name, int64_t version, bool ready) {
-  model_ready_->Add({{"model", name}, {"version", absl::StrCat(version)}}).Set(ready ? 1 : 0);
+void Metrics::AddVersion(const std::string& name, int64_t version) {
+  absl::MutexLock lock(&mu_);
+  FindOrAdd(name);
+  FindOrAddVersion(name, version);
+  model_ready_->Add({{"model", name}, {"version", absl::StrCat(version)}}).Set(1);
 }
 
-prometheus::Counter* Metrics::RequestCounter(ModelSeries* s, absl::StatusCode code) {
+void Metrics::RemoveVersion(const std::string& name, int64_t version) {
+  if (version == 0) return;  // the model's version="" series stay
+  absl::MutexLock lock(&mu_);
+  auto it = versions_.find(std::make_pair(name, version));
+  if (it != versions_.end()) {
+    VersionSeries* v = it->second.get();
+    for (auto& counter : v->requests) {
+      if (prometheus::Counter* c = counter.load()) requests_total_->Remove(c);
+    }
+    request_duration_->Remove(v->request_duration);
+    versions_.erase(it);
+  }
+  model_ready_->Remove(&model_ready_->Add({{"model", name}, {"version", absl::StrCat(version)}}));
+}
+
+void Metrics::RecordModelLoad(const std::string& name, bool ok, double seconds) {
+  model_loads_->Add({{"model", name}, {"result", ok ? "success" : "failed"}}).Increment();
+  if (ok) {
+    static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+        0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200};
+    model_load_duration_->Add({{"model", name}}, *buckets).Observe(seconds);
+  }
+}
+
+void Metrics::SetVersionStates(const std::string& name, const std::map<std::string, int>& counts) {
+  for (const auto& [state, n] : counts) {
+    model_versions_->Add({{"model", name}, {"state", state}}).Set(n);
+  }
+}
+
+prometheus::Counter* Metrics::RequestCounter(VersionSeries* s, absl::StatusCode code) {
   int c = static_cast<int>(code);
   if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
   prometheus::Counter* counter = s->requests[c].load(std::memory_order_acquire);
   if (counter == nullptr) {
-    absl::MutexLock lock(&mu_);
-    counter = &requests_total_->Add(
-        {{"model", s->name}, {"code", CodeName(static_cast<absl::StatusCode>(c))}});
-    s->requests[c].store(counter, std::memory_order_release);
+    absl::MutexLock lock(&counter_mu_);
+    counter = s->requests[c].load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      counter = &requests_total_->Add({{"model", s->model},
+                                       {"version", s->version},
+                                       {"code", CodeName(static_cast<absl::StatusCode>(c))}});
+      s->requests[c].store(counter, std::memory_order_release);
+    }
   }
   return counter;
 }
 
-void Metrics::RecordRequest(absl::string_view model, absl::StatusCode code,
+void Metrics::RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,
                             absl::Duration duration) {
-  ModelSeries* s = Find(model);
+  absl::ReaderMutexLock lock(&mu_);
+  VersionSeries* s = FindVersion(model, version);
   RequestCounter(s, code)->Increment();
   s->request_duration->Observe(absl::ToDoubleSeconds(duration));
 }
 
 void Metrics::OnRequestDone(const engine::ModelVersionRef& model,
                             const engine::RequestEvent& event) {
+  absl::ReaderMutexLock lock(&mu_);
   ModelSeries* s = Find(model.name);
   if (event.total > absl::ZeroDuration()) {  // admitted: it waited in the queue
     s->queue_duration->Observe(absl::ToDoubleSeconds(event.queue));
@@ -218,6 +292,7 @@ void Metrics::OnRequestDone(const engine::ModelVersionRef& model,
 }
 
 void Metrics::OnBatch(const engine::ModelVersionRef& model, const engine::BatchEvent& event) {
+  absl::ReaderMutexLock lock(&mu_);
   ModelSeries* s = Find(model.name);
   s->compute_duration->Observe(absl::ToDoubleSeconds(event.compute));
   s->batch_candidates->Observe(static_cast<double>(event.candidates));
@@ -227,6 +302,7 @@ void Metrics::OnBatch(const engine::ModelVersionRef& model, const engine::BatchE
 
 void Metrics::OnQueueDepth(const engine::ModelVersionRef& model, int64_t queued_requests,
                            int64_t queued_candidates) {
+  absl::ReaderMutexLock lock(&mu_);
   ModelSeries* s = Find(model.name);
   s->queue_requests->Set(static_cast<double>(queued_requests));
   s->queue_candidates->Set(static_cast<double>(queued_candidates));
@@ -234,6 +310,7 @@ void Metrics::OnQueueDepth(const engine::ModelVersionRef& model, int64_t queued_
 
 void Metrics::OnUnresolvedIds(const engine::ModelVersionRef& model, absl::string_view table,
                               bool dynamic_table, int64_t count) {
+  absl::ReaderMutexLock lock(&mu_);
   ModelSeries* s = Find(model.name);
   const auto& map = dynamic_table ? s->missing : s->out_of_range;
   auto it = map.find(table);
@@ -243,6 +320,7 @@ void Metrics::OnUnresolvedIds(const engine::ModelVersionRef& model, absl::string
 void Metrics::OnEmbeddingCache(const engine::ModelVersionRef& model, absl::string_view table,
                                int64_t hits, int64_t misses, int64_t host_read_bytes,
                                double occupancy) {
+  absl::ReaderMutexLock lock(&mu_);
   ModelSeries* s = Find(model.name);
   auto it = s->cache.find(table);
   if (it == s->cache.end()) return;

@@ -3,18 +3,22 @@
 //
 // Names follow Prometheus conventions: `rankd_` prefix, base units, `_total`
 // counters, histograms with bucket edges at common SLOs (1, 2, 5, 10, 20,
-// 50 ms ...). Labels are bounded: `model` is a served model's name (requests
-// for unknown models are counted under model=""), `code` a gRPC code name,
-// `table` a table of a served model.
+// 50 ms ...). Labels are bounded: `model` is a model's name (requests for
+// unknown models are counted under model=""), `version` a live version of it
+// (series of a version are removed when it unloads; requests that named no
+// servable version count under version=""), `code` a gRPC code name, `table`
+// a table of a model, `state` a version state, `result` success or failed.
 //
-// Threading: every method is thread-safe and does not block beyond
-// prometheus-cpp's own atomics; per-model series are created by AddModel
-// before serving starts, so the hot path never creates series or takes a
-// lock (except the first time a (model, code) pair is seen).
+// Threading: every method is thread-safe. The hot path takes a reader lock
+// (series are added while serving, when a version loads) and prometheus-cpp's
+// atomics; it creates a series only the first time a (version, code) pair is
+// seen.
 #ifndef RANKD_SERVER_METRICS_H_
 #define RANKD_SERVER_METRICS_H_
 
 #include <array>
+#include <map>
+#include <utility>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -48,13 +52,24 @@ class Metrics final : public engine::ServingObserver {
   // The bound port once StartExposer succeeded, else 0.
   int exposer_port() const;
 
-  // Registers the series of one model version (before it serves).
+  // Registers the model's series (tables, queue, batches; idempotent per
+  // model) when a version's files are loaded, before its warm-up.
   void AddModel(const engine::Model& model);
-  void SetModelReady(const std::string& name, int64_t version, bool ready);
+  // A version starts taking traffic: its request series and
+  // rankd_model_ready{model, version} = 1.
+  void AddVersion(const std::string& name, int64_t version);
+  // A version was unloaded: its request series and readiness series go.
+  void RemoveVersion(const std::string& name, int64_t version);
+
+  // Lifecycle: one load attempt (load + warm-up seconds), and the number of
+  // versions of a model in each state ("loading", "ready", ...).
+  void RecordModelLoad(const std::string& name, bool ok, double seconds);
+  void SetVersionStates(const std::string& name, const std::map<std::string, int>& counts);
 
   // One finished RPC, whatever its outcome (the server calls this once per
-  // Score RPC). `model` must be a served model's name or "" (unknown model).
-  void RecordRequest(absl::string_view model, absl::StatusCode code,
+  // Score RPC). `model` is a model's name or "" (unknown model); `version`
+  // the version that answered, 0 when none was found.
+  void RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,
                      absl::Duration duration);
 
   // engine::ServingObserver.
@@ -74,10 +89,15 @@ class Metrics final : public engine::ServingObserver {
 
  private:
   static constexpr int kNumCodes = 17;
-  struct ModelSeries {
-    std::string name;
+  // Request series of one (model, version); version 0 = version="".
+  struct VersionSeries {
+    std::string model;
+    std::string version;
     std::array<std::atomic<prometheus::Counter*>, kNumCodes> requests{};
     prometheus::Histogram* request_duration = nullptr;
+  };
+  struct ModelSeries {
+    std::string name;
     prometheus::Histogram* queue_duration = nullptr;
     prometheus::Histogram* compute_duration = nullptr;
     prometheus::Histogram* batch_candidates = nullptr;
@@ -96,9 +116,13 @@ class Metrics final : public engine::ServingObserver {
     };
     absl::flat_hash_map<std::string, CacheSeries> cache;  // by table
   };
-  ModelSeries* Find(absl::string_view model);
-  ModelSeries* FindOrAdd(const std::string& model);
-  prometheus::Counter* RequestCounter(ModelSeries* series, absl::StatusCode code);
+  ModelSeries* Find(absl::string_view model) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  ModelSeries* FindOrAdd(const std::string& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  VersionSeries* FindOrAddVersion(const std::string& model, int64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  VersionSeries* FindVersion(absl::string_view model, int64_t version)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  prometheus::Counter* RequestCounter(VersionSeries* series, absl::StatusCode code);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -119,11 +143,19 @@ class Metrics final : public engine::ServingObserver {
   prometheus::Family<prometheus::Counter>* cache_misses_;
   prometheus::Family<prometheus::Counter>* host_read_bytes_;
   prometheus::Family<prometheus::Gauge>* cache_occupancy_;
+  prometheus::Family<prometheus::Counter>* model_loads_;
+  prometheus::Family<prometheus::Histogram>* model_load_duration_;
+  prometheus::Family<prometheus::Gauge>* model_versions_;
 
-  absl::Mutex mu_;  // guards creation of series (AddModel, first code seen)
-  // Written only under mu_ before serving, and read lock-free afterwards:
-  // node-stable map, entries never removed.
-  absl::flat_hash_map<std::string, std::unique_ptr<ModelSeries>> models_;
+  // Guards the maps (series are added and removed while serving); readers
+  // take it shared. Series objects are owned by the registry's families.
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<ModelSeries>> models_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<std::string, int64_t>, std::unique_ptr<VersionSeries>> versions_
+      ABSL_GUARDED_BY(mu_);
+  // A request counter made for a (version, code) pair the first time: under
+  // a separate lock, so the hot path never takes mu_ exclusively.
+  absl::Mutex counter_mu_;
 };
 
 }  // namespace rankd::server

@@ -27,24 +27,26 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
                                                 rankd::v1::ScoreResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time arrival = absl::Now();
-  auto instance = registry_->Find(request->model(), request->version());
-  if (!instance.ok()) {
-    metrics_->RecordRequest("", instance.status().code(), absl::Now() - arrival);
-    reactor->Finish(ToGrpcStatus(instance.status()));
+  auto found = models_->Find(request->model(), request->version(), request->version_label());
+  if (!found.ok()) {
+    metrics_->RecordRequest(request->model(), 0, found.status().code(), absl::Now() - arrival);
+    reactor->Finish(ToGrpcStatus(found.status()));
     return reactor;
   }
-  engine::ModelInstance* model = *instance;
-  const std::string& name = model->model().name;
+  std::shared_ptr<ServedVersion> served = *std::move(found);
+  engine::ModelInstance* model = &served->instance();
+  const std::string& name = served->name();
+  const int64_t version = served->version();
   auto view = ToEngineRequest(model->model(), *request, limits_);
   if (!view.ok()) {
-    metrics_->RecordRequest(name, view.status().code(), absl::Now() - arrival);
+    metrics_->RecordRequest(name, version, view.status().code(), absl::Now() - arrival);
     reactor->Finish(ToGrpcStatus(view.status()));
     return reactor;
   }
   // Workers write the scores straight into the response message.
   response->mutable_scores()->Resize(request->num_candidates(), 0.0f);
   response->set_model(name);
-  response->set_version(model->model().version);
+  response->set_version(version);
 
   engine::QueuedRequest item;
   item.request = std::move(*view);
@@ -53,14 +55,18 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
   item.deadline = ToAbslDeadline(context->deadline());
   item.cancelled = [context] { return context->IsCancelled(); };
   Metrics* metrics = metrics_;
-  item.done = [reactor, metrics, &name, arrival](absl::Status status,
-                                                 const engine::RequestTiming&) {
-    metrics->RecordRequest(name, status.code(), absl::Now() - arrival);
+  // The callback holds the version until the request is answered, then lets
+  // go at once (the batcher may keep the callback object a while longer).
+  item.done = [reactor, metrics, served, arrival](absl::Status status,
+                                                  const engine::RequestTiming&) mutable {
+    metrics->RecordRequest(served->name(), served->version(), status.code(),
+                           absl::Now() - arrival);
     reactor->Finish(ToGrpcStatus(status));
+    served.reset();
   };
   absl::Status submitted = model->Submit(std::move(item));
   if (!submitted.ok()) {  // queue full or shutting down: answer at once
-    metrics_->RecordRequest(name, submitted.code(), absl::Now() - arrival);
+    metrics_->RecordRequest(name, version, submitted.code(), absl::Now() - arrival);
     response->clear_scores();
     reactor->Finish(ToGrpcStatus(submitted));
   }
@@ -71,15 +77,16 @@ grpc::ServerUnaryReactor* RankingService::GetModelInfo(
     grpc::CallbackServerContext* context, const rankd::v1::GetModelInfoRequest* request,
     rankd::v1::ModelInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto instance = registry_->Find(request->model(), request->version());
-  if (!instance.ok()) {
-    reactor->Finish(ToGrpcStatus(instance.status()));
+  auto found = models_->Find(request->model(), request->version(), request->version_label());
+  if (!found.ok()) {
+    reactor->Finish(ToGrpcStatus(found.status()));
     return reactor;
   }
-  const engine::Model& m = (*instance)->model();
+  const engine::Model& m = (*found)->instance().model();
   response->set_name(m.name);
   response->set_version(m.version);
-  for (int64_t v : registry_->Versions(m.name)) response->add_versions(v);
+  for (int64_t v : models_->ReadyVersions(m.name)) response->add_versions(v);
+  for (const auto& [label, v] : models_->Labels(m.name)) (*response->mutable_labels())[label] = v;
   response->set_num_dense(m.num_dense);
   for (size_t f = 0; f < m.features.size(); ++f) {
     const engine::EmbeddingTable& t = m.tables[m.features[f].table];

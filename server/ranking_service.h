@@ -3,7 +3,11 @@
 // version's batcher and answers from the worker thread that computed it; no
 // gRPC thread ever waits for a batch.
 //
-// Borrows the registry and metrics (both outlive the gRPC server).
+// Each request holds the version it was routed to (a ModelManager::Find
+// result) until it is answered, so a version being swapped out finishes every
+// request it admitted before it is released.
+//
+// Borrows the manager and metrics (both outlive the gRPC server).
 #ifndef RANKD_SERVER_RANKING_SERVICE_H_
 #define RANKD_SERVER_RANKING_SERVICE_H_
 
@@ -12,15 +16,15 @@
 #include "engine/request_validation.h"
 #include "rankd/v1/ranking.grpc.pb.h"
 #include "server/metrics.h"
-#include "server/model_registry.h"
+#include "server/lifecycle/model_manager.h"
 
 namespace rankd::server {
 
 class RankingService final : public rankd::v1::Ranking::CallbackService {
  public:
-  RankingService(const ModelRegistry* registry, Metrics* metrics,
+  RankingService(const ModelManager* models, Metrics* metrics,
                  const engine::RequestLimits& limits, std::string backend)
-      : registry_(registry), metrics_(metrics), limits_(limits), backend_(std::move(backend)) {}
+      : models_(models), metrics_(metrics), limits_(limits), backend_(std::move(backend)) {}
 
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
                                   const rankd::v1::ScoreRequest* request,
@@ -31,7 +35,7 @@ class RankingService final : public rankd::v1::Ranking::CallbackService {
                                          rankd::v1::ModelInfo* response) override;
 
  private:
-  const ModelRegistry* registry_;
+  const ModelManager* models_;
   Metrics* metrics_;
   const engine::RequestLimits limits_;
   const std::string backend_;

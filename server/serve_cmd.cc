@@ -1,6 +1,8 @@
-// rankd serve: loads every model under --model_root and serves them over gRPC
-// (rankd.v1.Ranking, grpc.health.v1.Health, reflection) with Prometheus
-// metrics, until SIGTERM / SIGINT, then drains and exits 0.
+// rankd serve: serves the models under --model_root over gRPC (rankd.v1.Ranking,
+// grpc.health.v1.Health, reflection) with Prometheus metrics, and the admin
+// API (rankd.v1.ModelControl) on a loopback listener; follows the repository
+// (--model_control poll: every --repository_poll_s and on SIGHUP) until
+// SIGTERM / SIGINT, then drains and exits 0.
 #include <signal.h>
 
 #include <cstdio>
@@ -12,7 +14,10 @@
 #include "engine/model/placement_plan.h"
 #include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/cuda/cuda_worker.h"
@@ -22,7 +27,10 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/build_info.h"
 #include "server/metrics.h"
-#include "server/model_registry.h"
+#include "server/lifecycle/model_manager.h"
+#include "server/lifecycle/repository_poller.h"
+#include "server/lifecycle/version_loader.h"
+#include "server/model_control_service.h"
 #include "server/ranking_service.h"
 #include "server/tools/commands.h"
 #include "spdlog/spdlog.h"
@@ -72,6 +80,26 @@ ABSL_FLAG(int64_t, max_ids_per_feature, 1 << 20,
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "serve: on SIGTERM, longest wait for admitted requests before exiting");
 ABSL_FLAG(std::string, log_level, "info", "serve: trace | debug | info | warn | error");
+ABSL_FLAG(std::string, model_control, "poll",
+          "serve: none (load every version at start, any failure fails the start, nothing "
+          "changes after) | poll (re-read --model_root every --repository_poll_s and on SIGHUP: "
+          "load new versions, unload those the policy drops) | explicit (load --load_model at "
+          "start, then only what the admin API asks)");
+ABSL_FLAG(double, repository_poll_s, 5, "serve: seconds between repository polls (poll mode)");
+ABSL_FLAG(std::string, load_model, "",
+          "serve: explicit mode: models to load at start, comma-separated (* = every model)");
+ABSL_FLAG(bool, exit_on_load_error, false,
+          "serve: poll / explicit mode: a version that fails to load at start fails the start "
+          "(none mode always does)");
+ABSL_FLAG(std::string, version_transition, "availability",
+          "serve: availability (a new version loads beside the old one, which serves until the "
+          "new one is ready; refused with both sizes if it does not fit) | resource (the old "
+          "versions it replaces are drained and unloaded first; requests in between get "
+          "UNAVAILABLE)");
+ABSL_FLAG(std::string, admin_host, "127.0.0.1",
+          "serve: address of the admin listener (rankd.v1.ModelControl); keep it on loopback "
+          "unless the network in front of it is trusted");
+ABSL_FLAG(int, admin_port, 8503, "serve: admin gRPC port (0 = any free port, -1 = off)");
 
 namespace rankd::server {
 namespace {
@@ -127,12 +155,157 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_gpu_workers) < 0) {
     return absl::InvalidArgumentError("--gpu_workers: must be >= 0");
   }
+  if (!port_ok(absl::GetFlag(FLAGS_admin_port), -1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--admin_port: must be in [-1, 65535], got ",
+                                                   absl::GetFlag(FLAGS_admin_port)));
+  }
+  const std::string control = absl::GetFlag(FLAGS_model_control);
+  if (control != "none" && control != "poll" && control != "explicit") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model_control: expected none, poll or explicit, got \"", control, "\""));
+  }
+  const double poll_s = absl::GetFlag(FLAGS_repository_poll_s);
+  if (!(poll_s >= 0.1 && poll_s <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--repository_poll_s: must be in [0.1, 86400], got ", poll_s));
+  }
+  if (control == "explicit" && absl::GetFlag(FLAGS_load_model).empty()) {
+    spdlog::warn("--model_control explicit with no --load_model: nothing is loaded until the "
+                 "admin API asks");
+  }
+  if (control != "explicit" && !absl::GetFlag(FLAGS_load_model).empty()) {
+    return absl::InvalidArgumentError("--load_model: only with --model_control explicit");
+  }
+  const std::string transition = absl::GetFlag(FLAGS_version_transition);
+  if (transition != "availability" && transition != "resource") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--version_transition: expected availability or resource, got \"", transition, "\""));
+  }
   const std::string level = absl::GetFlag(FLAGS_log_level);
   if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
     return absl::InvalidArgumentError(absl::StrCat("--log_level: unknown level \"", level, "\""));
   }
   return absl::OkStatus();
 }
+
+
+EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) {
+  EngineVersionLoader::Options o;
+  o.workers_per_model = absl::GetFlag(FLAGS_workers);
+  o.cpu_threads_per_worker = absl::GetFlag(FLAGS_cpu_threads);
+  o.completion_threads = absl::GetFlag(FLAGS_completion_threads);
+  o.complete_inline_when_idle = absl::GetFlag(FLAGS_completion_inline_when_idle);
+  o.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
+  o.backend = backend;
+  o.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
+  o.cuda.math = absl::GetFlag(FLAGS_gpu_math) == "tf32" ? kernels::cuda::MathMode::kTf32
+                                                        : kernels::cuda::MathMode::kFp32;
+  o.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
+  o.cuda.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
+  o.cuda.shared_host_cache = absl::GetFlag(FLAGS_host_cache_shared);
+  o.cuda.budget = *engine::ParseMemoryBudget(
+      "--device_memory_budget", absl::GetFlag(FLAGS_device_memory_budget));  // checked
+  return o;
+}
+
+ModelManager::Options ManagerOptionsFromFlags() {
+  ModelManager::Options o;
+  o.model_root = absl::GetFlag(FLAGS_model_root);
+  const std::string control = absl::GetFlag(FLAGS_model_control);
+  o.mode = control == "none"     ? ModelManager::Mode::kNone
+           : control == "explicit" ? ModelManager::Mode::kExplicit
+                                   : ModelManager::Mode::kPoll;
+  o.transition = absl::GetFlag(FLAGS_version_transition) == "resource"
+                     ? ModelManager::Transition::kResource
+                     : ModelManager::Transition::kAvailability;
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_load_model), ',', absl::SkipWhitespace())) {
+    o.load_models.emplace_back(absl::StripAsciiWhitespace(name));
+  }
+  o.exit_on_load_error = absl::GetFlag(FLAGS_exit_on_load_error);
+  o.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  return o;
+}
+
+// The admin listener: ModelControl, health and reflection (the process-wide
+// plugins the public server enabled apply here too). Null after logging why.
+std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int* port) {
+  grpc::ServerBuilder builder;
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_admin_host), ":", absl::GetFlag(FLAGS_admin_port));
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(control);
+  std::unique_ptr<grpc::Server> admin = builder.BuildAndStart();
+  if (admin == nullptr || *port == 0) {
+    spdlog::error("--admin_port: cannot listen on {}", address);
+    return nullptr;
+  }
+  return admin;
+}
+
+void WritePortFile(int grpc_port, int metrics_port, int admin_port) {
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (port_file.empty()) return;
+  std::ofstream f(port_file + ".tmp");
+  f << "grpc_port=" << grpc_port << "\nmetrics_port=" << metrics_port
+    << "\nadmin_port=" << admin_port << "\n";
+  f.close();
+  std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+}
+
+// Lifecycle events -> metrics and per-model health. Health calls arrive only
+// after SetHealth (the gRPC server exists then).
+class ServerLifecycle final : public ModelManager::Listener {
+ public:
+  explicit ServerLifecycle(Metrics* metrics) : metrics_(metrics) {}
+
+  void OnVersionReady(const std::string& model, int64_t version) override {
+    metrics_->AddVersion(model, version);
+  }
+  void OnVersionUnloaded(const std::string& model, int64_t version) override {
+    metrics_->RemoveVersion(model, version);
+  }
+  void OnLoadFinished(const std::string& model, int64_t, bool ok, double seconds) override {
+    metrics_->RecordModelLoad(model, ok, seconds);
+  }
+  void OnVersionStates(const std::string& model,
+                       const std::map<VersionState, int>& counts) override {
+    std::map<std::string, int> named;
+    for (const auto& [state, n] : counts) {
+      named[absl::AsciiStrToLower(VersionStateName(state))] = n;
+    }
+    metrics_->SetVersionStates(model, named);
+  }
+  void OnModelServing(const std::string& model, bool serving) override {
+    absl::MutexLock lock(&mu_);
+    if (health_ != nullptr && !stopping_) health_->SetServingStatus(model, serving);
+  }
+
+  // Every service SERVING, each known model by whether a version is READY.
+  void SetHealth(grpc::HealthCheckServiceInterface* health, const ModelManager& manager) {
+    absl::MutexLock lock(&mu_);
+    health_ = health;
+    health_->SetServingStatus(true);
+    auto list = manager.List("");
+    for (const auto& m : list->models()) {
+      bool ready = false;
+      for (const auto& v : m.versions()) ready |= v.state() == rankd::v1::READY;
+      health_->SetServingStatus(m.name(), ready);
+    }
+  }
+  // Every service NOT_SERVING for good (the server is stopping).
+  void StopServing() {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (health_ != nullptr) health_->SetServingStatus(false);  // every service
+  }
+
+ private:
+  Metrics* const metrics_;
+  absl::Mutex mu_;
+  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 }  // namespace
 
@@ -143,6 +316,7 @@ int RunServe() {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // poll the repository now
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   // Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
@@ -182,35 +356,23 @@ int RunServe() {
     spdlog::info("metrics on http://{}:{}/metrics", host, metrics.exposer_port());
   }
 
-  ModelRegistry::Options registry_options;
-  registry_options.model_root = absl::GetFlag(FLAGS_model_root);
-  registry_options.workers_per_model = absl::GetFlag(FLAGS_workers);
-  registry_options.cpu_threads_per_worker = absl::GetFlag(FLAGS_cpu_threads);
-  registry_options.completion_threads = absl::GetFlag(FLAGS_completion_threads);
-  registry_options.complete_inline_when_idle = absl::GetFlag(FLAGS_completion_inline_when_idle);
-  registry_options.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
-  registry_options.backend = backend;
-  registry_options.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
-  registry_options.cuda.math = absl::GetFlag(FLAGS_gpu_math) == "tf32"
-                                   ? kernels::cuda::MathMode::kTf32
-                                   : kernels::cuda::MathMode::kFp32;
-  registry_options.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
-  registry_options.cuda.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
-  registry_options.cuda.shared_host_cache = absl::GetFlag(FLAGS_host_cache_shared);
-  registry_options.cuda.budget = *engine::ParseMemoryBudget(
-      "--device_memory_budget", absl::GetFlag(FLAGS_device_memory_budget));  // validated above
-  auto registry = ModelRegistry::Create(
-      registry_options, &metrics, [&](const engine::Model& m) { metrics.AddModel(m); },
-      [&](const engine::Model& m) { metrics.SetModelReady(m.name, m.version, true); });
-  if (!registry.ok()) {
-    spdlog::error("cannot load models: {}", std::string(registry.status().message()));
+  EngineVersionLoader loader(LoaderOptionsFromFlags(backend), &metrics,
+                             [&metrics](const engine::Model& m) { metrics.AddModel(m); });
+  ServerLifecycle lifecycle(&metrics);
+  auto manager = ModelManager::Create(ManagerOptionsFromFlags(), &loader, &lifecycle, nullptr);
+  if (!manager.ok()) {
+    spdlog::error("{}", std::string(manager.status().message()));
+    return 2;
+  }
+  if (absl::Status started = (*manager)->Start(); !started.ok()) {
+    spdlog::error("cannot load models: {}", std::string(started.message()));
     return 1;
   }
 
   engine::RequestLimits limits;
   limits.max_candidates = absl::GetFlag(FLAGS_max_candidates);
   limits.max_ids_per_feature = absl::GetFlag(FLAGS_max_ids_per_feature);
-  RankingService service(registry->get(), &metrics, limits, backend);
+  RankingService service(manager->get(), &metrics, limits, backend);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -227,35 +389,45 @@ int RunServe() {
     spdlog::error("--grpc_port: cannot listen on {}", address);
     return 1;
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  auto set_health = [&](bool serving) {
-    health->SetServingStatus(serving);  // every service, "" included
-    for (const std::string& name : (*registry)->ModelNames()) {
-      health->SetServingStatus(name, serving);
-    }
-  };
-  set_health(true);
-  spdlog::info("serving {} model(s) on {}:{} (gRPC)", (*registry)->ModelNames().size(), host,
-               grpc_port);
-  const std::string port_file = absl::GetFlag(FLAGS_port_file);
-  if (!port_file.empty()) {
-    std::ofstream f(port_file + ".tmp");
-    f << "grpc_port=" << grpc_port << "\nmetrics_port=" << metrics.exposer_port() << "\n";
-    f.close();
-    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  ModelControlService control(manager->get());
+  int admin_port = 0;
+  std::unique_ptr<grpc::Server> admin;
+  if (absl::GetFlag(FLAGS_admin_port) >= 0) {
+    admin = StartAdminServer(&control, &admin_port);
+    if (admin == nullptr) return 1;
   }
+  lifecycle.SetHealth(server->GetHealthCheckService(), **manager);
+  spdlog::info("serving {} model(s) on {}:{} (gRPC){}", (*manager)->ServedModels().size(), host,
+               grpc_port,
+               admin ? absl::StrCat("; admin API on ", absl::GetFlag(FLAGS_admin_host), ":",
+                                    admin_port)
+                     : "");
+  WritePortFile(grpc_port, metrics.exposer_port(), admin_port);
 
+  std::unique_ptr<RepositoryPoller> poller;
+  if (absl::GetFlag(FLAGS_model_control) == "poll") {
+    poller = std::make_unique<RepositoryPoller>(
+        manager->get(), absl::Seconds(absl::GetFlag(FLAGS_repository_poll_s)));
+  }
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (true) {
+    sigwait(&stop_signals, &signal_number);
+    if (signal_number != SIGHUP) break;
+    spdlog::info("SIGHUP received: {}", poller ? "polling the model repository now"
+                                               : "ignored (--model_control is not poll)");
+    if (poller) poller->Kick();
+  }
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   spdlog::info("{} received: not serving, draining admitted requests (up to {})",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", absl::FormatDuration(drain));
-  set_health(false);
+  lifecycle.StopServing();
+  if (poller) poller->Stop();  // waits for a load in progress
   const absl::Time drain_start = absl::Now();
   // Stops accepting RPCs and waits for those in flight (queued in batchers,
   // answered by workers); past the deadline the rest are cancelled.
   server->Shutdown(absl::ToChronoTime(drain_start + drain));
-  (*registry)->Shutdown();
+  if (admin) admin->Shutdown(absl::ToChronoTime(absl::Now()));
+  (*manager)->Shutdown();
   server->Wait();
   spdlog::info("drained in {:.3f} s; exiting", absl::ToDoubleSeconds(absl::Now() - drain_start));
   return 0;

@@ -6,29 +6,57 @@
 #include "absl/synchronization/notification.h"
 
 namespace rankd::engine {
+namespace {
+
+// One synthetic request of `b` candidates and the storage its views point at.
+struct WarmRequest {
+  std::vector<float> dense;
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<int32_t>> lengths;
+  std::vector<float> scores;
+  Request request;
+
+  WarmRequest(const Model& m, int32_t b)
+      : dense(static_cast<size_t>(b) * m.num_dense, 0.5f),
+        ids(m.features.size()),
+        lengths(m.features.size()),
+        scores(b) {
+    for (size_t f = 0; f < m.features.size(); ++f) {
+      const EmbeddingTable& t = m.tables[m.features[f].table];
+      // A stored key of a dynamic table (a table without keys pools its
+      // default vector for any key).
+      const int64_t id = t.dynamic && t.num_rows > 0
+                             ? reinterpret_cast<const int64_t*>(t.keys.data)[0]
+                             : 0;
+      const int bags = m.features[f].request_level ? 1 : b;
+      ids[f].assign(bags, id);
+      lengths[f].assign(bags, 1);
+    }
+    request.num_candidates = b;
+    request.dense = dense;
+    for (size_t f = 0; f < m.features.size(); ++f) {
+      request.features.push_back(FeatureInput{ids[f], lengths[f], {}});
+    }
+  }
+};
+
+absl::Status WarmUpFailed(const Model& m, absl::string_view where, int32_t b,
+                          const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("warm-up of model \"", m.name, "\" version ",
+                                             m.version, where, " with ", b,
+                                             " candidates failed: ", s.message()));
+}
+
+}  // namespace
 
 absl::Status WarmUp(ModelInstance& instance, const std::vector<int32_t>& candidate_counts) {
   const Model& m = instance.model();
   for (int32_t b : candidate_counts) {
     if (b <= 0) continue;
-    std::vector<float> dense(static_cast<size_t>(b) * m.num_dense, 0.5f);
-    std::vector<std::vector<int64_t>> ids(m.features.size());
-    std::vector<std::vector<int32_t>> lengths(m.features.size());
-    for (size_t f = 0; f < m.features.size(); ++f) {
-      const EmbeddingTable& t = m.tables[m.features[f].table];
-      const int64_t id = t.dynamic ? reinterpret_cast<const int64_t*>(t.keys.data)[0] : 0;
-      const int bags = m.features[f].request_level ? 1 : b;
-      ids[f].assign(bags, id);
-      lengths[f].assign(bags, 1);
-    }
-    std::vector<float> scores(b);
+    WarmRequest warm(m, b);
     QueuedRequest item;
-    item.request.num_candidates = b;
-    item.request.dense = dense;
-    for (size_t f = 0; f < m.features.size(); ++f) {
-      item.request.features.push_back(FeatureInput{ids[f], lengths[f], {}});
-    }
-    item.scores = absl::MakeSpan(scores);
+    item.request = warm.request;
+    item.scores = absl::MakeSpan(warm.scores);
     absl::Notification done;
     absl::Status result;
     item.done = [&](absl::Status s, const RequestTiming&) {
@@ -38,10 +66,23 @@ absl::Status WarmUp(ModelInstance& instance, const std::vector<int32_t>& candida
     absl::Status submitted = instance.Submit(std::move(item));
     if (!submitted.ok()) return submitted;
     done.WaitForNotification();
-    if (!result.ok()) {
-      return absl::Status(result.code(), absl::StrCat("warm-up of model \"", m.name, "\" version ",
-                                                      m.version, " with ", b,
-                                                      " candidates failed: ", result.message()));
+    if (!result.ok()) return WarmUpFailed(m, "", b, result);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WarmUpWorkers(const Model& model, absl::Span<const std::unique_ptr<Worker>> workers,
+                           const std::vector<int32_t>& candidate_counts) {
+  for (const std::unique_ptr<Worker>& worker : workers) {
+    for (int32_t b : candidate_counts) {
+      if (b <= 0) continue;
+      WarmRequest warm(model, b);
+      const Request* requests[] = {&warm.request};
+      const absl::Span<float> scores[] = {absl::MakeSpan(warm.scores)};
+      absl::Status s = worker->Execute(requests, scores, nullptr);
+      if (!s.ok()) {
+        return WarmUpFailed(model, absl::StrCat(" on worker ", worker->name()), b, s);
+      }
     }
   }
   return absl::OkStatus();

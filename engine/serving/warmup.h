@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "engine/serving/model_instance.h"
+#include "engine/serving/worker.h"
 
 namespace rankd::engine {
 
@@ -16,6 +17,13 @@ namespace rankd::engine {
 // static tables, the first stored key of dynamic ones; dense values 0.5) and
 // waits for all. Any failure is returned with the size that failed.
 absl::Status WarmUp(ModelInstance& instance, const std::vector<int32_t>& candidate_counts);
+
+// Runs every worker directly (before a ModelInstance owns them) on one
+// request of each size in `candidate_counts`, built as WarmUp's: each CUDA
+// worker captures the graph of every bucket those sizes reach. Errors name
+// the worker and the size.
+absl::Status WarmUpWorkers(const Model& model, absl::Span<const std::unique_ptr<Worker>> workers,
+                           const std::vector<int32_t>& candidate_counts);
 
 }  // namespace rankd::engine
 

@@ -123,7 +123,9 @@ set_model_options() {
 
 # start_rankd MODEL_ROOT [serve flags...]: starts `rankd serve` on 127.0.0.1
 # with free ports; returns once the port file is written (i.e. serving).
-# Sets RANKD_PID, GRPC_PORT, METRICS_PORT, TARGET (127.0.0.1:GRPC_PORT), RANKD_LOG.
+# Sets RANKD_PID, GRPC_PORT, METRICS_PORT, TARGET (127.0.0.1:GRPC_PORT), RANKD_LOG,
+# ADMIN_PORT and ADMIN_TARGET (0 / unusable unless --admin_port 0 or a port is given:
+# rankd's default admin port 8503 is not assumed free on a test machine).
 start_rankd() {
   local root="$1"
   shift
@@ -131,7 +133,7 @@ start_rankd() {
   RANKD_LOG="$TMP/rankd.$RANDOM.log"
   rm -f "$port_file"
   "$RANKD" serve --model_root "$root" --host 127.0.0.1 --grpc_port 0 --metrics_port 0 \
-    --port_file "$port_file" "$@" >"$RANKD_LOG" 2>&1 &
+    --admin_port -1 --port_file "$port_file" "$@" >"$RANKD_LOG" 2>&1 &
   RANKD_PID=$!
   local i
   for ((i = 0; i < 600; i++)); do  # up to 60 s: loading + warm-up
@@ -142,6 +144,8 @@ start_rankd() {
   [[ -s "$port_file" ]] || die "rankd wrote no port file within 60 s"
   GRPC_PORT="$(sed -n 's/^grpc_port=//p' "$port_file")"
   METRICS_PORT="$(sed -n 's/^metrics_port=//p' "$port_file")"
+  ADMIN_PORT="$(sed -n 's/^admin_port=//p' "$port_file")"
+  ADMIN_TARGET="127.0.0.1:$ADMIN_PORT"
   [[ "$GRPC_PORT" =~ ^[0-9]+$ && "$GRPC_PORT" -gt 0 ]] || die "bad port file: $(cat "$port_file")"
   [[ "$METRICS_PORT" =~ ^[0-9]+$ && "$METRICS_PORT" -gt 0 ]] || die "bad port file: $(cat "$port_file")"
   TARGET="127.0.0.1:$GRPC_PORT"
@@ -218,6 +222,21 @@ metric_int() {
 # free_port: a free TCP port on 127.0.0.1 (for tools that cannot pick one).
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# admin_stubs DIR: Python stubs of rankd.v1.ModelControl into DIR (for
+# lifecycle_util.py).
+admin_stubs() {
+  mkdir -p "$1"
+  (cd "$E2E_ROOT" && run_bounded 60 "$PY" -m grpc_tools.protoc -Iprotos --python_out="$1" \
+    --grpc_python_out="$1" protos/rankd/v1/model_control.proto) >"$TMP/admin_stubs.log" 2>&1 ||
+    die "admin stubs: $(cat "$TMP/admin_stubs.log")"
+}
+
+# lifecycle ARGS...: tests/e2e/lifecycle_util.py with the admin stubs of $TMP/admin_stubs.
+lifecycle() {
+  [[ -d "$TMP/admin_stubs" ]] || admin_stubs "$TMP/admin_stubs"
+  PYTHONPATH="$TMP/admin_stubs" run_bounded 120 "$PY" "$E2E_DIR/lifecycle_util.py" "$@"
 }
 
 # gen_py_stubs DIR: rankd's Python stubs (client/python/gen_stubs.sh) into DIR.

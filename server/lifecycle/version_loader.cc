@@ -1,0 +1,124 @@
+#include "server/lifecycle/version_loader.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/model/model_loader.h"
+#include "engine/serving/cpu_worker.h"
+#include "engine/serving/warmup.h"
+#include "spdlog/spdlog.h"
+
+namespace rankd::server {
+namespace {
+
+absl::Status InDirectory(const absl::Status& s, const std::string& directory) {
+  return absl::Status(s.code(), absl::StrCat(directory, ": ", s.message()));
+}
+
+// 1, 2, 4, ... up to and including `max_candidates`: one batch per CUDA graph
+// bucket (buckets are powers of two of the row quantum and above).
+std::vector<int32_t> BucketSizes(int32_t max_candidates) {
+  std::vector<int32_t> sizes;
+  for (int32_t b = 1; b < max_candidates; b *= 2) sizes.push_back(b);
+  sizes.push_back(std::max(max_candidates, 1));
+  return sizes;
+}
+
+void LogCudaSetup(const engine::Model& m, const engine::cuda::CudaSetupReport& report) {
+  if (report.plan != nullptr && report.plan->any_host()) {
+    spdlog::info("model {} version {} placement (tables beyond the device-memory budget in "
+                 "pinned host memory behind an HBM cache):\n{}",
+                 m.name, m.version, report.plan->Describe());
+  }
+  if (report.hash_build_keys > 0) {
+    spdlog::info("model {} version {}: dynamic tables built on the GPU: {:.1f} M keys in "
+                 "{:.3f} s ({:.2f} G keys/s, keys copy included; insert kernels {:.3f} s, "
+                 "{:.2f} G keys/s; keys copied from {} memory)",
+                 m.name, m.version, report.hash_build_keys / 1e6, report.hash_build_seconds,
+                 report.hash_build_keys / std::max(report.hash_build_seconds, 1e-9) / 1e9,
+                 report.hash_insert_seconds,
+                 report.hash_build_keys / std::max(report.hash_insert_seconds, 1e-9) / 1e9,
+                 report.hash_keys_pinned ? "page-locked" : "pageable");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader::MakeWorkers(
+    const std::shared_ptr<const engine::Model>& model, const std::string& directory,
+    int64_t* device_bytes) {
+  const auto& instances = model->config.instances();
+  absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> workers;
+  if (options_.backend == "cuda") {
+    engine::cuda::CudaWorker::Options cuda = options_.cuda;
+    // Slices as big as the model's batches, so a batch runs in one go.
+    cuda.max_rows = std::max(cuda.max_rows,
+                             static_cast<int>(model->config.batching().max_batch_candidates()));
+    const int per_gpu = options_.gpu_workers_per_device > 0 ? options_.gpu_workers_per_device
+                                                            : instances.workers_per_device();
+    engine::cuda::CudaSetupReport report;
+    workers = engine::cuda::CreateCudaWorkers(model, cuda, per_gpu, {}, &report);
+    if (workers.ok()) {
+      LogCudaSetup(*model, report);
+      if (report.plan != nullptr) *device_bytes = report.plan->device_bytes();
+    }
+  } else {
+    const int n = options_.workers_per_model > 0 ? options_.workers_per_model
+                                                 : instances.workers_per_device();
+    const int threads = options_.cpu_threads_per_worker > 0 ? options_.cpu_threads_per_worker
+                                                           : instances.cpu_threads_per_worker();
+    workers = engine::CreateCpuWorkers(model, n, threads);
+  }
+  if (!workers.ok()) return InDirectory(workers.status(), directory);
+  return workers;
+}
+
+absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name, int64_t version,
+                                                        const std::string& directory) {
+  const absl::Time start = absl::Now();
+  engine::LoadOptions load;
+  // Big tables print progress while they are read, generated or hashed.
+  load.log = [](const std::string& line) { spdlog::info("{}", line); };
+  // The CUDA backend builds its dynamic tables' hash arrays on the GPU from
+  // the keys (~1 G keys/s); only the CPU engine needs host hash tables.
+  load.build_hash_tables = options_.backend != "cuda";
+  auto model = engine::LoadModel(directory, version, name, load);
+  if (!model.ok()) return model.status();
+  if (on_model_loaded_) on_model_loaded_(**model);
+  LoadedVersion out;
+  out.host_bytes = (*model)->table_bytes();
+  auto workers = MakeWorkers(*model, directory, &out.device_bytes);
+  if (!workers.ok()) return workers.status();
+  const int num_workers = static_cast<int>(workers->size());
+  const absl::Time made = absl::Now();
+  if (options_.backend == "cuda") {
+    // A bucket's first batch captures its CUDA graph: one batch per bucket on
+    // every worker, so no request of the new version pays a capture.
+    absl::Status warm = engine::WarmUpWorkers(
+        **model, *workers, BucketSizes((*model)->config.batching().max_batch_candidates()));
+    if (!warm.ok()) return InDirectory(warm, directory);
+  }
+  const absl::Duration worker_warmup = absl::Now() - made;
+  engine::ModelInstance::Options instance_options =
+      engine::ModelInstance::OptionsFromConfig((*model)->config);
+  instance_options.completion_threads = options_.completion_threads;
+  instance_options.complete_inline_when_idle = options_.complete_inline_when_idle;
+  instance_options.batching.idle_spin_us = options_.worker_spin_us;
+  auto instance =
+      engine::ModelInstance::Create(*model, instance_options, std::move(*workers), observer_);
+  if (!instance.ok()) return InDirectory(instance.status(), directory);
+  const absl::Time loaded = absl::Now();
+  absl::Status warm = engine::WarmUp(**instance, options_.warmup_candidates);
+  if (!warm.ok()) return InDirectory(warm, directory);
+  out.load_seconds = absl::ToDoubleSeconds(loaded - start - worker_warmup);
+  out.warmup_seconds = absl::ToDoubleSeconds(absl::Now() - loaded + worker_warmup);
+  spdlog::info("model {} version {} loaded: {} tables, {} {} workers, {} completion threads, "
+               "load {:.3f} s, warm-up {:.3f} s ({})",
+               name, version, (*model)->tables.size(), num_workers, options_.backend,
+               options_.completion_threads, out.load_seconds, out.warmup_seconds, directory);
+  out.instance = std::move(*instance);
+  return out;
+}
+
+}  // namespace rankd::server

@@ -1,0 +1,78 @@
+#include "server/model_control_service.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/status_mapping.h"
+#include "spdlog/spdlog.h"
+
+namespace rankd::server {
+namespace {
+
+// The model name and versions every mutating call needs, checked alike.
+absl::Status CheckTarget(const std::string& model, const google::protobuf::RepeatedField<int64_t>& versions) {
+  if (model.empty()) return absl::InvalidArgumentError("model: required");
+  for (int i = 0; i < versions.size(); ++i) {
+    if (versions[i] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("versions[", i, "]: must be > 0, got ", versions[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status ModelControlService::ListModels(grpc::ServerContext*,
+                                             const rankd::v1::ListModelsRequest* request,
+                                             rankd::v1::ListModelsResponse* response) {
+  auto list = manager_->List(request->model());
+  if (!list.ok()) return ToGrpcStatus(list.status());
+  *response = *std::move(list);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelControlService::LoadModel(grpc::ServerContext*,
+                                            const rankd::v1::LoadModelRequest* request,
+                                            rankd::v1::LoadModelResponse* response) {
+  if (absl::Status s = CheckTarget(request->model(), request->versions()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  spdlog::info("admin: LoadModel {} versions [{}]", request->model(),
+               absl::StrJoin(request->versions(), ","));
+  std::vector<int64_t> versions(request->versions().begin(), request->versions().end());
+  auto status = manager_->Load(request->model(), versions);
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response->mutable_model() = *std::move(status);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelControlService::UnloadModel(grpc::ServerContext*,
+                                              const rankd::v1::UnloadModelRequest* request,
+                                              rankd::v1::UnloadModelResponse* response) {
+  if (absl::Status s = CheckTarget(request->model(), request->versions()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  spdlog::info("admin: UnloadModel {} versions [{}]", request->model(),
+               absl::StrJoin(request->versions(), ","));
+  std::vector<int64_t> versions(request->versions().begin(), request->versions().end());
+  auto status = manager_->Unload(request->model(), versions);
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response->mutable_model() = *std::move(status);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelControlService::SetVersionLabel(grpc::ServerContext*,
+                                                  const rankd::v1::SetVersionLabelRequest* request,
+                                                  rankd::v1::SetVersionLabelResponse* response) {
+  if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: required"));
+  spdlog::info("admin: SetVersionLabel {} {} -> {}", request->model(), request->label(),
+               request->version());
+  auto status = manager_->SetLabel(request->model(), request->label(), request->version());
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  *response->mutable_model() = *std::move(status);
+  return grpc::Status::OK;
+}
+
+}  // namespace rankd::server
