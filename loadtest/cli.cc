@@ -50,7 +50,13 @@ ABSL_FLAG(std::string, requests, "",
           "round-robin as they are; else requests are generated for --model");
 ABSL_FLAG(std::string, model, "",
           "generate requests for this served model (features from GetModelInfo)");
-ABSL_FLAG(int64_t, model_version, 0, "generated requests: model version (0 = newest)");
+ABSL_FLAG(int64_t, model_version, 0,
+          "generated requests: ScoreRequest.version (0 = the newest ready version, or the one "
+          "--version_label names)");
+ABSL_FLAG(std::string, version_label, "",
+          "generated requests: ScoreRequest.version_label, a version label of the model "
+          "(\"stable\", \"canary\"); the requests are generated for the version it names now. "
+          "Not with --model_version or --requests");
 ABSL_FLAG(std::string, candidates, "1",
           "generated requests: candidates per request: N | uniform:LO:HI | "
           "lognormal:MEDIAN:SIGMA:MAX");
@@ -238,6 +244,17 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.model_version = absl::GetFlag(FLAGS_model_version);
   if (c.model_version < 0) {
     return Bad("--model_version", "must be >= 0", absl::StrCat(c.model_version));
+  }
+  c.version_label = absl::GetFlag(FLAGS_version_label);
+  if (!c.version_label.empty() && c.model_version != 0) {
+    return absl::InvalidArgumentError(
+        "--version_label: not with --model_version (the server reads the label only when the "
+        "version is 0)");
+  }
+  if (!c.version_label.empty() && !c.request_files.empty()) {
+    return absl::InvalidArgumentError(
+        "--version_label: only for generated requests (--model); replayed requests keep their "
+        "own version and version_label");
   }
   auto candidates = CandidateCount::Parse(absl::GetFlag(FLAGS_candidates), "--candidates");
   if (!candidates.ok()) return candidates.status();
