@@ -96,6 +96,12 @@ ABSL_FLAG(std::string, plot_dir, "",
           "with their gnuplot scripts and data into this directory");
 ABSL_FLAG(std::string, gnuplot, "gnuplot", "the gnuplot program for --plot_dir");
 ABSL_FLAG(std::string, label, "", "a label for the report and plot titles");
+ABSL_FLAG(std::string, response_log, "",
+          "write one CSV line per finished call (every step, warm-up included) to this file: "
+          "scheduled_unix_us,sent_unix_us,done_unix_us,latency_us,code,version,step (wall-clock "
+          "us; scheduled = the send in closed loop; latency from the scheduled time; code the "
+          "gRPC code name; version ScoreResponse.version, 0 when the call failed; step the "
+          "report's step index). Buffered and written by a background thread");
 ABSL_FLAG(std::string, metrics_url, "",
           "rankd's Prometheus endpoint (http://host:8502/metrics): scraped before, at the end "
           "of warm-up and after each step for server-side queue / compute / batch figures");
@@ -334,6 +340,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.gnuplot = absl::GetFlag(FLAGS_gnuplot);
   if (!c.plot_dir.empty() && c.gnuplot.empty()) return Bad("--gnuplot", "must not be empty", "");
   c.label = absl::GetFlag(FLAGS_label);
+  c.response_log_path = absl::GetFlag(FLAGS_response_log);
   c.metrics_url = absl::GetFlag(FLAGS_metrics_url);
   return c;
 }

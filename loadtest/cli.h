@@ -76,6 +76,7 @@ struct Config {
   std::string gnuplot;
   std::string label;
   std::string metrics_url;
+  std::string response_log_path;    // one CSV row per call (response_log.h); "" = none
 };
 
 // Reads and validates every flag (after absl::ParseCommandLine).
