@@ -50,7 +50,13 @@ ABSL_FLAG(std::string, requests, "",
           "round-robin as they are; else requests are generated for --model");
 ABSL_FLAG(std::string, model, "",
           "generate requests for this served model (features from GetModelInfo)");
-ABSL_FLAG(int64_t, model_version, 0, "generated requests: model version (0 = newest)");
+ABSL_FLAG(int64_t, model_version, 0,
+          "generated requests: ScoreRequest.version (0 = the newest ready version, or the one "
+          "--version_label names)");
+ABSL_FLAG(std::string, version_label, "",
+          "generated requests: ScoreRequest.version_label, a version label of the model "
+          "(\"stable\", \"canary\"); the requests are generated for the version it names now. "
+          "Not with --model_version or --requests");
 ABSL_FLAG(std::string, candidates, "1",
           "generated requests: candidates per request: N | uniform:LO:HI | "
           "lognormal:MEDIAN:SIGMA:MAX");
@@ -90,6 +96,12 @@ ABSL_FLAG(std::string, plot_dir, "",
           "with their gnuplot scripts and data into this directory");
 ABSL_FLAG(std::string, gnuplot, "gnuplot", "the gnuplot program for --plot_dir");
 ABSL_FLAG(std::string, label, "", "a label for the report and plot titles");
+ABSL_FLAG(std::string, response_log, "",
+          "write one CSV line per finished call (every step, warm-up included) to this file: "
+          "scheduled_unix_us,sent_unix_us,done_unix_us,latency_us,code,version,step (wall-clock "
+          "us; scheduled = the send in closed loop; latency from the scheduled time; code the "
+          "gRPC code name; version ScoreResponse.version, 0 when the call failed; step the "
+          "report's step index). Buffered and written by a background thread");
 ABSL_FLAG(std::string, metrics_url, "",
           "rankd's Prometheus endpoint (http://host:8502/metrics): scraped before, at the end "
           "of warm-up and after each step for server-side queue / compute / batch figures");
@@ -239,6 +251,17 @@ absl::StatusOr<Config> ConfigFromFlags() {
   if (c.model_version < 0) {
     return Bad("--model_version", "must be >= 0", absl::StrCat(c.model_version));
   }
+  c.version_label = absl::GetFlag(FLAGS_version_label);
+  if (!c.version_label.empty() && c.model_version != 0) {
+    return absl::InvalidArgumentError(
+        "--version_label: not with --model_version (the server reads the label only when the "
+        "version is 0)");
+  }
+  if (!c.version_label.empty() && !c.request_files.empty()) {
+    return absl::InvalidArgumentError(
+        "--version_label: only for generated requests (--model); replayed requests keep their "
+        "own version and version_label");
+  }
   auto candidates = CandidateCount::Parse(absl::GetFlag(FLAGS_candidates), "--candidates");
   if (!candidates.ok()) return candidates.status();
   c.candidates = *candidates;
@@ -317,6 +340,7 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.gnuplot = absl::GetFlag(FLAGS_gnuplot);
   if (!c.plot_dir.empty() && c.gnuplot.empty()) return Bad("--gnuplot", "must not be empty", "");
   c.label = absl::GetFlag(FLAGS_label);
+  c.response_log_path = absl::GetFlag(FLAGS_response_log);
   c.metrics_url = absl::GetFlag(FLAGS_metrics_url);
   return c;
 }

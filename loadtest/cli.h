@@ -49,7 +49,8 @@ struct Config {
   // Traffic: replay (request_files) or generated (model).
   std::vector<std::string> request_files;
   std::string model;
-  int64_t model_version = 0;
+  int64_t model_version = 0;        // ScoreRequest.version of generated requests
+  std::string version_label;        // ScoreRequest.version_label of generated requests
   CandidateCount candidates = CandidateCount::Fixed(1);
   double zipf_alpha = 1.05;
   int ids_per_bag = 0;              // 0 = model_config's typical_ids_per_bag, else 1
@@ -75,6 +76,7 @@ struct Config {
   std::string gnuplot;
   std::string label;
   std::string metrics_url;
+  std::string response_log_path;    // one CSV row per call (response_log.h); "" = none
 };
 
 // Reads and validates every flag (after absl::ParseCommandLine).

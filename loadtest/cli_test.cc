@@ -17,6 +17,9 @@ ABSL_DECLARE_FLAG(int, threads);
 ABSL_DECLARE_FLAG(int64_t, spin_us);
 ABSL_DECLARE_FLAG(int, slo_recheck);
 ABSL_DECLARE_FLAG(double, drain_s);
+ABSL_DECLARE_FLAG(int64_t, model_version);
+ABSL_DECLARE_FLAG(std::string, version_label);
+ABSL_DECLARE_FLAG(std::string, response_log);
 
 namespace rankd::loadtest {
 namespace {
@@ -64,6 +67,9 @@ class ConfigFromFlagsTest : public ::testing::Test {
     absl::SetFlag(&FLAGS_spin_us, 200);
     absl::SetFlag(&FLAGS_slo_recheck, 2);
     absl::SetFlag(&FLAGS_drain_s, 10);
+    absl::SetFlag(&FLAGS_model_version, 0);
+    absl::SetFlag(&FLAGS_version_label, "");
+    absl::SetFlag(&FLAGS_response_log, "");
   }
   static std::string Error() {
     auto c = ConfigFromFlags();
@@ -113,6 +119,24 @@ TEST_F(ConfigFromFlagsTest, BadValuesNameTheirFlag) {
   SetUp();
   absl::SetFlag(&FLAGS_mode, "nope");
   EXPECT_EQ(Error().rfind("--mode: ", 0), 0u) << Error();
+}
+
+TEST_F(ConfigFromFlagsTest, VersionLabelAndResponseLog) {
+  absl::SetFlag(&FLAGS_version_label, "canary");
+  absl::SetFlag(&FLAGS_response_log, "/tmp/calls.csv");
+  auto c = ConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->version_label, "canary");
+  EXPECT_EQ(c->model_version, 0);
+  EXPECT_EQ(c->response_log_path, "/tmp/calls.csv");
+  // The server reads the label only when the version is 0.
+  absl::SetFlag(&FLAGS_model_version, 2);
+  EXPECT_EQ(Error().rfind("--version_label: not with --model_version", 0), 0u) << Error();
+  // Replayed requests carry their own.
+  absl::SetFlag(&FLAGS_model_version, 0);
+  absl::SetFlag(&FLAGS_model, "");
+  absl::SetFlag(&FLAGS_requests, "a.jsonl");
+  EXPECT_EQ(Error().rfind("--version_label: only for generated requests", 0), 0u) << Error();
 }
 
 }  // namespace

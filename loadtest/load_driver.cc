@@ -61,13 +61,15 @@ struct LoadDriver::Step {
     }
   }
 
-  // Sends one request scheduled for `scheduled_ns`; closed loop: for `user`.
+  // Sends one request scheduled for `scheduled_ns`; closed loop (user >= 0):
+  // for `user`, and the send time is its schedule (there is no other).
   void Send(int64_t scheduled_ns, int user) {
     const uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
     const auto& request = (*options.pool)[i % options.pool->size()];
     client::RankingClient* c = options.clients[i % options.clients.size()];
     const int candidates = request->num_candidates();
     const int64_t sent_ns = NowNs();
+    if (user >= 0) scheduled_ns = sent_ns;
     recorder.RecordSend(scheduled_ns, sent_ns, candidates);
     in_flight.fetch_add(1, std::memory_order_relaxed);
     inside_send() = true;
@@ -75,12 +77,28 @@ struct LoadDriver::Step {
         request,
         [this, scheduled_ns, sent_ns, candidates, user](
             absl::StatusOr<rankd::v1::ScoreResponse> r) {
-          recorder.RecordCompletion(scheduled_ns, sent_ns, NowNs(), r.status().code(), candidates);
+          const int64_t done_ns = NowNs();
+          recorder.RecordCompletion(scheduled_ns, sent_ns, done_ns, r.status().code(), candidates);
+          if (options.response_log != nullptr) {
+            LogRow(scheduled_ns, sent_ns, done_ns, r.status().code(), r.ok() ? r->version() : 0);
+          }
           if (user >= 0) NextForUser(user);
           in_flight.fetch_sub(1, std::memory_order_acq_rel);
         },
         call);
     inside_send() = false;
+  }
+
+  void LogRow(int64_t scheduled_ns, int64_t sent_ns, int64_t done_ns, absl::StatusCode code,
+              int64_t version) {
+    ResponseRow row;
+    row.scheduled_unix_ns = unix_t0_ns + scheduled_ns;
+    row.sent_unix_ns = unix_t0_ns + sent_ns;
+    row.done_unix_ns = unix_t0_ns + done_ns;
+    row.version = version;
+    row.step = spec.index;
+    row.code = code;
+    options.response_log->Append(row);
   }
 
   // True while this thread is inside ScoreAsync (a completion then runs inline).
@@ -193,6 +211,7 @@ struct LoadDriver::Step {
   client::CallOptions call;
   Recorder recorder;
   SteadyClock::time_point t0;
+  int64_t unix_t0_ns = 0;  // the wall clock at t0 (response log rows)
   std::atomic<uint64_t> next{0};
   std::atomic<int64_t> in_flight{0};
   std::atomic<int> active_users{0};
@@ -267,6 +286,9 @@ absl::StatusOr<StepResult> LoadDriver::Run(const StepSpec& spec, std::string* wa
   const auto before_time = SteadyClock::now();
 
   step->t0 = SteadyClock::now();
+  step->unix_t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
   std::thread reporter([&] { step->Reporter(); });
   std::vector<std::thread> threads;
   if (open) {

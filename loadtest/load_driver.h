@@ -10,7 +10,8 @@
 // the lag. Closed loop: each completion sends that user's next request from
 // the gRPC callback thread (a completion gRPC ran inline inside the send is
 // handed to a helper thread instead, so a failing server cannot recurse the
-// stack). Completions record into a sharded Recorder. A reporter thread closes
+// stack). Completions record into a sharded Recorder (and, when given, append
+// a row to the ResponseLog: response_log.h). A reporter thread closes
 // an interval every `interval_s` (live line), and scrapes the server's
 // metrics at the warm-up's end.
 //
@@ -33,6 +34,7 @@
 #include "loadtest/prometheus_text.h"
 #include "loadtest/report.h"
 #include "loadtest/request_generator.h"
+#include "loadtest/response_log.h"
 
 namespace rankd::loadtest {
 
@@ -45,6 +47,7 @@ struct StepSpec {
   double warmup_s = 1;     // >= 0; requests scheduled in it are not measured
   double duration_s = 10;  // > 0: the measured window
   uint64_t seed = 1;       // Poisson schedules
+  int index = 0;           // the response log's `step` column (rankload: the report's step)
 };
 
 class LoadDriver {
@@ -79,6 +82,13 @@ class LoadDriver {
     std::set<std::string> models;
     // The percentile LatencySummary::slo_percentile_us reports.
     double slo_percentile = 99;
+    // Every finished call of every step (warm-up included) appends one row,
+    // before the call counts as finished, so all of a step's rows are in
+    // when Run() returns. Times are the step's steady clock mapped onto the
+    // wall clock read once at the step's start (a wall-clock jump during
+    // the step is not followed; differences between rows stay exact). May be
+    // null (no log); not owned.
+    ResponseLog* response_log = nullptr;
   };
 
   // INVALID_ARGUMENT naming the option when one is bad.

@@ -30,6 +30,7 @@
 #include "loadtest/report.h"
 #include "loadtest/report_csv.h"
 #include "loadtest/report_json.h"
+#include "loadtest/response_log.h"
 #include "loadtest/run_setup.h"
 #include "loadtest/server_drain.h"
 #include "loadtest/slo_search.h"
@@ -52,6 +53,8 @@ constexpr char kUsage[] =
     "  # closed loop, 8 in flight; a sweep of rates; replayed requests\n"
     "  rankload --model kaggle --mode closed --concurrency 8\n"
     "  rankload --requests req.jsonl --rate 1000:8000:x2 --csv sweep.csv --plot_dir plots\n"
+    "  # every call's send / answer times, code and answering model version, as CSV\n"
+    "  rankload --model kaggle --version_label stable --rate 500 --response_log calls.csv\n"
     "  # the highest rate with p99 <= 5 ms and < 0.1% errors\n"
     "  rankload --model kaggle --mode slo --slo_latency_ms 5 --rate 1000 --duration_s 5 \\\n"
     "      --metrics_url http://localhost:8502/metrics --json slo.json\n"
@@ -89,6 +92,19 @@ absl::Status WriteText(const std::string& path, const std::string& text, absl::s
   return absl::OkStatus();
 }
 
+// --response_log's writer (null without the flag), opened before any load so
+// that a bad path fails at once.
+absl::StatusOr<std::unique_ptr<ResponseLog>> OpenResponseLog(const Config& c) {
+  if (c.response_log_path.empty()) return nullptr;
+  ResponseLog::Options o;
+  o.path = c.response_log_path;
+  auto log = ResponseLog::Create(o);
+  if (!log.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--response_log: ", log.status().message()));
+  }
+  return log;
+}
+
 std::string StartedAt() {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
 }
@@ -97,6 +113,8 @@ int Run(const Config& c, const std::string& command_line) {
   for (const auto& [path, flag] : {std::pair{c.json_path, "--json"}, {c.csv_path, "--csv"}}) {
     if (auto s = CheckWritable(path, flag); !s.ok()) return Die({kExitUsage, std::string(s.message())});
   }
+  auto response_log = OpenResponseLog(c);
+  if (!response_log.ok()) return Die({kExitUsage, std::string(response_log.status().message())});
   std::function<absl::StatusOr<PromSnapshot>()> scrape;
   if (!c.metrics_url.empty()) {
     if (auto url = ParseHttpUrl(c.metrics_url); !url.ok()) {
@@ -128,6 +146,7 @@ int Run(const Config& c, const std::string& command_line) {
   d.scrape = scrape;
   d.models = setup->models;
   d.slo_percentile = c.slo_percentile;
+  d.response_log = response_log->get();
   std::string prefix;
   if (!c.quiet) {
     d.on_interval = [&prefix](const IntervalStats& i) {
@@ -162,6 +181,7 @@ int Run(const Config& c, const std::string& command_line) {
     spec.duration_s = c.duration_s;
     spec.arrival = c.arrival;
     spec.seed = step_seed++;
+    spec.index = static_cast<int>(report.steps.size());  // the step's place in the report
     std::string warning;
     auto result = (*driver)->Run(spec, &warning);
     if (!warning.empty()) std::cerr << "rankload: warning: " << warning << "\n";
@@ -286,6 +306,15 @@ int Run(const Config& c, const std::string& command_line) {
 
   std::cout << "\n" << FormatReport(report) << std::flush;
   int code = kExitOk;
+  if (*response_log != nullptr) {
+    if (auto s = (*response_log)->Close(); !s.ok()) {
+      Die({kExitFailed, absl::StrCat("--response_log: ", s.message())});
+      code = kExitFailed;
+    } else {
+      std::cerr << "rankload: response log: " << (*response_log)->rows_written() << " calls in "
+                << c.response_log_path << "\n";
+    }
+  }
   if (!c.json_path.empty()) {
     if (auto s = WriteText(c.json_path, ReportToJson(report), "--json"); !s.ok()) {
       Die({kExitFailed, std::string(s.message())});

@@ -70,6 +70,7 @@ absl::StatusOr<RequestPool> GenerateRequests(const rankd::v1::ModelInfo& model,
     const int b = options.candidates.Sample(rng);
     req->set_model(model.name());
     req->set_version(options.version);
+    req->set_version_label(options.version_label);
     req->set_num_candidates(b);
     req->mutable_dense()->Reserve(b * model.num_dense());
     for (int i = 0; i < b * model.num_dense(); ++i) req->add_dense(dense(rng));

@@ -36,8 +36,11 @@ namespace rankd::loadtest {
 using RequestPool = std::vector<std::shared_ptr<const rankd::v1::ScoreRequest>>;
 
 struct GeneratorOptions {
-  // Model version sent in every request; 0 = the newest.
+  // Model version sent in every request; 0 = the newest (or version_label's).
   int64_t version = 0;
+  // Version label sent in every request ("" = none); the server reads it
+  // only when version is 0.
+  std::string version_label;
   CandidateCount candidates = CandidateCount::Fixed(1);
   // Zipf exponent of id popularity; 0 = uniform ids.
   double zipf_alpha = 1.05;

@@ -1,6 +1,7 @@
 #include "loadtest/run_setup.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <utility>
@@ -8,7 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "client/status_conversion.h"
 #include "google/protobuf/text_format.h"
+#include "grpcpp/client_context.h"
 #include "loadtest/request_file.h"
 #include "rankd/v1/model_config.pb.h"
 
@@ -18,6 +22,29 @@ namespace {
 // `status` with its message replaced (the code is kept).
 absl::Status WithMessage(const absl::Status& status, absl::string_view message) {
   return absl::Status(status.code(), message);
+}
+
+// GetModelInfo of the version the generated requests will name: --model_version,
+// or the one --version_label points at (RankingClient::GetModelInfo takes no
+// label, so that call goes through a stub on the client's channel).
+absl::StatusOr<rankd::v1::ModelInfo> DescribeModel(const client::RankingClient& client,
+                                                   const Config& c) {
+  constexpr auto kTimeout = std::chrono::seconds(10);
+  if (c.version_label.empty()) {
+    client::CallOptions call;
+    call.deadline = absl::FromChrono(kTimeout);
+    return client.GetModelInfo(c.model, c.model_version, call);
+  }
+  auto stub = rankd::v1::Ranking::NewStub(client.channel());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kTimeout);
+  rankd::v1::GetModelInfoRequest request;
+  request.set_model(c.model);
+  request.set_version_label(c.version_label);
+  rankd::v1::ModelInfo info;
+  const grpc::Status status = stub->GetModelInfo(&context, request, &info);
+  if (!status.ok()) return client::FromGrpcStatus(status);
+  return info;
 }
 
 }  // namespace
@@ -63,18 +90,20 @@ absl::StatusOr<RunSetup> PrepareRun(const Config& c) {
     s.traffic = absl::StrCat("replay of ", s.pool.size(), " requests from ",
                              absl::StrJoin(c.request_files, ","));
   } else {
-    client::CallOptions call;
-    call.deadline = absl::Seconds(10);
-    auto info = s.clients[0]->GetModelInfo(c.model, c.model_version, call);
+    auto info = DescribeModel(*s.clients[0], c);
     if (!info.ok()) {
+      const std::string which =
+          c.version_label.empty() ? absl::StrCat("version ", c.model_version)
+                                  : absl::StrCat("version_label \"", c.version_label, "\"");
       return WithMessage(info.status(),
-                         absl::StrCat("--model: GetModelInfo(\"", c.model, "\", version ",
-                                      c.model_version, "): ",
+                         absl::StrCat(c.version_label.empty() ? "--model" : "--version_label",
+                                      ": GetModelInfo(\"", c.model, "\", ", which, "): ",
                                       absl::StatusCodeToString(info.status().code()), ": ",
                                       info.status().message()));
     }
     GeneratorOptions g;
     g.version = c.model_version;
+    g.version_label = c.version_label;
     g.candidates = c.candidates;
     g.zipf_alpha = c.zipf_alpha;
     g.ids_per_bag = c.ids_per_bag > 0 ? c.ids_per_bag : 1;
@@ -95,7 +124,9 @@ absl::StatusOr<RunSetup> PrepareRun(const Config& c) {
     }
     s.pool = std::move(*pool);
     s.traffic = absl::StrCat(
-        "generated for model ", info->name(), " v", info->version(), " (", info->backend(),
+        "generated for model ", info->name(), " v", info->version(), " (",
+        c.version_label.empty() ? "" : absl::StrCat("version_label \"", c.version_label, "\", "),
+        info->backend(),
         " backend): ", s.pool.size(), " distinct requests, candidates ", c.candidates.ToString(),
         ", Zipf alpha ", c.zipf_alpha,
         c.shared_features.empty() ? ""

@@ -104,6 +104,18 @@ TEST(RequestGeneratorTest, RequestsMatchTheModel) {
   }
 }
 
+TEST(RequestGeneratorTest, VersionLabelIsSent) {
+  GeneratorOptions o;
+  o.pool_size = 3;
+  o.version_label = "canary";
+  auto pool = GenerateRequests(MiniInfo(), o);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  for (const auto& r : *pool) {
+    EXPECT_EQ(r->version(), 0);
+    EXPECT_EQ(r->version_label(), "canary");
+  }
+}
+
 TEST(RequestGeneratorTest, IdsAreSkewedAndSeeded) {
   GeneratorOptions o;
   o.candidates = CandidateCount::Fixed(100);

@@ -7,7 +7,8 @@ source "$(dirname "$0")/rankload_lib.sh"
 
 "$RANKLOAD" --help >"$TMP/help.txt" 2>&1
 for flag in mode rate arrival concurrency requests model candidates zipf_alpha slo_latency_ms \
-  slo_percentile json csv plot_dir metrics_url deadline_ms connections threads; do
+  slo_percentile json csv plot_dir metrics_url deadline_ms connections threads response_log \
+  model_version version_label; do
   expect_grep "--help lists --$flag" "$TMP/help.txt" "--$flag \("
 done
 
@@ -48,6 +49,9 @@ expect_usage "unknown model" 2 '^rankload: --model: GetModelInfo\("nope".*NOT_FO
 expect_usage "unknown shared feature" 2 '^rankload: --shared_features: .*no feature "zzz"' "${T[@]}" --model mini --shared_features zzz
 expect_usage "bad model config" 2 '^rankload: --model_config: ' "${T[@]}" --model mini --model_config "$TMP/nope.pbtxt"
 expect_usage "unwritable json" 2 '^rankload: --json: cannot write' "${T[@]}" --model mini --json "$TMP/no/such/dir/r.json"
+expect_usage "unwritable response log" 2 '^rankload: --response_log: cannot open .*/no/such/dir/calls\.csv' "${T[@]}" --model mini --response_log "$TMP/no/such/dir/calls.csv"
+expect_usage "version and label" 2 '^rankload: --version_label: not with --model_version' "${T[@]}" --model mini --model_version 1 --version_label stable
+expect_usage "label with replay" 2 '^rankload: --version_label: only for generated requests' "${T[@]}" --requests "$TMP/req.jsonl" --version_label stable
 expect_usage "bad metrics url" 2 '^rankload: --metrics_url: .*not an http:// URL' "${T[@]}" --model mini --metrics_url "localhost:$METRICS_PORT"
 expect_usage "unreachable metrics" 3 '^rankload: --metrics_url: .*cannot connect' "${T[@]}" --model mini --metrics_url "http://127.0.0.1:$DEAD_PORT/metrics"
 expect_usage "unreachable target" 3 '^rankload: --target: cannot connect .* \(is rankd serving at' \

@@ -4,7 +4,8 @@
 # --csv and --plot_dir: the JSON and CSV parse with Python's json / csv
 # modules and hold one step per rate with the server-side figures; both PNG
 # plots exist and are PNG images. Then a short SLO search (capped at 400
-# req/s): found, and its CSV marks every probe pass / fail.
+# req/s): found, and its CSV marks every probe pass / fail. A two-step run
+# with --response_log: one line per call, with its version and step.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/rankload_lib.sh"
 
@@ -81,6 +82,43 @@ expect_eq "slo: csv verdicts" "$("$PY" -c 'import csv,sys; print([r["slo"] for r
   "['pass', 'pass']"
 expect_grep "slo: report" "$TMP/slo.txt" '^  highest passing rate 400.0 req/s'
 [[ -s "$TMP/slo_plots/latency_vs_throughput.png" ]] || fail "slo: latency_vs_throughput.png missing"
+
+# --response_log: one line per call of every step (warm-up included), each
+# scheduled time once, the version that answered (the model's only one, 1)
+# and the step index; as many lines per step as the JSON counts calls.
+rankload --model mini --rate 100,200 --warmup_s 0.2 --duration_s 0.5 --quiet \
+  --json "$TMP/calls.json" --response_log "$TMP/calls.csv" >/dev/null 2>"$TMP/calls.err"
+expect_eq "response log: exit code" "$?" 0
+"$PY" - "$TMP/calls.json" "$TMP/calls.csv" <<'PY' || fail "response log checks (see above)"
+import csv, json, sys
+report = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+rows = list(csv.DictReader(text.splitlines()))
+problems = []
+def check(what, ok):
+    if not ok:
+        problems.append(what)
+check("header", text.split("\n", 1)[0] ==
+      "scheduled_unix_us,sent_unix_us,done_unix_us,latency_us,code,version,step")
+check("two steps", len(report["steps"]) == 2)
+for i, step in enumerate(report["steps"]):
+    mine = [r for r in rows if r["step"] == str(i)]
+    check(f"step {i}: one row per call", len(mine) == sum(step["total_by_code"].values()))
+    check(f"step {i}: each scheduled time once",
+          len({r["scheduled_unix_us"] for r in mine}) == len(mine))
+    check(f"step {i}: all OK from version 1",
+          all(r["code"] == "OK" and r["version"] == "1" for r in mine))
+    t = [(int(r["scheduled_unix_us"]), int(r["sent_unix_us"]), int(r["done_unix_us"]),
+          float(r["latency_us"])) for r in mine]
+    check(f"step {i}: scheduled <= sent <= done", all(s <= x <= d for s, x, d, _ in t))
+    check(f"step {i}: latency = done - scheduled", all(abs(l - (d - s)) <= 1 for s, _, d, l in t))
+check("steps 0 and 1 only", {r["step"] for r in rows} == {"0", "1"})
+if problems:
+    print("failed:", problems, file=sys.stderr)
+    sys.exit(1)
+print(f"response log ok: {len(rows)} calls", file=sys.stderr)
+PY
+expect_grep "response log: counted on stderr" "$TMP/calls.err" '^rankload: response log: [0-9]+ calls in '
 
 # An SLO nothing meets: exit code 4.
 rankload --model mini --mode slo --slo_latency_ms 0.000001 --rate 100 --slo_max_steps 2 \
