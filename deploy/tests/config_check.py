@@ -20,8 +20,9 @@ dashboards: valid JSON with a uid, unique panel ids, every panel on the
   the issue asks for (requests by code, p50/p99, queue vs compute, batch
   size, candidates/s, cache hit rate, model readiness).
 alerts: every alert of alerts.yml has a firing case in alerts_test.yml, and
-  the four the issue asks for exist (error ratio, p99 over SLO, queue
-  saturation, model not ready).
+  the ones the issues ask for exist (error ratio, p99 over SLO, queue
+  saturation, model not ready; failed model loads, a model without a ready
+  version).
 """
 
 import argparse
@@ -241,6 +242,8 @@ REQUIRED_ALERTS = {
     "p99 over SLO": r"histogram_quantile\(0\.99,.*rankd_request_duration_seconds_bucket",
     "queue saturation": r"rankd_queue_duration_seconds",
     "model not ready": r"rankd_model_ready\s*==\s*0",
+    "failed model loads": r'increase\(rankd_model_loads_total\{result="failed"\}',
+    "model without a ready version": r'rankd_model_versions\{state="ready"\}\)?\s*==\s*0',
 }
 
 
