@@ -200,6 +200,10 @@ Metrics::ModelSeries* Metrics::FindOrAdd(const std::string& model) {
 }
 
 void Metrics::AddModel(const engine::Model& model) {
+  // Both results exist from the first load on, so an alert sees the first
+  // failure as an increase.
+  model_loads_->Add({{"model", model.name}, {"result", "success"}});
+  model_loads_->Add({{"model", model.name}, {"result", "failed"}});
   absl::MutexLock lock(&mu_);
   ModelSeries* s = FindOrAdd(model.name);
   FindOrAddVersion(model.name, 0);

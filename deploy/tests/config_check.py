@@ -17,11 +17,14 @@ compose/compose.yaml (+ compose.gpu.yaml):
     dashboards directory is mounted.
 dashboards: valid JSON with a uid, unique panel ids, every panel on the
   "datasource" variable, panels within the 24-column grid, and the panels
-  the issue asks for (requests by code, p50/p99, queue vs compute, batch
-  size, candidates/s, cache hit rate, model readiness).
+  the issues ask for (requests by code, p50/p99, queue vs compute, batch
+  size, candidates/s, cache hit rate, model readiness; model lifecycle:
+  versions by state, loads by result, load duration p50/p99, request rate,
+  error ratio and p99 by version).
 alerts: every alert of alerts.yml has a firing case in alerts_test.yml, and
-  the four the issue asks for exist (error ratio, p99 over SLO, queue
-  saturation, model not ready).
+  the ones the issues ask for exist (error ratio, p99 over SLO, queue
+  saturation, model not ready; failed model loads, a model without a ready
+  version).
 """
 
 import argparse
@@ -193,6 +196,13 @@ REQUIRED_PANELS = {
     "candidates/s": r"rate\(rankd_candidates_total",
     "cache hit rate": r"rankd_embedding_cache_hits_total[^\n]*rankd_embedding_cache_misses_total",
     "model readiness": r"rankd_model_ready",
+    "model versions by state": r"sum by \(model, state\) \(rankd_model_versions",
+    "model loads by result": r"sum by \(model, result\) \(rate\(rankd_model_loads_total",
+    "model load duration p50": r"histogram_quantile\(0\.5, [^\n]*rankd_model_load_duration_seconds_bucket",
+    "model load duration p99": r"histogram_quantile\(0\.99, [^\n]*rankd_model_load_duration_seconds_bucket",
+    "request rate by version": r"sum by \(model, version\) \(rate\(rankd_requests_total",
+    "error ratio by version": r"sum by \(model, version\) \(rate\(rankd_requests_total\{[^}\n]*code=~[^\n]*/ sum by \(model, version\)",
+    "p99 latency by version": r"histogram_quantile\(0\.99, sum by \(model, version, le\) \(rate\(rankd_request_duration_seconds_bucket",
 }
 
 
@@ -241,6 +251,8 @@ REQUIRED_ALERTS = {
     "p99 over SLO": r"histogram_quantile\(0\.99,.*rankd_request_duration_seconds_bucket",
     "queue saturation": r"rankd_queue_duration_seconds",
     "model not ready": r"rankd_model_ready\s*==\s*0",
+    "failed model loads": r'increase\(rankd_model_loads_total\{result="failed"\}',
+    "model without a ready version": r'rankd_model_versions\{state="ready"\}\)?\s*==\s*0',
 }
 
 

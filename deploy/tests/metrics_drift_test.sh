@@ -3,9 +3,10 @@
 # `rankd serve` (//server:rankd) on a mini model with one dynamic table (so
 # per-table series of both kinds exist), sends Score requests through
 # rankctl (so the per-code request series exist), scrapes /metrics, and
-# requires every metric name (and every label matched in a selector) used by
-# the Grafana dashboards, the alert rules, the PrometheusRule and the
-# prometheus-adapter rules to be exported (promql_names.py). Every one of
+# requires every metric name (and every label matched in a selector or
+# grouped by in `by (...)`) used by the Grafana dashboards, the alert rules,
+# the PrometheusRule and the prometheus-adapter rules to be exported
+# (promql_names.py). Every one of
 # those expressions must also parse: they go through `promtool check rules`
 # as recording rules.
 set -uo pipefail

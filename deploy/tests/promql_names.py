@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Metric names (and selector labels) that deploy/'s PromQL uses, against a /metrics scrape.
+"""Metric names (and selector and grouping labels) that deploy/'s PromQL uses, against a /metrics scrape.
 
 Sources of PromQL, all under DEPLOY_DIR:
   grafana/dashboards/*.json        every panel target's `expr` and the template
@@ -14,7 +14,11 @@ Usage:
       appear there as NAME_bucket / NAME_sum / NAME_count, which is what
       PromQL uses), or a series Prometheus makes itself (`up`); every label
       matched in a selector must exist on that metric's samples or be a
-      label Prometheus attaches to targets (job, instance, pod, ...).
+      label Prometheus attaches to targets (job, instance, pod, ...); every
+      label of an aggregation's `by (...)` must exist on the samples of at
+      least one metric it aggregates (or be a target label, or `le` over
+      NAME_bucket): grouping by a label nothing has yields one unlabeled
+      series instead of an error, so a renamed label would pass unseen.
       --rules_out writes every expression as a recording rule, with the
       Grafana / adapter template variables substituted, for `promtool check
       rules` (so the names come from expressions that really parse).
@@ -146,6 +150,59 @@ def selectors(expr):
     return result
 
 
+def _group_labels(toks, i):
+    """toks[i] is "(" after by: ([label names], index after ")")."""
+    labels = []
+    i += 1
+    while i < len(toks) and toks[i][1] != ")":
+        if toks[i][0] == "ident":
+            labels.append(toks[i][1])
+        i += 1
+    return labels, i + 1
+
+
+def _close(toks, i):
+    """toks[i] is "(": index of its matching ")"."""
+    depth = 0
+    for j in range(i, len(toks)):
+        depth += {"(": 1, ")": -1}.get(toks[j][1], 0) if toks[j][0] == "op" else 0
+        if depth == 0:
+            return j
+    raise ValueError(f"unbalanced parentheses in {' '.join(t for _, t in toks)!r}")
+
+
+def groupings(expr):
+    """[(set of `by` labels, [metric names aggregated])] for every `AGG by (...)` of EXPR.
+
+    Both forms: `sum by (a) (x)` and `sum(x) by (a)`. Aggregations whose
+    argument rewrites labels (label_replace, label_join) are left out.
+    """
+    toks = tokenize(expr)
+    out = []
+    for i, (kind, text) in enumerate(toks):
+        if kind != "ident" or text not in AGGREGATIONS or i + 1 >= len(toks):
+            continue
+        nxt = toks[i + 1][1]
+        if nxt == "by" and i + 2 < len(toks) and toks[i + 2][1] == "(":
+            labels, j = _group_labels(toks, i + 2)
+            if j >= len(toks) or toks[j][1] != "(":
+                continue
+            inner = toks[j + 1:_close(toks, j)]
+        elif nxt == "(":
+            end = _close(toks, i + 1)
+            if end + 2 >= len(toks) or toks[end + 1][1] != "by" or toks[end + 2][1] != "(":
+                continue
+            labels, _ = _group_labels(toks, end + 2)
+            inner = toks[i + 2:end]
+        else:
+            continue
+        if any(t in ("label_replace", "label_join") for _, t in inner):
+            continue
+        names = [n for n, _ in selectors(" ".join(t for _, t in inner)) if n]
+        out.append((set(labels), names))
+    return out
+
+
 def dashboard_exprs(path):
     """[(where, expr)] of a Grafana dashboard JSON: panel targets and variable queries."""
     with open(path) as f:
@@ -257,6 +314,19 @@ def check_exprs(report, exprs, exported):
                 report.check(label in exported[name] or label in TARGET_LABELS
                              or (label == "le" and name.endswith("_bucket")),
                              f"{where}: {name} has no label {label!r} (its labels: {sorted(exported[name])})")
+        try:
+            groups = groupings(expr)
+        except ValueError as e:
+            report.fail(f"{where}: {e}")
+            continue
+        for labels, names in groups:
+            names = [n for n in names if n in exported]
+            if not names:  # nothing known to compare with (reported above, or synthetic)
+                continue
+            for label in sorted(labels):
+                report.check(label in TARGET_LABELS or any(label in exported[n] for n in names)
+                             or (label == "le" and any(n.endswith("_bucket") for n in names)),
+                             f"{where}: by ({label}) over {sorted(set(names))}, none of which has label {label!r}")
     return used
 
 
@@ -279,6 +349,18 @@ def self_test():
         if got != want:
             print(f"FAIL [self-test]: {expr!r}: got {got}, want {want}", file=sys.stderr)
             bad += 1
+    group_cases = {
+        'histogram_quantile(0.99, sum by (model, version, le) (rate(h_bucket{model=~"$model"}[5m])))':
+            [({"model", "version", "le"}, ["h_bucket"])],
+        'sum(rate(a[5m])) by (job) / on (job) group_left count by (x) (b)':
+            [({"job"}, ["a"]), ({"x"}, ["b"])],
+        'max by (t) (label_replace(m, "t", "$1", "code", "(.*)")) + sum without (code) (m)': [],
+    }
+    for expr, want in group_cases.items():
+        got = [(l, n) for l, n in groupings(substitute_templates(expr))]
+        if got != want:
+            print(f"FAIL [self-test]: groupings {expr!r}: got {got}, want {want}", file=sys.stderr)
+            bad += 1
     got = selectors(substitute_templates("rate(q_sum{<<.LabelMatchers>>}[$__rate_interval]) by (<<.GroupBy>>)"))
     if got != [("q_sum", {"namespace": ("!=", "")})]:
         print(f"FAIL [self-test]: adapter/Grafana templates: {got}", file=sys.stderr)
@@ -292,7 +374,10 @@ def self_test():
     # The comparison itself: a missing metric and a missing label are caught.
     exported = parse_exposition('# TYPE m counter\nm{model="a",code="OK"} 1\nh_bucket{model="a",le="1"} 0\n')
     comparisons = (('sum by (code) (rate(m{model="x"}[5m]))', 0), ('rate(h_bucket{le="1"}[5m])', 0),
-                   ('m{table="t"}', 1), ('rate(nope_total[5m]) / m', 1), ('up{job="rankd"}', 0))
+                   ('m{table="t"}', 1), ('rate(nope_total[5m]) / m', 1), ('up{job="rankd"}', 0),
+                   ('sum by (model, version) (rate(m[5m]))', 1), ('sum(m) by (instance, code)', 0),
+                   ('histogram_quantile(0.5, sum by (model, le) (rate(h_bucket[5m])))', 0),
+                   ('sum by (le) (m)', 1), ('sum by (version) (up) + sum by (table) (m)', 1))
     for expr, want_errors in comparisons:
         r = deploylib.Report("self-test")
         check_exprs(r, [("case", expr)], exported)
@@ -301,7 +386,7 @@ def self_test():
             bad += 1
     if bad:
         sys.exit(1)
-    print(f"promql self-test: {len(cases) + 2 + len(comparisons)} cases passed")
+    print(f"promql self-test: {len(cases) + len(group_cases) + 2 + len(comparisons)} cases passed")
 
 
 def main():
