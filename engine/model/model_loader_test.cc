@@ -240,9 +240,10 @@ TEST(ModelLoaderTest, LoadsDotModel) {
     const OwnedTensor& w = tensors.at(absl::StrCat("emb_l.", k, ".weight"));
     ASSERT_EQ(t.rows.size, static_cast<int64_t>(w.bytes.size()));
     EXPECT_EQ(std::memcmp(t.rows.data, w.bytes.data(), w.bytes.size()), 0);
-    // A view into the mapped file, kept alive by the owner.
+    // Read into an allocation of the model's own, kept alive by the owner.
     EXPECT_NE(t.rows.owner, nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.rows.data) % 4, 0u);
+    EXPECT_TRUE(t.rows.pinnable);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.rows.data) % (2 << 20), 0u);
     kernels::PoolTable pool = t.pool_view(nullptr);
     EXPECT_EQ(pool.rows, t.rows.data);
     EXPECT_EQ(pool.num_rows, rows[k]);
@@ -274,7 +275,7 @@ TEST(ModelLoaderTest, RowsOutliveEverythingButTheModel) {
   const auto tensors = ExpectedTensors(kMini);
   std::shared_ptr<const Model> m = LoadOk(kMini, tensors, "outlive");
   ASSERT_NE(m, nullptr);
-  // Even with the directory gone, the mapping stays valid while the model lives.
+  // The rows are the model's own: the directory's files are not needed.
   fs::remove_all(TmpDir("outlive"));
   const OwnedTensor& w = tensors.at("emb_l.2.weight");
   EXPECT_EQ(std::memcmp(m->tables[2].rows.data, w.bytes.data(), w.bytes.size()),
@@ -387,9 +388,9 @@ TEST(ModelLoaderTest, LoadsDynamicTable) {
   EXPECT_EQ(m->top.size(), 1u);
 }
 
-// Files from other writers may leave tensors unaligned; rows are then copied
-// to aligned memory rather than read through misaligned float pointers.
-TEST(ModelLoaderTest, UnalignedRowsAreCopied) {
+// Files from other writers may leave tensors unaligned in the file; rows are
+// read into aligned memory all the same.
+TEST(ModelLoaderTest, UnalignedTensorsAreReadIntoAlignedMemory) {
   const std::string dir = TmpDir("unaligned");
   std::ofstream(absl::StrCat(dir, "/model.pbtxt")) << R"pb(
     name: "tiny" num_dense: 2
@@ -415,7 +416,8 @@ TEST(ModelLoaderTest, UnalignedRowsAreCopied) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(rows.data) % alignof(float), 0u);
   ASSERT_EQ(rows.size, 8);
   EXPECT_EQ(std::memcmp(rows.data, values, 8), 0);
-  EXPECT_EQ((*m)->load_stats.tables[0].source, TableSource::kFileCopied);
+  EXPECT_EQ((*m)->load_stats.tables[0].source, TableSource::kFileRead);
+  EXPECT_STREQ(TableSourceName(TableSource::kFileRead), "file (read)");
   EXPECT_EQ((*m)->top[0].weight, (std::vector<float>{0.1f, 0.2f, 0.3f}));
   EXPECT_EQ((*m)->top[0].bias, (std::vector<float>{0.4f}));
 }
@@ -516,12 +518,13 @@ TEST(ModelLoaderTest, RandomTablesAreGeneratedIdenticallyForAnyThreadCount) {
               kernels::kMissingRow);
   }
   EXPECT_EQ(m.load_stats.tables[3].hash_keys, 5000);
-  EXPECT_EQ(m.load_stats.tables[4].source, TableSource::kFileMapped);
-  EXPECT_EQ(m.load_stats.tables[4].rows_seconds, 0);
+  EXPECT_EQ(m.load_stats.tables[4].source, TableSource::kFileRead);
+  EXPECT_GE(m.load_stats.tables[4].rows_seconds, 0);
+  EXPECT_TRUE(m.tables[4].rows.pinnable);
   EXPECT_EQ(std::memcmp(m.tables[4].rows.data,
                         tensors.at("emb_l.4.weight").bytes.data(), 6 * 2 * 4),
             0);
-  // Rows outlive the model's other owners (the mapping's owner is shared).
+  // Rows outlive the model's other owners (the allocation's owner is shared).
   std::shared_ptr<const Model> keep = *a;
   const ByteBuffer rows = keep->tables[0].rows;
   keep.reset();
@@ -552,18 +555,20 @@ TEST(ModelLoaderTest, HostMemoryIsCheckedBeforeAnythingIsAllocated) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted);
   const std::string msg(m.status().message());
-  // Rows 32000 + 1998 + 2464 + 80000, keys 40000, hash 16384 x 16, dense
-  // top_l.0 [1, 35] + [1].
+  // Random rows 32000 + 1998 + 2464 + 80000, keys 40000, file rows 6 x 2 x
+  // 4 (read into memory of the model's own, so counted), hash 16384 x 16,
+  // dense top_l.0 [1, 35] + [1].
   const int64_t need =
-      32000 + 1998 + 2464 + 80000 + 40000 + 16384 * 16 + 36 * 4;
+      32000 + 1998 + 2464 + 80000 + 40000 + 48 + 16384 * 16 + 36 * 4;
   EXPECT_THAT(msg, HasSubstr("loading model 'rnd' v3 (random rows 113.73 KiB "
-                             "+ random keys 39.06 KiB + hash tables 256.00 KiB "
-                             "+ dense weights 144.00 B; rows mapped from the "
-                             "weights file are page cache and not counted) "
+                             "+ random keys 39.06 KiB + file rows 48.00 B + "
+                             "hash tables 256.00 KiB + dense weights 144.00 B) "
                              "needs "));
   EXPECT_THAT(msg, HasSubstr(absl::StrCat("(", need, " bytes) of host memory, "
                                           "but only 97.66 KiB (100000 bytes) "
                                           "is available")));
+  o.mem_available_bytes = need - 1;
+  EXPECT_FALSE(LoadWith(kRandom, ExpectedTensors(kRandom), "rnd_mem1", o).ok());
   o.mem_available_bytes = need;
   EXPECT_TRUE(LoadWith(kRandom, ExpectedTensors(kRandom), "rnd_mem2", o).ok());
 }
