@@ -1,4 +1,5 @@
-// Big host allocations for table rows generated or copied at load time.
+// Big host allocations for table rows and keys generated or read from the
+// weights file at load time.
 //
 // Rows live in an anonymous private mapping (MAP_NORESERVE, so a 50 GB
 // reservation costs nothing until written), 2 MiB aligned and advised as

@@ -28,10 +28,8 @@ int64_t Model::table_bytes() const {
 
 const char* TableSourceName(TableSource source) {
   switch (source) {
-    case TableSource::kFileMapped:
-      return "file (mapped)";
-    case TableSource::kFileCopied:
-      return "file (copied)";
+    case TableSource::kFileRead:
+      return "file (read)";
     case TableSource::kRandom:
       return "random";
   }

@@ -16,16 +16,17 @@
 
 namespace rankd::engine {
 
-// Bytes that are either owned or a view into a mapped file kept alive by
-// `owner` (so loading a big table never copies it).
+// Bytes kept alive by `owner`. LoadModel always gives a table's rows and
+// keys an allocation of their own (generated, or read from the weights
+// file), never a view of a file.
 struct ByteBuffer {
   const uint8_t* data = nullptr;
   int64_t size = 0;
   std::shared_ptr<const void> owner;
   // [data, data + size) is a writable, page-aligned allocation of its own
-  // (rows made at load, e.g. init: RANDOM), so the CUDA backend may pin it in
-  // place for placement HOST instead of copying it. False for views into the
-  // read-only mapped weights file.
+  // (everything LoadModel makes), so the CUDA backend may pin it in place for
+  // placement HOST instead of copying it. False for buffers over memory the
+  // buffer does not own alone (e.g. models built in memory by tests).
   bool pinnable = false;
 };
 
@@ -53,30 +54,28 @@ struct EmbeddingTable {
 
 // How a table's rows got into host memory at load.
 enum class TableSource {
-  kFileMapped,  // used in place from the mapped weights file (not read)
-  kFileCopied,  // copied out of the file (a tensor not aligned to its dtype)
-  kRandom,      // generated: `init { kind: RANDOM }`
+  kFileRead,  // read from the weights file into memory of the model's own
+  kRandom,    // generated: `init { kind: RANDOM }`
 };
-// "file (mapped)", "file (copied)", "random".
+// "file (read)", "random".
 const char* TableSourceName(TableSource source);
 
 // What loading one table cost (LoadModel records one per table).
 struct TableLoadStats {
   std::string table;
-  TableSource source = TableSource::kFileMapped;
+  TableSource source = TableSource::kFileRead;
   int64_t row_bytes = 0;
-  // Producing the rows: filling or copying them; 0 for mapped rows, which
-  // are read from disk on first use, not at load.
+  // Producing the rows: filling them or reading them from the file.
   double rows_seconds = 0;
   // DYNAMIC tables: keys inserted, and seconds for their hash table (making
-  // RANDOM keys included; a FILE table's keys are read from the mapping
-  // here, so this includes their disk reads).
+  // RANDOM keys included; a FILE table's keys are read from the file here,
+  // so this includes their reads).
   int64_t hash_keys = 0;
   double hash_seconds = 0;
 };
 
 struct ModelLoadStats {
-  int threads = 0;       // for fills, copies and hash builds
+  int threads = 0;       // for fills, file reads and hash builds
   double seconds = 0;    // the whole load, config parse to ready Model
   std::vector<TableLoadStats> tables;  // config order
 

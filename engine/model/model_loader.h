@@ -31,7 +31,7 @@ absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path);
 absl::Status ValidateModelConfig(rankd::v1::ModelConfig* config);
 
 struct LoadOptions {
-  // Threads that fill RANDOM tables, copy rows and build hash tables;
+  // Threads that fill RANDOM tables, read FILE tables and build hash tables;
   // 0 = every hardware thread (loading is the only thing a starting server
   // does).
   int num_threads = 0;
@@ -63,11 +63,16 @@ struct LoadOptions {
 };
 
 // Loads one version directory. `expected_name` (if not empty) must equal the
-// config's name. Tables are mapped from the file, not copied, when their
-// dtype matches; RANDOM tables are generated (docs/model-format.md). Before
-// any table memory is allocated, the host bytes the load needs (generated
-// rows and keys, hash tables, copies) are checked against MemAvailable:
-// RESOURCE_EXHAUSTED naming the model, the bytes needed and available.
+// config's name. FILE tables' rows and keys are read from the file into host
+// memory of the model's own (anonymous, 2 MiB aligned, writable, pinnable);
+// RANDOM tables are generated (docs/model-format.md). The returned Model
+// never depends on the directory's files again: overwriting, truncating or
+// deleting them changes nothing it serves. A file that changes while it is
+// being read fails the load (DATA_LOSS naming the file and tensor). Before
+// any table memory is allocated, the host bytes the load needs (rows and
+// keys, generated or read, hash tables, dense weights) are checked against
+// MemAvailable: RESOURCE_EXHAUSTED naming the model, the bytes needed and
+// available.
 absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
     const std::string& directory, int64_t version = 0,
     const std::string& expected_name = "");

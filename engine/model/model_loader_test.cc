@@ -12,10 +12,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/model.h"
@@ -240,9 +244,10 @@ TEST(ModelLoaderTest, LoadsDotModel) {
     const OwnedTensor& w = tensors.at(absl::StrCat("emb_l.", k, ".weight"));
     ASSERT_EQ(t.rows.size, static_cast<int64_t>(w.bytes.size()));
     EXPECT_EQ(std::memcmp(t.rows.data, w.bytes.data(), w.bytes.size()), 0);
-    // A view into the mapped file, kept alive by the owner.
+    // Read into an allocation of the model's own, kept alive by the owner.
     EXPECT_NE(t.rows.owner, nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.rows.data) % 4, 0u);
+    EXPECT_TRUE(t.rows.pinnable);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.rows.data) % (2 << 20), 0u);
     kernels::PoolTable pool = t.pool_view(nullptr);
     EXPECT_EQ(pool.rows, t.rows.data);
     EXPECT_EQ(pool.num_rows, rows[k]);
@@ -274,7 +279,7 @@ TEST(ModelLoaderTest, RowsOutliveEverythingButTheModel) {
   const auto tensors = ExpectedTensors(kMini);
   std::shared_ptr<const Model> m = LoadOk(kMini, tensors, "outlive");
   ASSERT_NE(m, nullptr);
-  // Even with the directory gone, the mapping stays valid while the model lives.
+  // The rows are the model's own: the directory's files are not needed.
   fs::remove_all(TmpDir("outlive"));
   const OwnedTensor& w = tensors.at("emb_l.2.weight");
   EXPECT_EQ(std::memcmp(m->tables[2].rows.data, w.bytes.data(), w.bytes.size()),
@@ -387,9 +392,9 @@ TEST(ModelLoaderTest, LoadsDynamicTable) {
   EXPECT_EQ(m->top.size(), 1u);
 }
 
-// Files from other writers may leave tensors unaligned; rows are then copied
-// to aligned memory rather than read through misaligned float pointers.
-TEST(ModelLoaderTest, UnalignedRowsAreCopied) {
+// Files from other writers may leave tensors unaligned in the file; rows are
+// read into aligned memory all the same.
+TEST(ModelLoaderTest, UnalignedTensorsAreReadIntoAlignedMemory) {
   const std::string dir = TmpDir("unaligned");
   std::ofstream(absl::StrCat(dir, "/model.pbtxt")) << R"pb(
     name: "tiny" num_dense: 2
@@ -415,9 +420,172 @@ TEST(ModelLoaderTest, UnalignedRowsAreCopied) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(rows.data) % alignof(float), 0u);
   ASSERT_EQ(rows.size, 8);
   EXPECT_EQ(std::memcmp(rows.data, values, 8), 0);
-  EXPECT_EQ((*m)->load_stats.tables[0].source, TableSource::kFileCopied);
+  EXPECT_EQ((*m)->load_stats.tables[0].source, TableSource::kFileRead);
+  EXPECT_STREQ(TableSourceName(TableSource::kFileRead), "file (read)");
   EXPECT_EQ((*m)->top[0].weight, (std::vector<float>{0.1f, 0.2f, 0.3f}));
   EXPECT_EQ((*m)->top[0].bias, (std::vector<float>{0.4f}));
+}
+
+// ---- A loaded version never depends on its files again ----
+
+// DYNAMIC FILE table (keys), fp16 STATIC table, bottom and top MLPs.
+constexpr char kLife[] = R"pb(
+  name: "life"
+  num_dense: 3
+  tables { name: "ids" kind: DYNAMIC num_rows: 40 dim: 4 }
+  tables { name: "cats" num_rows: 50 dim: 4 dtype: FP16 }
+  sparse_features { name: "user" table: "ids" }
+  sparse_features { name: "cat" table: "cats" }
+  bottom_mlp: [ 8, 4 ]
+  top_mlp: [ 4, 1 ]
+)pb";
+
+// Copies of everything a model serves from, to compare later.
+struct Snapshot {
+  std::vector<std::vector<uint8_t>> rows;
+  std::vector<std::vector<uint8_t>> keys;
+  std::vector<std::vector<float>> dense;
+};
+
+std::vector<uint8_t> Copy(const ByteBuffer& b) {
+  return std::vector<uint8_t>(b.data, b.data + b.size);
+}
+
+Snapshot Take(const Model& m) {
+  Snapshot s;
+  for (const EmbeddingTable& t : m.tables) {
+    s.rows.push_back(Copy(t.rows));
+    s.keys.push_back(Copy(t.keys));
+  }
+  for (const auto* group : {&m.bottom, &m.top}) {
+    for (const Linear& l : *group) {
+      s.dense.push_back(l.weight);
+      s.dense.push_back(l.bias);
+    }
+  }
+  return s;
+}
+
+void ExpectUnchanged(const Model& m, const Snapshot& before,
+                     const std::string& after) {
+  const Snapshot now = Take(m);
+  EXPECT_EQ(now.rows, before.rows) << after;
+  EXPECT_EQ(now.keys, before.keys) << after;
+  EXPECT_EQ(now.dense, before.dense) << after;
+  // The hash table still finds every stored key.
+  const kernels::HashTableView view = m.tables[0].hash.view();
+  for (int64_t r = 0; r < 40; ++r) {
+    ASSERT_EQ(kernels::HashLookup(view, Key(r)), r) << after;
+  }
+}
+
+void Overwrite(const std::string& path, char byte, int64_t size) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      << std::string(static_cast<size_t>(size), byte);
+}
+
+// Overwriting the weights file in place, truncating it, rewriting it with
+// other bytes and deleting the directory change nothing the model serves
+// (with a mapping the first changed scores and the second was SIGBUS).
+TEST(ModelLoaderTest, LoadedModelIgnoresLaterChangesToItsFiles) {
+  const auto tensors = ExpectedTensors(kLife);
+  const std::string dir = TmpDir("life/1");
+  WriteModel(dir, kLife, tensors);
+  auto loaded = LoadModel(dir, 1, "life");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Model& m = **loaded;
+  const Snapshot before = Take(m);
+  EXPECT_EQ(before.rows[1], tensors.at("emb_l.1.weight").bytes);
+  EXPECT_EQ(before.keys[0], tensors.at("emb_l.0.keys").bytes);
+  EXPECT_EQ(before.dense[0], Floats(tensors.at("bot_l.0.weight")));
+
+  const std::string weights = dir + "/weights.safetensors";
+  const int64_t size = static_cast<int64_t>(fs::file_size(weights));
+  {
+    // Same size, same inode, other bytes: what a MAP_SHARED view would see.
+    std::fstream f(weights, std::ios::binary | std::ios::in | std::ios::out);
+    f << std::string(static_cast<size_t>(size), '\x7f');
+  }
+  ASSERT_EQ(static_cast<int64_t>(fs::file_size(weights)), size);
+  ExpectUnchanged(m, before, "after an in-place overwrite");
+  ASSERT_EQ(truncate(weights.c_str(), 0), 0);
+  ExpectUnchanged(m, before, "after truncating to 0 bytes");
+  Overwrite(weights, '\x5a', size);
+  ExpectUnchanged(m, before, "after rewriting with other bytes");
+  fs::remove_all(TmpDir("life"));
+  ExpectUnchanged(m, before, "after deleting the directory");
+}
+
+// The /proc/self/maps line of the mapping holding `p`.
+std::string MappingOf(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream in(line);
+    in >> std::hex >> begin >> dash >> end;
+    if (a >= begin && a < end) return line;
+  }
+  return "";
+}
+
+// FILE tables' rows and keys are anonymous, writable, 2 MiB-aligned memory
+// of the model's own: the CUDA backend pins them in place, and later updates
+// can write rows in place.
+TEST(ModelLoaderTest, FileTablesAreWritablePinnableMemory) {
+  std::shared_ptr<const Model> m =
+      LoadOk(kLife, ExpectedTensors(kLife), "life_mem");
+  ASSERT_NE(m, nullptr);
+  std::vector<const ByteBuffer*> buffers;
+  for (const EmbeddingTable& t : m->tables) {
+    buffers.push_back(&t.rows);
+    if (t.dynamic) buffers.push_back(&t.keys);
+  }
+  ASSERT_EQ(buffers.size(), 3u);
+  for (const ByteBuffer* b : buffers) {
+    ASSERT_GT(b->size, 0);
+    EXPECT_TRUE(b->pinnable);
+    EXPECT_NE(b->owner, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % sysconf(_SC_PAGESIZE), 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % (2 << 20), 0u);
+    const std::string mapping = MappingOf(b->data);
+    EXPECT_THAT(mapping, HasSubstr(" rw"));
+    EXPECT_THAT(mapping, Not(HasSubstr("safetensors")));
+    // A write lands (a read-only mapping would fault); then undo it.
+    uint8_t* p = const_cast<uint8_t*>(b->data) + b->size - 1;
+    const uint8_t old = *p;
+    *p = static_cast<uint8_t>(old ^ 0xff);
+    EXPECT_EQ(b->data[b->size - 1], static_cast<uint8_t>(old ^ 0xff));
+    *p = old;
+  }
+}
+
+// A file truncated while the loader reads it fails the load with an error
+// naming the file and tensor: never a crash, never a half-read model.
+TEST(ModelLoaderTest, FileTruncatedWhileLoadingIsAnError) {
+  const std::string dir = TmpDir("trunc_during");
+  WriteModel(dir, kMini, ExpectedTensors(kMini));
+  const std::string weights = dir + "/weights.safetensors";
+  LoadOptions o;
+  o.num_threads = 2;
+  o.progress_min_bytes = 1;  // every phase logs its end
+  bool truncated = false;
+  o.log = [&](const std::string& line) {
+    // Table t0's rows are read; cut the file before t1's are.
+    if (!truncated && absl::StrContains(line, "table t0 (reading rows): 100%")) {
+      truncated = truncate(weights.c_str(), 0) == 0;
+    }
+  };
+  auto m = LoadModel(dir, 3, "", o);
+  ASSERT_TRUE(truncated);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kDataLoss) << m.status();
+  EXPECT_THAT(std::string(m.status().message()),
+              HasSubstr(absl::StrCat(weights,
+                                     ": tensor 'emb_l.1.weight': file changed "
+                                     "or truncated while loading (got 0 of ")));
 }
 
 // ---- init { kind: RANDOM } tables, load options, progress, memory check ----
@@ -516,12 +684,13 @@ TEST(ModelLoaderTest, RandomTablesAreGeneratedIdenticallyForAnyThreadCount) {
               kernels::kMissingRow);
   }
   EXPECT_EQ(m.load_stats.tables[3].hash_keys, 5000);
-  EXPECT_EQ(m.load_stats.tables[4].source, TableSource::kFileMapped);
-  EXPECT_EQ(m.load_stats.tables[4].rows_seconds, 0);
+  EXPECT_EQ(m.load_stats.tables[4].source, TableSource::kFileRead);
+  EXPECT_GE(m.load_stats.tables[4].rows_seconds, 0);
+  EXPECT_TRUE(m.tables[4].rows.pinnable);
   EXPECT_EQ(std::memcmp(m.tables[4].rows.data,
                         tensors.at("emb_l.4.weight").bytes.data(), 6 * 2 * 4),
             0);
-  // Rows outlive the model's other owners (the mapping's owner is shared).
+  // Rows outlive the model's other owners (the allocation's owner is shared).
   std::shared_ptr<const Model> keep = *a;
   const ByteBuffer rows = keep->tables[0].rows;
   keep.reset();
@@ -552,18 +721,20 @@ TEST(ModelLoaderTest, HostMemoryIsCheckedBeforeAnythingIsAllocated) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted);
   const std::string msg(m.status().message());
-  // Rows 32000 + 1998 + 2464 + 80000, keys 40000, hash 16384 x 16, dense
-  // top_l.0 [1, 35] + [1].
+  // Random rows 32000 + 1998 + 2464 + 80000, keys 40000, file rows 6 x 2 x
+  // 4 (read into memory of the model's own, so counted), hash 16384 x 16,
+  // dense top_l.0 [1, 35] + [1].
   const int64_t need =
-      32000 + 1998 + 2464 + 80000 + 40000 + 16384 * 16 + 36 * 4;
+      32000 + 1998 + 2464 + 80000 + 40000 + 48 + 16384 * 16 + 36 * 4;
   EXPECT_THAT(msg, HasSubstr("loading model 'rnd' v3 (random rows 113.73 KiB "
-                             "+ random keys 39.06 KiB + hash tables 256.00 KiB "
-                             "+ dense weights 144.00 B; rows mapped from the "
-                             "weights file are page cache and not counted) "
+                             "+ random keys 39.06 KiB + file rows 48.00 B + "
+                             "hash tables 256.00 KiB + dense weights 144.00 B) "
                              "needs "));
   EXPECT_THAT(msg, HasSubstr(absl::StrCat("(", need, " bytes) of host memory, "
                                           "but only 97.66 KiB (100000 bytes) "
                                           "is available")));
+  o.mem_available_bytes = need - 1;
+  EXPECT_FALSE(LoadWith(kRandom, ExpectedTensors(kRandom), "rnd_mem1", o).ok());
   o.mem_available_bytes = need;
   EXPECT_TRUE(LoadWith(kRandom, ExpectedTensors(kRandom), "rnd_mem2", o).ok());
 }
@@ -646,6 +817,37 @@ TEST(ModelLoaderTest, HashBuildReportsProgress) {
   EXPECT_THAT(all, Not(HasSubstr("(random rows)")));
   EXPECT_THAT(lines.back(), HasSubstr("hash tables 0.3 M keys in "));
   EXPECT_EQ((*m)->load_stats.HashKeys(), 300000);
+}
+
+// Reading a big FILE table prints progress and a summary with its rate.
+TEST(ModelLoaderTest, FileRowsReportProgressAndRate) {
+  constexpr char kBigFile[] = R"pb(
+    name: "bigfile"
+    num_dense: 2
+    tables { name: "e" kind: DYNAMIC num_rows: 65536 dim: 64 }
+    sparse_features { name: "fe" table: "e" }
+    interaction { kind: CAT }
+    top_mlp: [ 1 ]
+  )pb";
+  SteppingClock clock;
+  std::vector<std::string> lines;
+  LoadOptions o;
+  o.num_threads = 1;
+  o.clock = &clock;
+  o.progress_min_bytes = 8 << 20;  // the 16 MiB rows, not keys or hash
+  o.log = [&lines](const std::string& line) { lines.push_back(line); };
+  auto m = LoadWith(kBigFile, ExpectedTensors(kBigFile), "bigfile", o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::string all = absl::StrJoin(lines, "\n");
+  EXPECT_THAT(all, HasSubstr("loading bigfile v3 table e (reading rows): "
+                             "100% (0.02 GB) in "));
+  EXPECT_THAT(all, Not(HasSubstr("(reading keys)")));  // 0.5 MiB
+  EXPECT_THAT(lines.back(), HasSubstr("(1 thread): file rows 0.02 GB in "));
+  EXPECT_THAT(lines.back(), HasSubstr(" GB/s)"));
+  const ModelLoadStats& st = (*m)->load_stats;
+  EXPECT_EQ(st.RowBytes(TableSource::kFileRead), 65536 * 64 * 4);
+  EXPECT_GT(st.RowSeconds(TableSource::kFileRead), 0);
+  EXPECT_EQ(st.RowBytes(TableSource::kRandom), 0);
 }
 
 TEST(ModelLoaderTest, HashTablesCanBeLeftToTheGpu) {

@@ -1,10 +1,11 @@
-// safetensors reader: maps the file read-only and validates the header before
-// handing out any pointer into it, so a corrupt or truncated file is an error
-// at load time instead of a crash (or silent garbage) while serving.
+// safetensors reader: reads and validates the header with pread, then reads
+// tensor bytes on demand into the caller's memory. It never maps the file: a
+// mapping would tie what a model serves to the file (a truncated file faults
+// with SIGBUS, an overwritten one changes scores), while a read is a copy,
+// and a file that changes under a read is an error, never a crash.
 #include "engine/model/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,50 @@ uint64_t ReadLe64(const uint8_t* p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
   return v;
+}
+
+// The Rust safetensors crate refuses headers larger than this; so does
+// rankd, so a corrupt length never makes it allocate gigabytes.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// pread until `bytes` are read, the file ends or a read fails; *got = bytes
+// read. Returns errno of the failed read, 0 otherwise (EOF included).
+int PreadFully(int fd, void* dst, int64_t bytes, int64_t offset,
+               int64_t* got) {
+  uint8_t* p = static_cast<uint8_t*>(dst);
+  *got = 0;
+  while (*got < bytes) {
+    // Linux moves at most 0x7ffff000 bytes a call: ask for at most 1 GiB.
+    const size_t want =
+        static_cast<size_t>(std::min<int64_t>(bytes - *got, int64_t{1} << 30));
+    const ssize_t n = pread(fd, p + *got, want, offset + *got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return 0;  // end of file
+    *got += n;
+  }
+  return 0;
+}
+
+// Reads exactly `bytes` at `offset`. A file that ends early has changed
+// since it was opened (its size was checked then): DATA_LOSS, as is a failed
+// read (EIO). `what` names the part: "the header", "tensor 'x'".
+absl::Status ReadExactly(const std::string& path, const std::string& what,
+                         int fd, void* dst, int64_t bytes, int64_t offset) {
+  int64_t got = 0;
+  if (const int err = PreadFully(fd, dst, bytes, offset, &got); err != 0) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", what, ": cannot read ", bytes,
+                     " bytes at file offset ", offset, ": ", strerror(err)));
+  }
+  if (got < bytes) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": ", what, ": file changed or truncated while loading (got ",
+        got, " of ", bytes, " bytes at file offset ", offset, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Invalid(const std::string& path, const std::string& what) {
@@ -232,6 +277,74 @@ absl::Status CheckNoOverlap(const std::string& path,
   return absl::OkStatus();
 }
 
+// The JSON text of the header: the 8-byte little-endian length, then that
+// many bytes, both read with pread. `file_size` is the size at open.
+absl::Status ReadHeaderText(const std::string& path, int fd, int64_t file_size,
+                            std::string* header) {
+  uint8_t len_bytes[8];
+  if (absl::Status s =
+          ReadExactly(path, "the header length", fd, len_bytes, 8, 0);
+      !s.ok()) {
+    return s;
+  }
+  const uint64_t header_len = ReadLe64(len_bytes);
+  if (header_len > static_cast<uint64_t>(file_size - 8)) {
+    return Invalid(path, absl::StrCat("header length ", header_len,
+                                      " is beyond the file: only ",
+                                      file_size - 8,
+                                      " bytes follow the 8-byte length "
+                                      "(truncated or not a safetensors file?)"));
+  }
+  if (header_len > kMaxHeaderBytes) {
+    return Invalid(path, absl::StrCat("header length ", header_len,
+                                      " is over the format's limit of ",
+                                      kMaxHeaderBytes,
+                                      " bytes (not a safetensors file?)"));
+  }
+  header->resize(static_cast<size_t>(header_len));
+  return ReadExactly(path, "the header", fd, header->data(),
+                     static_cast<int64_t>(header_len), 8);
+}
+
+// Checks every entry of the parsed header against the data section
+// [data_start, data_start + data_size) of the file and fills `tensors` and
+// `metadata`.
+absl::Status ParseHeader(const std::string& path, const json& root,
+                         int64_t data_start, int64_t data_size,
+                         std::map<std::string, TensorInfo>* tensors,
+                         std::map<std::string, std::string>* metadata) {
+  if (!root.is_object()) {
+    return Invalid(path, absl::StrCat("header must be a JSON object, got ",
+                                      root.type_name()));
+  }
+  std::vector<ParsedEntry> entries;
+  entries.reserve(root.size());
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (absl::Status s = ParseMetadata(path, it.value(), metadata); !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    ParsedEntry entry;
+    if (absl::Status s = ParseEntry(path, it.key(), it.value(), data_size, &entry);
+        !s.ok()) {
+      return s;
+    }
+    entries.push_back(std::move(entry));
+  }
+  std::vector<const ParsedEntry*> ptrs;
+  for (const ParsedEntry& e : entries) ptrs.push_back(&e);
+  if (absl::Status s = CheckNoOverlap(path, std::move(ptrs)); !s.ok()) return s;
+
+  for (ParsedEntry& e : entries) {
+    e.info.name = e.name;
+    e.info.file_offset = data_start + e.begin;
+    tensors->emplace(e.name, std::move(e.info));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* TensorDtypeName(TensorDtype d) {
@@ -249,7 +362,7 @@ int TensorDtypeBytes(TensorDtype d) {
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (map_ != nullptr) munmap(map_, static_cast<size_t>(map_size_));
+  if (fd_ >= 0) close(fd_);
 }
 
 absl::StatusOr<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(
@@ -261,90 +374,57 @@ absl::StatusOr<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(
     return err == ENOENT ? absl::NotFoundError(what)
                          : absl::FailedPreconditionError(what);
   }
+  // From here the file object owns the descriptor, so every return closes it.
+  std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  file->fd_ = fd;
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
     return absl::FailedPreconditionError(
-        absl::StrCat(path, ": cannot stat: ", strerror(err)));
+        absl::StrCat(path, ": cannot stat: ", strerror(errno)));
   }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return Invalid(path, "not a regular file");
-  }
+  if (!S_ISREG(st.st_mode)) return Invalid(path, "not a regular file");
   const int64_t file_size = st.st_size;
   if (file_size < 8) {
-    close(fd);
     return Invalid(path, absl::StrCat("file is ", file_size,
                                       " bytes, shorter than the 8-byte header "
                                       "length (truncated?)"));
   }
-  void* map = mmap(nullptr, static_cast<size_t>(file_size), PROT_READ,
-                   MAP_SHARED, fd, 0);
-  const int map_err = errno;
-  // The mapping keeps the file's pages reachable; the descriptor is not needed.
-  close(fd);
-  if (map == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, ": mmap of ", file_size,
-                     " bytes failed: ", strerror(map_err)));
-  }
-  // From here the file object owns the mapping, so every return unmaps it.
-  std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->path_ = path;
-  file->map_ = map;
-  file->map_size_ = file_size;
-  const uint8_t* bytes = static_cast<const uint8_t*>(map);
 
-  const uint64_t header_len = ReadLe64(bytes);
-  if (header_len > static_cast<uint64_t>(file_size - 8)) {
-    return Invalid(path, absl::StrCat("header length ", header_len,
-                                      " is beyond the file: only ",
-                                      file_size - 8,
-                                      " bytes follow the 8-byte length "
-                                      "(truncated or not a safetensors file?)"));
+  std::string header;
+  if (absl::Status s = ReadHeaderText(path, fd, file_size, &header); !s.ok()) {
+    return s;
   }
-  const char* header = reinterpret_cast<const char*>(bytes + 8);
   json root;
   try {
-    root = json::parse(header, header + header_len);
+    root = json::parse(header.begin(), header.end());
   } catch (const json::exception& e) {
     // Kept inside: exceptions never cross into callers (DESIGN.md).
     return Invalid(path, absl::StrCat("header is not valid JSON: ", e.what()));
   }
-  if (!root.is_object()) {
-    return Invalid(path, absl::StrCat("header must be a JSON object, got ",
-                                      root.type_name()));
-  }
-
-  const uint8_t* data = bytes + 8 + header_len;
-  const int64_t data_size = file_size - 8 - static_cast<int64_t>(header_len);
-  std::vector<ParsedEntry> entries;
-  entries.reserve(root.size());
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (absl::Status s = ParseMetadata(path, it.value(), &file->metadata_);
-          !s.ok()) {
-        return s;
-      }
-      continue;
-    }
-    ParsedEntry entry;
-    if (absl::Status s = ParseEntry(path, it.key(), it.value(), data_size, &entry);
-        !s.ok()) {
-      return s;
-    }
-    entries.push_back(std::move(entry));
-  }
-  std::vector<const ParsedEntry*> ptrs;
-  for (const ParsedEntry& e : entries) ptrs.push_back(&e);
-  if (absl::Status s = CheckNoOverlap(path, std::move(ptrs)); !s.ok()) return s;
-
-  for (ParsedEntry& e : entries) {
-    e.info.data = data + e.begin;
-    file->tensors_.emplace(e.name, std::move(e.info));
+  const int64_t data_start = 8 + static_cast<int64_t>(header.size());
+  if (absl::Status s = ParseHeader(path, root, data_start,
+                                   file_size - data_start, &file->tensors_,
+                                   &file->metadata_);
+      !s.ok()) {
+    return s;
   }
   return std::shared_ptr<const SafetensorsFile>(std::move(file));
+}
+
+absl::Status SafetensorsFile::ReadTensor(const TensorInfo& t,
+                                         int64_t byte_offset, int64_t bytes,
+                                         void* dst) const {
+  if (byte_offset < 0 || bytes < 0 || byte_offset > t.size_bytes ||
+      bytes > t.size_bytes - byte_offset) {
+    return absl::OutOfRangeError(
+        absl::StrCat(path_, ": tensor '", t.name, "': cannot read ", bytes,
+                     " bytes at byte ", byte_offset, " of a ", t.size_bytes,
+                     "-byte tensor"));
+  }
+  if (bytes == 0) return absl::OkStatus();
+  return ReadExactly(path_, absl::StrCat("tensor '", t.name, "'"), fd_, dst,
+                     bytes, t.file_offset + byte_offset);
 }
 
 const TensorInfo* SafetensorsFile::Find(const std::string& name) const {

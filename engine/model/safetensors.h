@@ -1,9 +1,12 @@
 // safetensors files (https://huggingface.co/docs/safetensors): an 8-byte
 // little-endian header length, a JSON header {name: {dtype, shape,
 // data_offsets}, "__metadata__": {...}}, then the tensor bytes.
-// The reader maps the file read-only and checks every entry: dtype known,
-// shape non-negative, byte size = product(shape) * dtype size, offsets inside
-// the data section, no two tensors overlapping.
+// The reader reads the header with pread (it never maps the file) and checks
+// every entry: dtype known, shape non-negative, byte size = product(shape) *
+// dtype size, offsets inside the data section, no two tensors overlapping.
+// Tensor bytes are read on demand (ReadTensor) into memory the caller owns,
+// so nothing read from the file can change or fault when the file is later
+// overwritten, truncated or deleted.
 #ifndef RANKD_ENGINE_MODEL_SAFETENSORS_H_
 #define RANKD_ENGINE_MODEL_SAFETENSORS_H_
 
@@ -27,13 +30,20 @@ const char* TensorDtypeName(TensorDtype d);
 int TensorDtypeBytes(TensorDtype d);
 
 struct TensorInfo {
+  std::string name;
   TensorDtype dtype = TensorDtype::kF32;
   std::vector<int64_t> shape;
-  const uint8_t* data = nullptr;  // into the mapping
+  // Absolute offset of the tensor's first byte in the file (8 + header
+  // length + data_offsets[0]). Not necessarily aligned to the element size
+  // (files from other writers may leave tensors unaligned).
+  int64_t file_offset = 0;
   int64_t size_bytes = 0;
 };
 
-// Read-only mapping of one file. Thread-safe after Open (immutable).
+// One open safetensors file: its validated header and an open descriptor
+// (O_CLOEXEC, closed by the destructor) to read tensor bytes from.
+// Thread-safe after Open: ReadTensor uses pread, which has no shared file
+// position, so threads may read different parts of one tensor at once.
 class SafetensorsFile {
  public:
   static absl::StatusOr<std::shared_ptr<const SafetensorsFile>> Open(
@@ -52,11 +62,18 @@ class SafetensorsFile {
                                         TensorDtype dtype,
                                         absl::Span<const int64_t> shape) const;
 
+  // Reads bytes [byte_offset, byte_offset + bytes) of tensor `t` (one of
+  // this file's tensors()) into `dst`, retrying on EINTR and short reads.
+  // OUT_OF_RANGE if the range is not inside the tensor; DATA_LOSS naming the
+  // path and tensor if the file ends early ("file changed or truncated while
+  // loading") or the read fails (EIO).
+  absl::Status ReadTensor(const TensorInfo& t, int64_t byte_offset,
+                          int64_t bytes, void* dst) const;
+
  private:
   SafetensorsFile() = default;
   std::string path_;
-  void* map_ = nullptr;
-  int64_t map_size_ = 0;
+  int fd_ = -1;  // O_CLOEXEC; closed by the destructor
   std::map<std::string, TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -1,12 +1,17 @@
 #include "engine/model/safetensors.h"
 
 #include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +50,14 @@ std::string WriteRaw(const std::string& name, const std::string& header,
   bytes += data;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
+}
+
+// The whole tensor, read with ReadTensor.
+std::vector<uint8_t> Bytes(const SafetensorsFile& f, const TensorInfo& t) {
+  std::vector<uint8_t> out(static_cast<size_t>(t.size_bytes));
+  const absl::Status s = f.ReadTensor(t, 0, t.size_bytes, out.data());
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
 }
 
 std::string OpenError(const std::string& path) {
@@ -104,36 +117,36 @@ TEST(SafetensorsTest, RoundTripWithDataFillAndMetadata) {
   EXPECT_EQ(tw->dtype, TensorDtype::kF32);
   EXPECT_EQ(tw->shape, (std::vector<int64_t>{2, 3}));
   ASSERT_EQ(tw->size_bytes, 24);
-  EXPECT_EQ(std::memcmp(tw->data, w.data(), 24), 0);
+  EXPECT_EQ(tw->name, "w");
+  EXPECT_EQ(std::memcmp(Bytes(f, *tw).data(), w.data(), 24), 0);
 
   const TensorInfo* th = f.Find("half");
   ASSERT_NE(th, nullptr);
   EXPECT_EQ(th->dtype, TensorDtype::kF16);
-  EXPECT_EQ(std::memcmp(th->data, h.data(), 6), 0);
+  EXPECT_EQ(std::memcmp(Bytes(f, *th).data(), h.data(), 6), 0);
 
   const TensorInfo* tk = f.Find("keys");
   ASSERT_NE(tk, nullptr);
   EXPECT_EQ(tk->dtype, TensorDtype::kI64);
-  EXPECT_EQ(std::memcmp(tk->data, keys.data(), 32), 0);
+  EXPECT_EQ(std::memcmp(Bytes(f, *tk).data(), keys.data(), 32), 0);
 
   const TensorInfo* tf = f.Find("filled");
   ASSERT_NE(tf, nullptr);
   ASSERT_EQ(tf->size_bytes, 5);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(tf->data[i], 100 + i);
+  const std::vector<uint8_t> filled_bytes = Bytes(f, *tf);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(filled_bytes[i], 100 + i);
 
   const TensorInfo* te = f.Find("empty");
   ASSERT_NE(te, nullptr);
   EXPECT_EQ(te->shape, (std::vector<int64_t>{0, 4}));
   EXPECT_EQ(te->size_bytes, 0);
+  EXPECT_TRUE(Bytes(f, *te).empty());
 
   EXPECT_EQ(f.Find("nope"), nullptr);
 
-  // Every tensor is aligned to its element size in the (page-aligned) map.
+  // Every tensor starts at a file offset aligned to its element size.
   for (const auto& [name, info] : f.tensors()) {
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(info.data) %
-                  TensorDtypeBytes(info.dtype),
-              0u)
-        << name;
+    EXPECT_EQ(info.file_offset % TensorDtypeBytes(info.dtype), 0) << name;
   }
 }
 
@@ -163,10 +176,13 @@ TEST(SafetensorsTest, WrittenLayoutIsContiguousAndAligned) {
   ASSERT_TRUE(file.ok()) << file.status();
   // Sorted by start offset, each tensor begins where the previous ended.
   std::vector<std::pair<int64_t, int64_t>> spans;
-  const uint8_t* base = (*file)->Find("k")->data;  // largest element: first
+  const int64_t base = (*file)->Find("k")->file_offset;  // largest element: first
+  EXPECT_EQ(base, 8 + static_cast<int64_t>(len));
   for (const auto& [name, info] : (*file)->tensors()) {
-    spans.emplace_back(info.data - base, info.data - base + info.size_bytes);
-    EXPECT_EQ((info.data - base) % TensorDtypeBytes(info.dtype), 0) << name;
+    spans.emplace_back(info.file_offset - base,
+                       info.file_offset - base + info.size_bytes);
+    EXPECT_EQ((info.file_offset - base) % TensorDtypeBytes(info.dtype), 0)
+        << name;
   }
   std::sort(spans.begin(), spans.end());
   int64_t end = 0;
@@ -197,10 +213,117 @@ TEST(SafetensorsTest, FillIsCalledInChunksOf64MiB) {
   const TensorInfo* info = (*file)->Find("big");
   ASSERT_NE(info, nullptr);
   ASSERT_EQ(info->size_bytes, size);
+  const std::vector<uint8_t> bytes = Bytes(**file, *info);
   for (int64_t i : {int64_t{0}, int64_t{1}, (int64_t{64} << 20) - 1,
                     int64_t{64} << 20, size - 1}) {
-    EXPECT_EQ(info->data[i], static_cast<uint8_t>(i * 7)) << i;
+    EXPECT_EQ(bytes[i], static_cast<uint8_t>(i * 7)) << i;
   }
+  std::remove(path.c_str());
+}
+
+// ReadTensor reads any byte range of a tensor, and nothing outside it.
+TEST(SafetensorsTest, ReadTensorRanges) {
+  std::vector<uint8_t> data(1000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13);
+  const std::string path = TmpPath("ranges.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"u", TensorDtype::kU8, {1000},
+                                       data.data(), nullptr}})
+                  .ok());
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const TensorInfo& t = *(*file)->Find("u");
+  std::vector<uint8_t> part(100, 0xee);
+  ASSERT_TRUE((*file)->ReadTensor(t, 900, 100, part.data()).ok());
+  EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + 900));
+  EXPECT_TRUE((*file)->ReadTensor(t, 1000, 0, part.data()).ok());
+  for (auto [offset, bytes] : {std::pair<int64_t, int64_t>{901, 100},
+                               {-1, 10}, {0, -1}, {1001, 0}}) {
+    const absl::Status s = (*file)->ReadTensor(t, offset, bytes, part.data());
+    EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << offset << " " << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat(path, ": tensor 'u': cannot read ")));
+  }
+}
+
+// A file truncated between Open (header parsed) and a tensor read: an error
+// naming the file and tensor, never a crash (no mapping to fault on).
+TEST(SafetensorsTest, FileTruncatedAfterOpen) {
+  const std::vector<float> a(64, 1.5f), b(64, -2.5f);
+  const std::string path = TmpPath("truncated_later.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path,
+                               {{"a", TensorDtype::kF32, {64}, a.data(), nullptr},
+                                {"b", TensorDtype::kF32, {64}, b.data(), nullptr}})
+                  .ok());
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const TensorInfo& ta = *(*file)->Find("a");
+  const TensorInfo& tb = *(*file)->Find("b");
+  const TensorInfo& last = ta.file_offset > tb.file_offset ? ta : tb;
+  // Cut the last tensor in half.
+  ASSERT_EQ(truncate(path.c_str(), last.file_offset + 128), 0);
+  std::vector<float> out(64);
+  absl::Status s = (*file)->ReadTensor(last, 0, 256, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat(path, ": tensor '", last.name,
+                                     "': file changed or truncated while "
+                                     "loading (got 128 of 256 bytes at file "
+                                     "offset ",
+                                     last.file_offset, ")")));
+  // The part still in the file reads fine; an empty file fails every read.
+  EXPECT_TRUE((*file)->ReadTensor(last, 0, 128, out.data()).ok());
+  ASSERT_EQ(truncate(path.c_str(), 0), 0);
+  for (const TensorInfo* t : {&ta, &tb}) {
+    s = (*file)->ReadTensor(*t, 4, 8, out.data());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(absl::StrCat("tensor '", t->name,
+                                       "': file changed or truncated while "
+                                       "loading (got 0 of 8 bytes")));
+  }
+}
+
+std::set<std::string> OpenDescriptors() {
+  std::set<std::string> fds;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    fds.insert(e.path().filename().string());
+  }
+  return fds;
+}
+
+// The file holds one descriptor, close-on-exec (a server that runs helper
+// processes must not leak model files into them), closed with the object.
+TEST(SafetensorsTest, OneCloseOnExecDescriptorClosedByTheDestructor) {
+  const float x = 1;
+  const std::string path = TmpPath("fd.safetensors");
+  ASSERT_TRUE(WriteSafetensors(path, {{"x", TensorDtype::kF32, {1}, &x, nullptr}}).ok());
+  const std::set<std::string> before = OpenDescriptors();
+  auto file = SafetensorsFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::set<std::string> during = OpenDescriptors();
+  std::vector<std::string> added;
+  for (const std::string& fd : during) {
+    if (before.count(fd) == 0) added.push_back(fd);
+  }
+  // The directory_iterator's own descriptor is closed by then.
+  ASSERT_EQ(added.size(), 1u);
+  const int fd = std::stoi(added[0]);
+  EXPECT_NE(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+  file = absl::StatusOr<std::shared_ptr<const SafetensorsFile>>(nullptr);
+  EXPECT_EQ(OpenDescriptors(), before);
+  // Failed opens close theirs too.
+  OpenError(WriteRaw("fd_bad.safetensors", "[1]", ""));
+  EXPECT_EQ(OpenDescriptors(), before);
+}
+
+// A corrupt length is refused before anything is allocated for the header.
+TEST(SafetensorsTest, HeaderOverTheFormatLimit) {
+  const std::string path =
+      WriteRaw("huge_header.safetensors", "{}", "", 150'000'000);
+  ASSERT_EQ(truncate(path.c_str(), 200'000'000), 0);  // sparse: costs nothing
+  EXPECT_THAT(OpenError(path),
+              HasSubstr("header length 150000000 is over the format's limit "
+                        "of 100000000 bytes"));
   std::remove(path.c_str());
 }
 
@@ -415,7 +538,7 @@ TEST(SafetensorsTest, Metadata) {
           "\x01\x02\x03"));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ((*f)->metadata().at("format"), "pt");
-  EXPECT_EQ((*f)->Find("x")->data[0], 2);
+  EXPECT_EQ(Bytes(**f, *(*f)->Find("x"))[0], 2);
 }
 
 }  // namespace

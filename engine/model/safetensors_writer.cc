@@ -114,7 +114,8 @@ absl::Status WriteSafetensors(const std::string& path,
   }
   std::string header_text = header.dump();
   // Spaces are valid JSON whitespace; they make the data section start on an
-  // 8-byte boundary (of the file, hence of a page-aligned mapping).
+  // 8-byte boundary of the file (other readers, e.g. the Python package,
+  // map it and read tensors in place).
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
   uint8_t len_bytes[8];
   uint64_t len = header_text.size();

@@ -1,7 +1,7 @@
 // rankd gen-requests: synthetic ScoreRequest JSON lines for a model, with
 // Zipf-distributed ids (MODELS.md: alpha 1.05 and 1.2) so caches see skew.
 // Reads model.pbtxt and, for DYNAMIC tables with file keys, only the keys
-// tensor of weights.safetensors (mapped): generating traffic for a 100 GB
+// tensor of weights.safetensors (read): generating traffic for a 100 GB
 // model never loads its rows. RANDOM tables' keys are computed
 // (engine/model/table_init.h).
 #include <algorithm>
@@ -68,15 +68,13 @@ struct TableIds {
   bool dynamic = false;
   bool random = false;              // DYNAMIC: keys computed from the config
   uint64_t stream = 0;              // RANDOM: table_init.h stream
-  const uint8_t* file_keys = nullptr;  // FILE DYNAMIC: the mapped keys tensor
+  std::vector<int64_t> file_keys;   // FILE DYNAMIC: the keys tensor, read
 
   // Stored key of `row` (DYNAMIC) or the row itself (STATIC).
   int64_t Id(int64_t row) const {
     if (!dynamic) return row;
     if (random) return engine::RandomTableKey(stream, row);
-    int64_t key;  // the tensor may be unaligned in a hand-made file
-    std::memcpy(&key, file_keys + 8 * row, 8);
-    return key;
+    return file_keys[row];
   }
 };
 
@@ -109,7 +107,7 @@ int RunGenRequests() {
   }
   const rankd::v1::ModelConfig& c = *config;
   const engine::ModelTensorLayout layout = engine::ExpectedTensorLayout(c);
-  std::shared_ptr<const engine::SafetensorsFile> weights;  // keeps keys mapped
+  std::shared_ptr<const engine::SafetensorsFile> weights;  // opened once
   std::vector<TableIds> tables(c.tables_size());
   for (int k = 0; k < c.tables_size(); ++k) {
     const rankd::v1::TableConfig& tc = c.tables(k);
@@ -133,7 +131,13 @@ int RunGenRequests() {
       std::cerr << "rankd gen-requests: " << keys.status().message() << "\n";
       return 1;
     }
-    t.file_keys = (*keys)->data;
+    t.file_keys.resize(static_cast<size_t>((*keys)->size_bytes / 8));
+    if (absl::Status s = weights->ReadTensor(**keys, 0, (*keys)->size_bytes,
+                                             t.file_keys.data());
+        !s.ok()) {
+      std::cerr << "rankd gen-requests: " << s.message() << "\n";
+      return 1;
+    }
   }
   std::vector<int> feature_table;
   for (const auto& f : c.sparse_features()) {
