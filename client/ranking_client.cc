@@ -139,11 +139,16 @@ absl::StatusOr<rankd::v1::ScoreResponse> RankingClient::Score(
 absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(absl::string_view model,
                                                                  int64_t version,
                                                                  const CallOptions& call) const {
-  grpc::ClientContext context;
-  Prepare(call, &context);
   rankd::v1::GetModelInfoRequest request;
   request.set_model(std::string(model));
   request.set_version(version);
+  return GetModelInfo(request, call);
+}
+
+absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(
+    const rankd::v1::GetModelInfoRequest& request, const CallOptions& call) const {
+  grpc::ClientContext context;
+  Prepare(call, &context);
   rankd::v1::ModelInfo response;
   const grpc::Status status = ranking_->GetModelInfo(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);

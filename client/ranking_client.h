@@ -100,6 +100,9 @@ class RankingClient {
   // Describes a served model; version 0 = its newest ready version.
   absl::StatusOr<rankd::v1::ModelInfo> GetModelInfo(absl::string_view model, int64_t version = 0,
                                                     const CallOptions& call = {}) const;
+  // Same, from a whole request (e.g. one naming a version_label).
+  absl::StatusOr<rankd::v1::ModelInfo> GetModelInfo(const rankd::v1::GetModelInfoRequest& request,
+                                                    const CallOptions& call = {}) const;
 
   // grpc.health.v1.Health/Check. `service` "" = the server as a whole; a model
   // name = that model. A service the server does not know (NOT_FOUND in the
