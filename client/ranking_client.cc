@@ -1,6 +1,5 @@
 #include "client/ranking_client.h"
 
-#include <chrono>
 #include <climits>
 #include <map>
 #include <utility>
@@ -9,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/connect.h"
 #include "client/status_conversion.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -28,22 +28,6 @@ struct RankingClient::Tracker {
 };
 
 namespace {
-
-const char* ConnectivityName(grpc_connectivity_state state) {
-  switch (state) {
-    case GRPC_CHANNEL_IDLE:
-      return "IDLE";
-    case GRPC_CHANNEL_CONNECTING:
-      return "CONNECTING";
-    case GRPC_CHANNEL_READY:
-      return "READY";
-    case GRPC_CHANNEL_TRANSIENT_FAILURE:
-      return "TRANSIENT_FAILURE";
-    case GRPC_CHANNEL_SHUTDOWN:
-      return "SHUTDOWN";
-  }
-  return "?";
-}
 
 absl::Status Validate(const RankingClient::Options& o) {
   if (o.target.empty()) return absl::InvalidArgumentError("target: must not be empty");
@@ -106,16 +90,9 @@ absl::StatusOr<std::unique_ptr<RankingClient>> RankingClient::Create(const Optio
         absl::StrCat("target: cannot create a channel to \"", options.target, "\""));
   }
   if (options.connect_timeout_ms > 0) {
-    const auto deadline =
-        std::chrono::system_clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
-    grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
-    while (state != GRPC_CHANNEL_READY) {
-      if (state == GRPC_CHANNEL_SHUTDOWN || !channel->WaitForStateChange(state, deadline)) {
-        return absl::UnavailableError(absl::StrCat("cannot connect to ", options.target, " within ",
-                                                   options.connect_timeout_ms, " ms (channel ",
-                                                   ConnectivityName(state), ")"));
-      }
-      state = channel->GetState(/*try_to_connect=*/true);
+    if (absl::Status s = WaitForConnection(*channel, options.target, options.connect_timeout_ms);
+        !s.ok()) {
+      return s;
     }
   }
   return std::unique_ptr<RankingClient>(new RankingClient(options, std::move(channel)));
@@ -146,13 +123,7 @@ RankingClient::~RankingClient() {
 }
 
 void RankingClient::Prepare(const CallOptions& call, grpc::ClientContext* context) const {
-  const absl::Duration deadline =
-      call.deadline.has_value() ? *call.deadline : absl::Milliseconds(options_.deadline_ms);
-  if (deadline != absl::InfiniteDuration()) {
-    context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMicroseconds(deadline));
-  }
-  context->set_wait_for_ready(call.wait_for_ready);
-  for (const auto& [key, value] : call.metadata) context->AddMetadata(key, value);
+  ApplyCallOptions(call, absl::Milliseconds(options_.deadline_ms), context);
 }
 
 absl::StatusOr<rankd::v1::ScoreResponse> RankingClient::Score(
@@ -168,11 +139,16 @@ absl::StatusOr<rankd::v1::ScoreResponse> RankingClient::Score(
 absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(absl::string_view model,
                                                                  int64_t version,
                                                                  const CallOptions& call) const {
-  grpc::ClientContext context;
-  Prepare(call, &context);
   rankd::v1::GetModelInfoRequest request;
   request.set_model(std::string(model));
   request.set_version(version);
+  return GetModelInfo(request, call);
+}
+
+absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(
+    const rankd::v1::GetModelInfoRequest& request, const CallOptions& call) const {
+  grpc::ClientContext context;
+  Prepare(call, &context);
   rankd::v1::ModelInfo response;
   const grpc::Status status = ranking_->GetModelInfo(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);

@@ -17,7 +17,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/call_options.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -37,19 +37,6 @@ using ServingStatus = ::grpc::health::v1::HealthCheckResponse::ServingStatus;
 
 // "SERVING", "NOT_SERVING", "UNKNOWN", "SERVICE_UNKNOWN".
 std::string ServingStatusName(ServingStatus status);
-
-// Per-call settings of RankingClient; the defaults come from its Options.
-// (Outside the class: GCC cannot use a nested struct's member initializers
-// in default arguments of the enclosing class.)
-struct CallOptions {
-  // Unset: RankingClient::Options::deadline_ms. absl::InfiniteDuration(): no deadline.
-  std::optional<absl::Duration> deadline;
-  // true: a call made while the channel is not connected waits (up to its
-  // deadline) for a connection instead of failing with UNAVAILABLE at once.
-  bool wait_for_ready = false;
-  // Metadata (headers) sent with the call, e.g. a trace id. Keys lower-case.
-  std::vector<std::pair<std::string, std::string>> metadata;
-};
 
 class RankingClient {
  public:
@@ -113,6 +100,9 @@ class RankingClient {
   // Describes a served model; version 0 = its newest ready version.
   absl::StatusOr<rankd::v1::ModelInfo> GetModelInfo(absl::string_view model, int64_t version = 0,
                                                     const CallOptions& call = {}) const;
+  // Same, from a whole request (e.g. one naming a version_label).
+  absl::StatusOr<rankd::v1::ModelInfo> GetModelInfo(const rankd::v1::GetModelInfoRequest& request,
+                                                    const CallOptions& call = {}) const;
 
   // grpc.health.v1.Health/Check. `service` "" = the server as a whole; a model
   // name = that model. A service the server does not know (NOT_FOUND in the
@@ -145,7 +135,7 @@ class RankingClient {
  private:
   RankingClient(const Options& options, std::shared_ptr<grpc::Channel> channel);
 
-  // Applies deadline, wait_for_ready and metadata to `context`.
+  // Applies `call` (or Options::deadline_ms) to `context`.
   void Prepare(const CallOptions& call, grpc::ClientContext* context) const;
 
   const Options options_;

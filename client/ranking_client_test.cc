@@ -220,6 +220,30 @@ TEST_F(RankingClientTest, GetModelInfo) {
   EXPECT_EQ(missing.status().message(), "model \"nope\" is not served");
 }
 
+TEST_F(RankingClientTest, VersionLabels) {
+  auto client = NewClient();
+  ASSERT_NE(client, nullptr);
+  rankd::v1::GetModelInfoRequest request;
+  request.set_model("mini");
+  request.set_version_label("stable");
+  auto stable = client->GetModelInfo(request);
+  ASSERT_TRUE(stable.ok()) << stable.status();
+  EXPECT_EQ(stable->version(), 1);
+  EXPECT_EQ(stable->labels().at("canary"), 2);
+
+  request.set_version_label("nope");
+  auto missing = client->GetModelInfo(request);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "model \"mini\" has no version label \"nope\" (labels: canary, stable)");
+
+  rankd::v1::ScoreRequest score = Request("mini", 1);
+  score.set_version_label("canary");
+  auto response = client->Score(score);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->version(), 2);
+}
+
 TEST_F(RankingClientTest, HealthAgainstGrpcsOwnHealthService) {
   auto client = NewClient();
   ASSERT_NE(client, nullptr);

@@ -11,18 +11,33 @@ from concurrent import futures
 import grpc
 
 import rankd_client
-from rankd_client import RankdError, RankingClient
+from rankd_client import AdminClient, RankdError, RankingClient
+from rankd.v1 import model_control_pb2
+from rankd.v1 import model_control_pb2_grpc
 from rankd.v1 import ranking_pb2
 from rankd.v1 import ranking_pb2_grpc
 
 health_pb2 = rankd_client.health_pb2
 
 ERROR_MESSAGE = "dense: NaN at index 3"
+LABELS = {"stable": 1, "canary": 2}
+BROKEN_REASON = "weights.safetensors: emb_l.0.weight is [10, 8], want [10, 16]"
+
+
+def resolve_label(request, context):
+    """The version a request names: its version, else its label's (LABELS)."""
+    if request.version or not request.version_label:
+        return request.version
+    if request.version_label not in LABELS:
+        context.abort(grpc.StatusCode.NOT_FOUND,
+                      'model "%s" has no version label "%s" (labels: canary, stable)'
+                      % (request.model, request.version_label))
+    return LABELS[request.version_label]
 
 
 class FakeRanking(ranking_pb2_grpc.RankingServicer):
     """model "mini": scores (i+1)/1024; "error": INVALID_ARGUMENT; "slow":
-    sleeps 0.5 s; others NOT_FOUND."""
+    sleeps 0.5 s; others NOT_FOUND. Labels: LABELS."""
 
     def __init__(self):
         self.last_metadata = {}
@@ -35,18 +50,117 @@ class FakeRanking(ranking_pb2_grpc.RankingServicer):
             time.sleep(0.5)
         elif request.model != "mini":
             context.abort(grpc.StatusCode.NOT_FOUND, 'model "%s" is not served' % request.model)
+        version = resolve_label(request, context)
         return ranking_pb2.ScoreResponse(
             scores=[(i + 1) / 1024.0 for i in range(request.num_candidates)],
-            model=request.model, version=request.version or 1)
+            model=request.model, version=version or 1)
 
     def GetModelInfo(self, request, context):
         if request.model != "mini":
             context.abort(grpc.StatusCode.NOT_FOUND, 'model "%s" is not served' % request.model)
-        info = ranking_pb2.ModelInfo(name="mini", version=request.version or 2,
-                                     versions=[1, 2], num_dense=13, backend="cpu")
+        info = ranking_pb2.ModelInfo(name="mini", version=resolve_label(request, context) or 2,
+                                     versions=[1, 2], num_dense=13, backend="cpu",
+                                     labels=LABELS)
         info.features.add(name="user_id", table="t_user", request_level=True, dim=16,
                           num_rows=1000)
         return info
+
+
+class FakeModelControl(model_control_pb2_grpc.ModelControlServicer):
+    """The admin API over an in-memory repository, with its documented errors:
+    "mini" versions 1, 2 READY (stable -> 1, canary -> 2) and 3 not loaded;
+    "broken" 1 FAILED (loading fails again); "slow" 1 takes 0.5 s to load."""
+
+    REPOSITORY = {"broken": [1], "mini": [1, 2, 3], "slow": [1]}
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.versions = {"broken": {1: self._loaded("broken", 1)},
+                         "mini": {1: self._loaded("mini", 1), 2: self._loaded("mini", 2)},
+                         "slow": {}}
+        self.labels = {"broken": {}, "mini": dict(LABELS), "slow": {}}
+        self.last_metadata = {}
+
+    @staticmethod
+    def _loaded(model, version):
+        if model == "broken":
+            return model_control_pb2.VersionStatus(
+                version=version, state=model_control_pb2.FAILED, reason=BROKEN_REASON)
+        return model_control_pb2.VersionStatus(
+            version=version, state=model_control_pb2.READY, load_seconds=0.25 * version,
+            device_bytes=version << 26, directory="/models/%s/%d" % (model, version))
+
+    def _find(self, model, context):
+        if not model:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "model: must not be empty")
+        if model not in self.REPOSITORY:
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          'model "%s" is not in the repository (models: %s)'
+                          % (model, ", ".join(sorted(self.REPOSITORY))))
+
+    def _check_versions(self, model, versions, context):
+        for version in versions:
+            if version not in self.REPOSITORY[model]:
+                context.abort(grpc.StatusCode.NOT_FOUND,
+                              'model "%s" has no version %d in the repository (versions: %s)'
+                              % (model, version, ", ".join(map(str, self.REPOSITORY[model]))))
+
+    def _status(self, model):
+        status = model_control_pb2.ModelStatus(name=model, policy="all",
+                                               labels=self.labels[model])
+        for number in sorted(self.versions[model]):
+            version = status.versions.add()
+            version.CopyFrom(self.versions[model][number])
+            version.labels.extend(sorted(l for l, v in self.labels[model].items() if v == number))
+        return status
+
+    def ListModels(self, request, context):
+        self.last_metadata = dict(context.invocation_metadata())
+        if request.model:
+            self._find(request.model, context)
+        names = [request.model] if request.model else sorted(self.REPOSITORY)
+        return model_control_pb2.ListModelsResponse(models=[self._status(m) for m in names])
+
+    def LoadModel(self, request, context):
+        if request.model == "slow":
+            time.sleep(0.5)
+        self._find(request.model, context)
+        self._check_versions(request.model, request.versions, context)
+        for version in request.versions or self.REPOSITORY[request.model]:
+            self.versions[request.model][version] = self._loaded(request.model, version)
+        return model_control_pb2.LoadModelResponse(model=self._status(request.model))
+
+    def UnloadModel(self, request, context):
+        self._find(request.model, context)
+        self._check_versions(request.model, request.versions, context)
+        for number, version in self.versions[request.model].items():
+            if not request.versions or number in request.versions:
+                version.state = model_control_pb2.UNLOADED
+                version.device_bytes = 0
+        return model_control_pb2.UnloadModelResponse(model=self._status(request.model))
+
+    def SetVersionLabel(self, request, context):
+        self._find(request.model, context)
+        if not request.label:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "label: must not be empty")
+        versions = self.versions[request.model]
+        if request.version == 0:
+            self.labels[request.model].pop(request.label, None)
+        elif (request.version not in versions
+              or versions[request.version].state != model_control_pb2.READY):
+            ready = [n for n, v in sorted(versions.items())
+                     if v.state == model_control_pb2.READY]
+            state = ("not loaded" if request.version not in versions else "%s, not READY"
+                     % model_control_pb2.VersionState.Name(versions[request.version].state))
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          'model "%s" version %d is %s (ready: %s)'
+                          % (request.model, request.version, state,
+                             ", ".join(map(str, ready)) or "none"))
+        else:
+            self.labels[request.model][request.label] = request.version
+        return model_control_pb2.SetVersionLabelResponse(model=self._status(request.model))
 
 
 HEALTH = {"": health_pb2.HealthCheckResponse.SERVING,
@@ -58,6 +172,16 @@ def health_check(request, context):
     if request.service not in HEALTH:
         context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
     return health_pb2.HealthCheckResponse(status=HEALTH[request.service])
+
+
+def start_admin_server(port=0):
+    """The fake admin API on a port of its own, as rankd serves it."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    fake = FakeModelControl()
+    model_control_pb2_grpc.add_ModelControlServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:%d" % port)
+    server.start()
+    return server, fake, port
 
 
 def start_server(port=0):
@@ -154,6 +278,36 @@ class RankdClientTest(unittest.TestCase):
         self.assertEqual(caught.exception.code, grpc.StatusCode.NOT_FOUND)
         self.assertEqual(caught.exception.message, 'model "nope" is not served')
 
+    def test_version_label(self):
+        response = self.client.score_response({"model": "mini", "numCandidates": 1},
+                                              version_label="canary")
+        self.assertEqual(response.version, 2)
+        # A label the request carries itself.
+        response = self.client.score_response({"model": "mini", "numCandidates": 1,
+                                               "versionLabel": "stable"})
+        self.assertEqual(response.version, 1)
+        # The caller's request is not changed.
+        request = ranking_pb2.ScoreRequest(model="mini", num_candidates=1)
+        self.assertEqual(self.client.score(request, version_label="stable"), [1 / 1024.0])
+        self.assertEqual(request.version_label, "")
+        with self.assertRaisesRegex(ValueError, "names version 5"):
+            self.client.score({"model": "mini", "version": 5}, version_label="stable")
+        with self.assertRaisesRegex(ValueError, "names version_label 'canary'"):
+            self.client.score({"model": "mini", "versionLabel": "canary"},
+                              version_label="stable")
+        with self.assertRaises(RankdError) as caught:
+            self.client.score({"model": "mini", "numCandidates": 1}, version_label="nope")
+        self.assertEqual(caught.exception.code, grpc.StatusCode.NOT_FOUND)
+        self.assertEqual(caught.exception.message,
+                         'model "mini" has no version label "nope" (labels: canary, stable)')
+
+    def test_model_info_version_label(self):
+        info = self.client.model_info("mini", version_label="stable")
+        self.assertEqual(info.version, 1)
+        self.assertEqual(dict(info.labels), LABELS)
+        with self.assertRaisesRegex(ValueError, "not both"):
+            self.client.model_info("mini", version=2, version_label="stable")
+
     def test_health(self):
         self.assertEqual(self.client.health(), "SERVING")
         self.assertEqual(self.client.health("mini"), "SERVING")
@@ -176,6 +330,123 @@ class RankdClientTest(unittest.TestCase):
         self.assertEqual(len(request["dense"]), 4 * 13)
         self.assertEqual(request["sparse"][0]["lengths"], [1])  # request-level
         self.assertEqual(len(self.client.score(request)), 4)
+
+
+class AdminClientTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server, cls.fake, port = start_admin_server()
+        cls.target = "127.0.0.1:%d" % port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop(None)
+
+    def setUp(self):
+        self.fake.reset()  # every test starts from the same repository state
+        self.admin = AdminClient(self.target)
+
+    def tearDown(self):
+        self.admin.close()
+
+    def assert_error(self, code, message, call, *args, **kwargs):
+        with self.assertRaises(RankdError) as caught:
+            call(*args, **kwargs)
+        self.assertEqual(caught.exception.code, code)
+        if message is not None:
+            self.assertEqual(caught.exception.message, message)
+
+    @staticmethod
+    def states(model_status):
+        return {v.version: model_control_pb2.VersionState.Name(v.state)
+                for v in model_status.versions}
+
+    def test_defaults(self):
+        self.assertEqual(rankd_client.DEFAULT_ADMIN_TARGET, "localhost:8503")
+        with AdminClient() as admin:
+            self.assertEqual(admin.target, "localhost:8503")
+            self.assertGreater(admin.load_timeout_s, admin.timeout_s)
+
+    def test_constructor_validates(self):
+        with self.assertRaisesRegex(ValueError, "load_timeout_s"):
+            AdminClient(self.target, load_timeout_s=0)
+        with self.assertRaisesRegex(ValueError, "timeout_s"):
+            AdminClient(self.target, timeout_s=-1)
+        with self.assertRaisesRegex(ValueError, "target"):
+            AdminClient("")
+
+    def test_list_models(self):
+        response = self.admin.list_models()
+        self.assertEqual([m.name for m in response.models], ["broken", "mini", "slow"])
+        mini = self.admin.list_models("mini").models
+        self.assertEqual(len(mini), 1)
+        self.assertEqual(self.states(mini[0]), {1: "READY", 2: "READY"})
+        self.assertEqual(list(mini[0].versions[0].labels), ["stable"])
+        self.assertEqual(dict(mini[0].labels), LABELS)
+        broken = self.admin.list_models("broken").models[0].versions[0]
+        self.assertEqual((broken.state, broken.reason), (model_control_pb2.FAILED, BROKEN_REASON))
+        self.assert_error(grpc.StatusCode.NOT_FOUND,
+                          'model "nope" is not in the repository (models: broken, mini, slow)',
+                          self.admin.list_models, "nope")
+
+    def test_load_model(self):
+        response = self.admin.load_model("mini", versions=[3])
+        self.assertEqual(self.states(response.model), {1: "READY", 2: "READY", 3: "READY"})
+        self.assertEqual(response.model.versions[2].directory, "/models/mini/3")
+        self.assert_error(grpc.StatusCode.NOT_FOUND,
+                          'model "mini" has no version 9 in the repository (versions: 1, 2, 3)',
+                          self.admin.load_model, "mini", [3, 9])
+        self.assert_error(grpc.StatusCode.NOT_FOUND, None, self.admin.load_model, "nope")
+        # A version that fails to load is an answer, not an exception.
+        broken = self.admin.load_model("broken").model.versions[0]
+        self.assertEqual((broken.state, broken.reason), (model_control_pb2.FAILED, BROKEN_REASON))
+
+    def test_load_timeouts(self):
+        # "slow" loads in 0.5 s: longer than timeout_s, within load_timeout_s.
+        with AdminClient(self.target, timeout_s=0.05, load_timeout_s=5.0) as admin:
+            self.assertEqual(self.states(admin.load_model("slow").model), {1: "READY"})
+            self.assert_error(grpc.StatusCode.DEADLINE_EXCEEDED, None, admin.load_model,
+                              "slow", timeout_s=0.05)
+
+    def test_unload_model(self):
+        response = self.admin.unload_model("mini", versions=[1])
+        self.assertEqual(self.states(response.model), {1: "UNLOADED", 2: "READY"})
+        response = self.admin.unload_model("mini")
+        self.assertEqual(self.states(response.model), {1: "UNLOADED", 2: "UNLOADED"})
+        self.assert_error(grpc.StatusCode.NOT_FOUND, None, self.admin.unload_model, "mini", [7])
+
+    def test_set_version_label(self):
+        response = self.admin.set_version_label("mini", "stable", 2)
+        self.assertEqual(dict(response.model.labels), {"stable": 2, "canary": 2})
+        response = self.admin.set_version_label("mini", "canary", 0)  # removes it
+        self.assertEqual(dict(response.model.labels), {"stable": 2})
+        self.assert_error(grpc.StatusCode.FAILED_PRECONDITION,
+                          'model "mini" version 3 is not loaded (ready: 1, 2)',
+                          self.admin.set_version_label, "mini", "stable", 3)
+        self.admin.unload_model("mini", [1])
+        self.assert_error(grpc.StatusCode.FAILED_PRECONDITION,
+                          'model "mini" version 1 is UNLOADED, not READY (ready: 2)',
+                          self.admin.set_version_label, "mini", "stable", 1)
+        self.assert_error(grpc.StatusCode.INVALID_ARGUMENT, "label: must not be empty",
+                          self.admin.set_version_label, "mini", "", 1)
+
+    def test_metadata(self):
+        self.admin.list_models(metadata=[("authorization", "Bearer t0ken")])
+        self.assertEqual(self.fake.last_metadata.get("authorization"), "Bearer t0ken")
+
+    def test_unreachable_and_wrong_listener(self):
+        server, _, port = start_admin_server()
+        server.stop(None)  # now nothing listens on `port`
+        with AdminClient("127.0.0.1:%d" % port) as admin:
+            self.assert_error(grpc.StatusCode.UNAVAILABLE, None, admin.list_models)
+        # The public listener has no ModelControl service (as in rankd).
+        public, _, public_port = start_server()
+        try:
+            with AdminClient("127.0.0.1:%d" % public_port) as admin:
+                self.assert_error(grpc.StatusCode.UNIMPLEMENTED, None, admin.list_models)
+        finally:
+            public.stop(None)
 
 
 if __name__ == "__main__":

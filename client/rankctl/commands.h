@@ -1,16 +1,22 @@
-// `rankctl` subcommands and what they share: the connection flags, the client
+// `rankctl` subcommands and what they share: the connection flags, the clients
 // built from them and the exit codes. Each Run* parses nothing itself (main
 // has parsed the abseil flags) and returns the process exit code.
 #ifndef RANKD_CLIENT_RANKCTL_COMMANDS_H_
 #define RANKD_CLIENT_RANKCTL_COMMANDS_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/model_control_client.h"
 #include "client/ranking_client.h"
+#include "google/protobuf/message.h"
+#include "rankd/v1/model_control.pb.h"
 
 namespace rankd::rankctl {
 
@@ -20,9 +26,32 @@ inline constexpr int kExitFailed = 1;       // a call failed; `health`: not SERV
 inline constexpr int kExitUsage = 2;        // bad flag or argument
 inline constexpr int kExitUnavailable = 3;  // UNAVAILABLE: server not reachable
 
+// Public listener (--target): rankd.v1.Ranking and health.
 int RunScore();   // rankctl score
 int RunInfo();    // rankctl info
 int RunHealth();  // rankctl health
+// Admin listener (--admin_target): rankd.v1.ModelControl.
+int RunModels();  // rankctl models
+int RunLoad();    // rankctl load
+int RunUnload();  // rankctl unload
+int RunLabel();   // rankctl label
+
+// --- common.cc: flags of every command ----------------------------------------
+
+// --model, "" when not given.
+std::string ModelFlag();
+// --version (main rewrites it to --model_version), unset when not given.
+std::optional<int64_t> VersionFlag();
+// --version_label, "" when not given.
+std::string VersionLabelFlag();
+
+// --deadline_ms, or `default_ms` when it is not given.
+int64_t DeadlineMsOr(int64_t default_ms);
+
+// Checks `target` (the value of --`target_flag`), --deadline_ms,
+// --max_message_bytes and --connect_timeout_ms: INVALID_ARGUMENT naming the
+// flag, since the clients' own messages name Options fields instead.
+absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::string& target);
 
 // A client from --target, --deadline_ms, --max_message_bytes and
 // --connect_timeout_ms; INVALID_ARGUMENT naming the flag when one is bad.
@@ -34,6 +63,36 @@ std::string DescribeError(const absl::Status& status);
 
 // The exit code for a failed call or setup step.
 int ExitCodeFor(const absl::Status& status);
+
+// The exit code for a failed client construction: kExitUsage for a bad flag
+// (INVALID_ARGUMENT), else ExitCodeFor. Prints "rankctl <command>: why".
+int ClientSetupFailed(absl::string_view command, const absl::Status& status);
+
+// Prints `message` on stdout as indented proto3 JSON, fields with default
+// values included (a reader sees every field, a script finds every key).
+absl::Status PrintJson(const google::protobuf::Message& message);
+
+// --- admin_common.cc: flags of the admin commands --------------------------------
+
+// A client of the admin API from --admin_target, --deadline_ms (when given:
+// the deadline of every call, load and unload included; otherwise the
+// client's defaults), --max_message_bytes and --connect_timeout_ms;
+// INVALID_ARGUMENT naming the flag when one is bad.
+absl::StatusOr<std::unique_ptr<client::ModelControlClient>> AdminClientFromFlags();
+
+// As DescribeError, with the hints naming --admin_target.
+std::string DescribeAdminError(const absl::Status& status);
+
+// --json: print responses as proto3 JSON instead of a table.
+bool JsonFlag();
+
+// --versions ("3,4"; "" = none); INVALID_ARGUMENT naming --versions.
+absl::StatusOr<std::vector<int64_t>> VersionsFromFlags();
+
+// What load, unload and label print: with --json `response` as proto3 JSON,
+// else the table of `model` (model_table.h). Returns kExitOk or kExitFailed.
+int PrintModelResult(absl::string_view command, const google::protobuf::Message& response,
+                     const rankd::v1::ModelStatus& model);
 
 }  // namespace rankd::rankctl
 

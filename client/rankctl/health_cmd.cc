@@ -12,10 +12,7 @@ namespace rankd::rankctl {
 
 int RunHealth() {
   auto client = ClientFromFlags();
-  if (!client.ok()) {
-    std::cerr << "rankctl health: " << client.status().message() << "\n";
-    return absl::IsInvalidArgument(client.status()) ? kExitUsage : ExitCodeFor(client.status());
-  }
+  if (!client.ok()) return ClientSetupFailed("health", client.status());
   const std::string service = absl::GetFlag(FLAGS_service);
   auto status = (*client)->Health(service);
   if (!status.ok()) {

@@ -1,6 +1,7 @@
 // rankctl score: sends ScoreRequest JSON lines to rankd and writes one
 // ScoreResponse JSON line per successful request, in input order, keeping up
-// to --concurrency calls in flight.
+// to --concurrency calls in flight. --version_label gives the lines that name
+// no version a label (lines may carry their own "versionLabel").
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -79,6 +80,41 @@ class Window {
   std::deque<std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
 };
 
+// Gives `request` the version label `label` (--version_label; "" = leave the
+// request as it is). A line that names a version, or another label, conflicts
+// with the flag: INVALID_ARGUMENT rather than silently one or the other.
+absl::Status ApplyVersionLabel(const std::string& label, rankd::v1::ScoreRequest* request) {
+  if (label.empty()) return absl::OkStatus();
+  if (request->version() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--version_label=", label, ", but the line names version ", request->version()));
+  }
+  if (!request->version_label().empty() && request->version_label() != label) {
+    return absl::InvalidArgumentError(absl::StrCat("--version_label=", label,
+                                                   ", but the line names versionLabel \"",
+                                                   request->version_label(), "\""));
+  }
+  request->set_version_label(label);
+  return absl::OkStatus();
+}
+
+// One input line as a request, with --version_label applied; INVALID_ARGUMENT
+// (one line of text) when it is not a ScoreRequest or conflicts with the flag.
+absl::StatusOr<std::shared_ptr<rankd::v1::ScoreRequest>> ParseLine(
+    const std::string& line, const std::string& version_label) {
+  auto request = std::make_shared<rankd::v1::ScoreRequest>();
+  const auto parsed = google::protobuf::util::JsonStringToMessage(line, request.get());
+  if (!parsed.ok()) {
+    // The parser's message goes on to quote the line over several lines;
+    // one error line per input line is kept, and the line number says which.
+    const std::string why(parsed.message());
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a ScoreRequest in proto3 JSON: ", why.substr(0, why.find('\n'))));
+  }
+  if (absl::Status s = ApplyVersionLabel(version_label, request.get()); !s.ok()) return s;
+  return request;
+}
+
 }  // namespace
 
 int RunScore() {
@@ -101,10 +137,8 @@ int RunScore() {
   // the window, so the window must outlive it.
   Window window;
   auto client = ClientFromFlags();
-  if (!client.ok()) {
-    std::cerr << "rankctl score: " << client.status().message() << "\n";
-    return absl::IsInvalidArgument(client.status()) ? kExitUsage : ExitCodeFor(client.status());
-  }
+  if (!client.ok()) return ClientSetupFailed("score", client.status());
+  const std::string version_label = VersionLabelFlag();
   std::ifstream in_file;
   std::ofstream out_file;
   if (input != "-") {
@@ -158,21 +192,17 @@ int RunScore() {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto slot = std::make_shared<Slot>();
     slot->line = line_no;
-    auto request = std::make_shared<rankd::v1::ScoreRequest>();
-    const auto parsed = google::protobuf::util::JsonStringToMessage(line, request.get());
+    absl::StatusOr<std::shared_ptr<rankd::v1::ScoreRequest>> request =
+        ParseLine(line, version_label);
     window.WaitForRoom(concurrency, max_slots);
-    if (!parsed.ok()) {
+    if (!request.ok()) {
       slot->done = true;
-      // The parser's message goes on to quote the line over several lines;
-      // one error line per input line is kept, and the line number says which.
-      const std::string why(parsed.message());
-      slot->result = absl::InvalidArgumentError(absl::StrCat(
-          "not a ScoreRequest in proto3 JSON: ", why.substr(0, why.find('\n'))));
+      slot->result = request.status();
       window.Push(std::move(slot), /*call=*/false);
     } else {
       Slot* raw = slot.get();
       window.Push(std::move(slot), /*call=*/true);
-      (*client)->ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest>(std::move(request)),
+      (*client)->ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest>(std::move(*request)),
                             [&window, raw](absl::StatusOr<rankd::v1::ScoreResponse> result) {
                               window.Complete(raw, std::move(result));
                             });

@@ -10,6 +10,27 @@
 #include "grpcpp/server_builder.h"
 
 namespace rankd::client::testing {
+namespace {
+
+// The version a request names: `version`, else that of `label` (see the
+// header), else 0 (newest). NOT_FOUND for an unknown label.
+grpc::Status ResolveVersion(const std::string& model, int64_t version, const std::string& label,
+                            int64_t* resolved) {
+  *resolved = version;
+  if (version != 0 || label.empty()) return grpc::Status::OK;
+  if (label == "stable") {
+    *resolved = 1;
+  } else if (label == "canary") {
+    *resolved = 2;
+  } else {
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        "model \"" + model + "\" has no version label \"" + label + "\" (labels: canary, stable)");
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
 
 grpc::Status FakeRankingService::Score(grpc::ServerContext* context,
                                        const rankd::v1::ScoreRequest* request,
@@ -33,14 +54,20 @@ grpc::Status FakeRankingService::Score(grpc::ServerContext* context,
   } else if (model != "mini") {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, "model \"" + model + "\" is not served");
   }
-  if (request->version() > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(request->version() * 7 % 13));
+  int64_t version = 0;
+  if (grpc::Status s =
+          ResolveVersion(model, request->version(), request->version_label(), &version);
+      !s.ok()) {
+    return s;
+  }
+  if (version > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(version * 7 % 13));
   }
   for (int i = 0; i < request->num_candidates(); ++i) {
     response->add_scores(static_cast<float>(i + 1) / 1024.0f);
   }
   response->set_model(model);
-  response->set_version(request->version() > 0 ? request->version() : 1);
+  response->set_version(version > 0 ? version : 1);
   return grpc::Status::OK;
 }
 
@@ -51,12 +78,20 @@ grpc::Status FakeRankingService::GetModelInfo(grpc::ServerContext* /*context*/,
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "model \"" + request->model() + "\" is not served");
   }
-  if (request->version() != 0 && request->version() != 1 && request->version() != 2) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "model \"mini\" has no ready version " +
-                                                         std::to_string(request->version()));
+  int64_t version = 0;
+  if (grpc::Status s =
+          ResolveVersion("mini", request->version(), request->version_label(), &version);
+      !s.ok()) {
+    return s;
+  }
+  if (version != 0 && version != 1 && version != 2) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "model \"mini\" has no ready version " + std::to_string(version));
   }
   response->set_name("mini");
-  response->set_version(request->version() == 0 ? 2 : request->version());
+  response->set_version(version == 0 ? 2 : version);
+  (*response->mutable_labels())["stable"] = 1;
+  (*response->mutable_labels())["canary"] = 2;
   response->add_versions(1);
   response->add_versions(2);
   response->set_num_dense(13);

@@ -25,7 +25,12 @@ namespace rankd::client::testing {
 //   "busy"  RESOURCE_EXHAUSTED "queue full"
 //   "slow"  sleeps 500 ms (returns early if the call is cancelled), then as mini
 //   other   NOT_FOUND "model \"<name>\" is not served"
-// GetModelInfo knows "mini" only (versions 1 and 2, 13 dense features).
+// Version labels (version 0 and a version_label): "stable" = 1, "canary" = 2;
+// another label is NOT_FOUND 'model "mini" has no version label "x" (labels:
+// canary, stable)'. They are fixed: the fake admin service's SetVersionLabel
+// (fake_model_control_service.h) does not change them.
+// GetModelInfo knows "mini" only (versions 1 and 2, 13 dense features, the
+// labels above).
 class FakeRankingService final : public rankd::v1::Ranking::Service {
  public:
   static constexpr char kErrorMessage[] = "dense: NaN at index 3";

@@ -1,0 +1,124 @@
+#include "client/model_control_client.h"
+
+#include <climits>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "client/connect.h"
+#include "client/status_conversion.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace rankd::client {
+namespace {
+
+absl::Status Validate(const ModelControlClient::Options& o) {
+  if (o.target.empty()) return absl::InvalidArgumentError("target: must not be empty");
+  if (o.deadline_ms <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("deadline_ms: must be > 0, got ", o.deadline_ms));
+  }
+  if (o.load_deadline_ms <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("load_deadline_ms: must be > 0, got ", o.load_deadline_ms));
+  }
+  if (o.connect_timeout_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("connect_timeout_ms: must be >= 0, got ", o.connect_timeout_ms));
+  }
+  // gRPC takes message limits as int.
+  if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes: must be in [1, ", INT_MAX,
+                                                   "], got ", o.max_message_bytes));
+  }
+  return absl::OkStatus();
+}
+
+// Runs one unary call of the stub with `call` applied (its deadline, or
+// `default_deadline_ms`), converting a failure to absl::Status.
+template <typename Response, typename Request, typename Method>
+absl::StatusOr<Response> Unary(rankd::v1::ModelControl::Stub* stub, Method method,
+                               const Request& request, const CallOptions& call,
+                               int64_t default_deadline_ms) {
+  grpc::ClientContext context;
+  ApplyCallOptions(call, absl::Milliseconds(default_deadline_ms), &context);
+  Response response;
+  const grpc::Status status = (stub->*method)(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelControlClient>> ModelControlClient::Create(
+    const Options& options) {
+  if (absl::Status s = Validate(options); !s.ok()) return s;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, credentials, args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target: cannot create a channel to \"", options.target, "\""));
+  }
+  if (options.connect_timeout_ms > 0) {
+    if (absl::Status s = WaitForConnection(*channel, options.target, options.connect_timeout_ms);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return std::unique_ptr<ModelControlClient>(new ModelControlClient(options, std::move(channel)));
+}
+
+ModelControlClient::ModelControlClient(const Options& options,
+                                       std::shared_ptr<grpc::Channel> channel)
+    : options_(options),
+      channel_(std::move(channel)),
+      stub_(rankd::v1::ModelControl::NewStub(channel_)) {}
+
+absl::StatusOr<rankd::v1::ListModelsResponse> ModelControlClient::ListModels(
+    absl::string_view model, const CallOptions& call) const {
+  rankd::v1::ListModelsRequest request;
+  request.set_model(std::string(model));
+  return Unary<rankd::v1::ListModelsResponse>(
+      stub_.get(), &rankd::v1::ModelControl::Stub::ListModels, request, call, options_.deadline_ms);
+}
+
+absl::StatusOr<rankd::v1::LoadModelResponse> ModelControlClient::LoadModel(
+    absl::string_view model, absl::Span<const int64_t> versions, const CallOptions& call) const {
+  rankd::v1::LoadModelRequest request;
+  request.set_model(std::string(model));
+  request.mutable_versions()->Add(versions.begin(), versions.end());
+  return Unary<rankd::v1::LoadModelResponse>(stub_.get(), &rankd::v1::ModelControl::Stub::LoadModel,
+                                             request, call, options_.load_deadline_ms);
+}
+
+absl::StatusOr<rankd::v1::UnloadModelResponse> ModelControlClient::UnloadModel(
+    absl::string_view model, absl::Span<const int64_t> versions, const CallOptions& call) const {
+  rankd::v1::UnloadModelRequest request;
+  request.set_model(std::string(model));
+  request.mutable_versions()->Add(versions.begin(), versions.end());
+  return Unary<rankd::v1::UnloadModelResponse>(stub_.get(),
+                                               &rankd::v1::ModelControl::Stub::UnloadModel, request,
+                                               call, options_.load_deadline_ms);
+}
+
+absl::StatusOr<rankd::v1::SetVersionLabelResponse> ModelControlClient::SetVersionLabel(
+    absl::string_view model, absl::string_view label, int64_t version,
+    const CallOptions& call) const {
+  rankd::v1::SetVersionLabelRequest request;
+  request.set_model(std::string(model));
+  request.set_label(std::string(label));
+  request.set_version(version);
+  return Unary<rankd::v1::SetVersionLabelResponse>(stub_.get(),
+                                                   &rankd::v1::ModelControl::Stub::SetVersionLabel,
+                                                   request, call, options_.deadline_ms);
+}
+
+}  // namespace rankd::client
