@@ -58,7 +58,7 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
       absl::Status s = CheckHostMemory(
           to_copy, *available,
           absl::StrCat("model \"", model->name,
-                       "\": pinned copies of its HOST tables (rows mapped from the weights file)"));
+                       "\": pinned copies of its HOST tables (rows not in a pinnable allocation of their own)"));
       if (!s.ok()) return s;
     }
   }

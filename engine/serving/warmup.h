@@ -1,6 +1,6 @@
 // Warm-up: scores synthetic requests through a ModelInstance before it is
 // reported ready, so the first real request pays no first-touch costs
-// (page faults on mapped tables, thread-pool start, later GPU graph capture).
+// (first-touch page faults, thread-pool start, GPU graph capture).
 #ifndef RANKD_ENGINE_SERVING_WARMUP_H_
 #define RANKD_ENGINE_SERVING_WARMUP_H_
 

@@ -48,6 +48,9 @@ def cmd_list(args):
 
 
 def cmd_wait(args):
+    """Waits for the state; a version that enters FAILED after the wait began
+    (not one that was FAILED before: it may be about to be retried) ends it."""
+    start_ms = time.time() * 1000
     deadline = time.time() + args.timeout_s
     last = None
     while time.time() < deadline:
@@ -56,7 +59,8 @@ def cmd_wait(args):
         if v is not None and v.get("state") == args.state:
             print(v.get("state_since_unix_ms", "0"))
             return 0
-        if v is not None and v.get("state") == "FAILED" and args.state != "FAILED":
+        if (v is not None and v.get("state") == "FAILED" and args.state != "FAILED"
+                and int(v.get("state_since_unix_ms", "0")) >= start_ms):
             print("version %d FAILED: %s" % (args.version, v.get("reason")), file=sys.stderr)
             return 1
         time.sleep(0.05)
@@ -98,7 +102,7 @@ def cmd_swap(args):
                           % ((sent - ready) / 1e6, ver))
         if ver == args.new and done < ready:
             errors.append("version %d answered at %d, before READY" % (ver, done))
-        scheduled, latency = int(r["scheduled_unix_us"]), int(r["latency_us"])
+        scheduled, latency = int(r["scheduled_unix_us"]), float(r["latency_us"])
         if scheduled < args.publish_ms * 1000:
             steady.append(latency)
         elif scheduled <= args.swapped_ms * 1000:
