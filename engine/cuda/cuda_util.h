@@ -28,6 +28,21 @@ inline absl::Status CudaStatus(cudaError_t err, const std::string& what) {
     if (!rankd_s_.ok()) return rankd_s_;                                   \
   } while (0)
 
+// A synchronous cudaMemcpy in chunks of `chunk_bytes`. A load copies tables
+// of hundreds of MB while other model versions serve on the same GPU; one
+// copy that long holds the driver, and their workers' calls stall behind it.
+// Between chunks they get through.
+inline absl::Status ChunkedMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                  const std::string& what, size_t chunk_bytes = size_t{16} << 20) {
+  for (size_t done = 0; done < bytes; done += chunk_bytes) {
+    const size_t n = bytes - done < chunk_bytes ? bytes - done : chunk_bytes;
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(static_cast<char*>(dst) + done,
+                                          static_cast<const char*>(src) + done, n, kind),
+                               what);
+  }
+  return absl::OkStatus();
+}
+
 // Device memory on the current device; freed in the destructor.
 class DeviceBuffer {
  public:

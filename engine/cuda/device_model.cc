@@ -188,8 +188,9 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     absl::Status s = buf.Allocate(bytes, what);
     if (!s.ok()) return s;
     if (bytes > 0 && data != nullptr) {  // data == nullptr: allocate only
-      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(buf.get(), data, bytes, cudaMemcpyHostToDevice),
-                                 absl::StrCat("copy ", what, " to GPU ", options.device));
+      absl::Status copied = ChunkedMemcpy(buf.get(), data, bytes, cudaMemcpyHostToDevice,
+                                          absl::StrCat("copy ", what, " to GPU ", options.device));
+      if (!copied.ok()) return copied;
     }
     void* p = buf.get();
     dm->buffers_.push_back(std::move(buf));

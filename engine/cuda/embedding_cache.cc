@@ -113,10 +113,11 @@ absl::Status EmbeddingCache::Init() {
     // Rows [0, warm_rows) into the next warm_rows slots: one contiguous copy
     // and a slot map written in chunks.
     const int64_t base = static_cast<int64_t>(warm.size());
-    RANKD_RETURN_IF_CUDA_ERROR(
-        cudaMemcpy(cache_rows_.as<char>() + base * row_bytes_, m.host_rows, m.warm_rows * row_bytes_,
-                   cudaMemcpyDefault),
-        what + ": warm start copy");
+    if (s = ChunkedMemcpy(cache_rows_.as<char>() + base * row_bytes_, m.host_rows,
+                          m.warm_rows * row_bytes_, cudaMemcpyDefault, what + ": warm start copy");
+        !s.ok()) {
+      return s;
+    }
     constexpr int64_t kChunk = 1 << 20;
     std::vector<int32_t> slots(std::min(m.warm_rows, kChunk));
     for (int64_t begin = 0; begin < m.warm_rows; begin += kChunk) {

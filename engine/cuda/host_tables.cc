@@ -30,6 +30,41 @@ void ParallelCopy(void* dst, const void* src, int64_t bytes) {
   });
 }
 
+// Pins [p, p + bytes) in pieces of kRegisterPiece. Pinning tens of GB in one
+// cudaHostRegister (or unpinning it) holds the driver for seconds, and the
+// workers of versions already serving on the GPU stall behind it (a new
+// version loads while the old one serves); between pieces they get through.
+// With unified addressing the GPU alias of registered memory is its host
+// address, so the pieces read as one range; where it is not (checked on the
+// first piece), the range is registered whole.
+constexpr int64_t kRegisterPiece = int64_t{256} << 20;
+
+cudaError_t RegisterInPieces(void* p, int64_t bytes, std::vector<void*>* pieces) {
+  char* base = static_cast<char*>(p);
+  for (int64_t done = 0; done < bytes; done += kRegisterPiece) {
+    const int64_t n = std::min(kRegisterPiece, bytes - done);
+    const cudaError_t err = cudaHostRegister(base + done, n, kRegisterFlags);
+    if (err != cudaSuccess) {
+      for (void* q : *pieces) cudaHostUnregister(q);
+      pieces->clear();
+      return err;
+    }
+    pieces->push_back(base + done);
+    if (done == 0 && n < bytes) {
+      void* alias = nullptr;
+      if (cudaHostGetDevicePointer(&alias, base, 0) != cudaSuccess || alias != base) {
+        cudaGetLastError();
+        cudaHostUnregister(base);
+        pieces->clear();
+        const cudaError_t whole = cudaHostRegister(base, bytes, kRegisterFlags);
+        if (whole == cudaSuccess) pieces->push_back(base);
+        return whole;
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
@@ -72,8 +107,8 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
     const std::string what = absl::StrCat("rows of HOST table ", t.name, " (",
                                           HumanBytes(e.bytes), ")");
     if (in_place(t)) {
-      const cudaError_t err = cudaHostRegister(const_cast<uint8_t*>(t.rows.data), e.bytes,
-                                               kRegisterFlags);
+      const cudaError_t err =
+          RegisterInPieces(const_cast<uint8_t*>(t.rows.data), e.bytes, &e.pieces);
       if (err == cudaSuccess) {
         e.host = const_cast<uint8_t*>(t.rows.data);
         e.registered = true;
@@ -88,7 +123,7 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
     e.copy = std::make_unique<HostAllocation>(*std::move(a));
     void* m = e.copy->data();
     ParallelCopy(m, t.rows.data, e.bytes);
-    RANKD_RETURN_IF_CUDA_ERROR(cudaHostRegister(m, e.bytes, kRegisterFlags),
+    RANKD_RETURN_IF_CUDA_ERROR(RegisterInPieces(m, e.bytes, &e.pieces),
                                absl::StrCat("cudaHostRegister ", what));
     e.host = m;
     e.registered = true;
@@ -102,7 +137,7 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
 
 HostTables::~HostTables() {
   for (Entry& e : entries_) {
-    if (e.registered) cudaHostUnregister(e.host);
+    for (void* piece : e.pieces) cudaHostUnregister(piece);
   }
 }
 

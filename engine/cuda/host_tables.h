@@ -50,6 +50,8 @@ class HostTables {
     void* host = nullptr;
     int64_t bytes = 0;
     bool registered = false;
+    // Registered ranges, each unregistered alone (RegisterInPieces).
+    std::vector<void*> pieces;
     std::unique_ptr<HostAllocation> copy;  // our own copy, or null: registered in place
   };
   std::shared_ptr<const Model> model_;  // keeps in-place rows alive

@@ -1,5 +1,7 @@
 #include "engine/model/host_memory.h"
 
+#include <algorithm>
+
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -41,7 +43,17 @@ HostAllocation& HostAllocation::operator=(HostAllocation&& other) noexcept {
 }
 
 HostAllocation::~HostAllocation() {
-  if (map_ != nullptr) munmap(map_, static_cast<size_t>(map_bytes_));
+  if (map_ == nullptr) return;
+  // In 1 GiB pieces: unmapping tens of GB at once holds the process's
+  // address-space lock for a second or more, and every other thread that maps
+  // memory or faults a page waits (the versions still serving, when an old
+  // version is released after a swap). Between pieces they get through.
+  constexpr size_t kPiece = size_t{1} << 30;
+  char* base = static_cast<char*>(map_);
+  const size_t bytes = static_cast<size_t>(map_bytes_);
+  for (size_t done = 0; done < bytes; done += kPiece) {
+    munmap(base + done, std::min(kPiece, bytes - done));
+  }
 }
 
 std::string HumanBytes(double bytes) {

@@ -89,18 +89,6 @@ std::string FormatLoadProgress(const std::string& model, int64_t version,
                                int64_t done, int64_t total,
                                absl::Duration elapsed);
 
-// One model version found under a model root.
-struct ModelVersionPath {
-  std::string name;
-  int64_t version = 0;
-  std::string directory;
-};
-
-// Lists `<root>/<name>/<version>/` directories (version = positive integer
-// directory name; other entries are ignored with no error). Sorted by name,
-// then version ascending. NOT_FOUND if root does not exist.
-absl::StatusOr<std::vector<ModelVersionPath>> ListModelVersions(
-    const std::string& root);
 
 }  // namespace rankd::engine
 

@@ -1,4 +1,4 @@
-// LoadModel and ListModelVersions on small models written with
+// LoadModel on small models written with
 // WriteSafetensors: DOT (MiniDLRM), CAT with fp16/bf16 tables, DCN_V2 with
 // TorchRec names, a DYNAMIC table; and each way a model directory can be bad.
 #include "engine/model/model_loader.h"
@@ -1033,32 +1033,6 @@ TEST(ModelLoaderTest, MissingFiles) {
   m = LoadModel(dir);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(m.status().message()), HasSubstr("weights.safetensors"));
-}
-
-TEST(ModelLoaderTest, ListModelVersions) {
-  const std::string root = TmpDir("root");
-  for (const char* d : {"b/3", "a/10", "a/2", "a/1", "a/abc", "a/0", "a/007",
-                        "a/-4", "a/99999999999999999999", ".hidden/1", "c"}) {
-    fs::create_directories(absl::StrCat(root, "/", d));
-  }
-  std::ofstream(absl::StrCat(root, "/a/5")) << "a file, not a version";
-  std::ofstream(absl::StrCat(root, "/README")) << "not a model";
-  absl::StatusOr<std::vector<ModelVersionPath>> list = ListModelVersions(root);
-  ASSERT_TRUE(list.ok()) << list.status();
-  std::vector<std::string> got;
-  for (const ModelVersionPath& v : *list) {
-    got.push_back(absl::StrCat(v.name, "/", v.version));
-    EXPECT_EQ(v.directory, absl::StrCat(root, "/", v.name, "/", v.version));
-  }
-  EXPECT_EQ(got, (std::vector<std::string>{"a/1", "a/2", "a/10", "b/3"}));
-
-  absl::StatusOr<std::vector<ModelVersionPath>> none =
-      ListModelVersions(absl::StrCat(root, "/does_not_exist"));
-  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
-  absl::StatusOr<std::vector<ModelVersionPath>> empty =
-      ListModelVersions(TmpDir("empty_root"));
-  ASSERT_TRUE(empty.ok());
-  EXPECT_TRUE(empty->empty());
 }
 
 }  // namespace

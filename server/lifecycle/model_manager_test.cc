@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 class FakeLoader final : public VersionLoader {
  public:
   absl::StatusOr<LoadedVersion> Load(const std::string& name, int64_t version,
-                                     const std::string& directory) override {
+                                     const std::string& directory, bool) override {
     absl::MutexLock lock(&mu_);
     ++loads_;
     alive_at_load_.push_back(alive_.load());

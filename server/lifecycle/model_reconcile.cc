@@ -25,7 +25,10 @@ void ModelManager::ApplyModelScan(const std::string& name, const ModelOnDisk* di
   ModelSlot& slot = models_[name];
   const absl::Time now = clock_->Now();
   for (auto& [version, v] : slot.versions) v.on_disk = false;
-  if (disk == nullptr) return;
+  if (disk == nullptr) {  // the model's directory is gone, serving.pbtxt with it
+    ApplyServingConfig(name, ModelOnDisk(), &slot);
+    return;
+  }
   for (const auto& [version, files] : disk->versions) {
     VersionSlot& v = slot.versions.try_emplace(version, now).first->second;
     v.on_disk = true;
@@ -185,8 +188,10 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
   std::string directory;
   uint64_t fingerprint = 0;
   bool reload = false;
+  bool while_serving = false;
   {
     absl::MutexLock lock(&mu_);
+    while_serving = !ServedModelsLocked().empty();
     VersionSlot& v = models_[name].versions.at(version);
     directory = v.directory;
     fingerprint = v.fingerprint;
@@ -197,7 +202,7 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
   spdlog::info("model {} version {}: {} from {}", name, version, reload ? "reloading" : "loading",
                directory);
   const absl::Time start = absl::Now();
-  absl::StatusOr<LoadedVersion> loaded = loader_->Load(name, version, directory);
+  absl::StatusOr<LoadedVersion> loaded = loader_->Load(name, version, directory, while_serving);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::shared_ptr<ServedVersion> old;
   if (loaded.ok()) {

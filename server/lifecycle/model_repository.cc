@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Positive decimal without sign or leading zeros, so "7" and "007" cannot both
-// claim version 7 (as engine::ListModelVersions).
+// claim version 7.
 bool ParseVersion(const std::string& s, int64_t* version) {
   if (s.empty() || s[0] == '0' || s.size() > 18) return false;
   for (char c : s) {

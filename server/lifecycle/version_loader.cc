@@ -1,6 +1,7 @@
 #include "server/lifecycle/version_loader.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -75,7 +76,8 @@ absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader
 }
 
 absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name, int64_t version,
-                                                        const std::string& directory) {
+                                                        const std::string& directory,
+                                                        bool while_serving) {
   const absl::Time start = absl::Now();
   engine::LoadOptions load;
   // Big tables print progress while they are read, generated or hashed.
@@ -83,6 +85,11 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
   // The CUDA backend builds its dynamic tables' hash arrays on the GPU from
   // the keys (~1 G keys/s); only the CPU engine needs host hash tables.
   load.build_hash_tables = options_.backend != "cuda";
+  if (while_serving) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    load.num_threads = options_.background_load_threads > 0 ? options_.background_load_threads
+                                                            : std::max(1, cores / 4);
+  }
   auto model = engine::LoadModel(directory, version, name, load);
   if (!model.ok()) return model.status();
   if (on_model_loaded_) on_model_loaded_(**model);

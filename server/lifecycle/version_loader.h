@@ -31,8 +31,11 @@ class VersionLoader {
   virtual ~VersionLoader() = default;
   // Loads `<directory>` as version `version` of model `name`. Errors name the
   // directory or file and the reason. Called from one thread at a time.
+  // `while_serving`: other versions are serving now, so the load should leave
+  // them CPU time (fewer loader threads).
   virtual absl::StatusOr<LoadedVersion> Load(const std::string& name, int64_t version,
-                                             const std::string& directory) = 0;
+                                             const std::string& directory,
+                                             bool while_serving) = 0;
 };
 
 // The real loader: engine::LoadModel, CPU or CUDA workers, a ModelInstance,
@@ -65,6 +68,10 @@ class EngineVersionLoader final : public VersionLoader {
     bool complete_inline_when_idle = true;
     // DynamicBatcher::Options::idle_spin_us of every model version.
     int64_t worker_spin_us = 0;
+    // Threads that read and fill tables while other versions serve (a swap);
+    // 0 = a quarter of the cores, at least 1. A load with nothing serving
+    // (start) uses every core.
+    int background_load_threads = 0;
   };
 
   // `on_model_loaded` runs once the model's files are read, before its
@@ -75,7 +82,7 @@ class EngineVersionLoader final : public VersionLoader {
       : options_(options), observer_(observer), on_model_loaded_(std::move(on_model_loaded)) {}
 
   absl::StatusOr<LoadedVersion> Load(const std::string& name, int64_t version,
-                                     const std::string& directory) override;
+                                     const std::string& directory, bool while_serving) override;
 
  private:
   absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> MakeWorkers(

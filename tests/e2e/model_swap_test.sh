@@ -12,7 +12,8 @@
 #   - version 2's scores equal `rankd score` on its files bit for bit;
 #   - ListModels: version 1 gone (or UNLOADED), version 2 READY; metrics count
 #     two successful loads and one READY version;
-#   - the p99 around the swap and in steady state are logged (bench notes).
+#   - the p99 from publication to one second after the unload and the p99
+#     before publication are logged (bench notes).
 source "$(dirname "$0")/lib.sh"
 RANKLOAD="$E2E_ROOT/loadtest/rankload"
 [[ -x "$RANKLOAD" ]] || RANKLOAD="$E2E_ROOT/bazel-bin/loadtest/rankload"
@@ -50,7 +51,7 @@ wait "$LOAD_PID"
 LOAD_RC=$?
 [[ "$LOAD_RC" -eq 0 ]] || fail "rankload exited $LOAD_RC: $(tail -5 "$TMP/rankload.out")"
 lifecycle swap --log "$TMP/responses.csv" --ready_ms "$READY_MS" --publish_ms "$PUBLISH_MS" \
-  --swapped_ms "$SWAPPED_MS" --poll_s 1 --min_calls 2000 >"$TMP/swap.json" ||
+  --swapped_ms "$((SWAPPED_MS + 1000))" --poll_s 1 --min_calls 2000 >"$TMP/swap.json" ||
   fail "responses around the swap (see above)"
 log "swap: $(cat "$TMP/swap.json")"
 

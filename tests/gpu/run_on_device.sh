@@ -7,7 +7,7 @@
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch;
 #   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor sweep
-#   cachesweep hostread)
+#   cachesweep hostread lifecycle)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
@@ -571,6 +571,89 @@ if want lookup; then
   python3 bench/gpu/torch_bench.py lookup > "$out/torch_lookup.log" 2>&1
   while read -r l; do row "lookup rankd" "$l"; done < <(grep -E "^RESULT|keys/s" "$out/lookup_bench.log" | tail -8)
   while read -r l; do row "lookup torch" "${l#TORCH lookup }"; done < <(grep ^TORCH "$out/torch_lookup.log")
+fi
+
+# --- lifecycle: model versions swapped under load (issue 15) ----------------
+# For each LIFECYCLE_SPECS entry ("name preset budget rate candidates versions
+# [gen-model flags]", ';'-separated): serve version 1 in poll mode (1 s polls),
+# then for each next version run rankload open loop with --response_log,
+# publish the version by rename mid-run, and check with lifecycle_util.py:
+# zero failures, routing around READY, p99 from publication to 1 s after the
+# old version's unload vs p99 before publication. GPU memory used (nvidia-smi)
+# after each old version unloads vs the one-version level (goal: within 64 MiB).
+lc_models_json() { run rankctl models --admin_target "127.0.0.1:$srv_aport" --model "$1" --json 2>/dev/null; }
+# lc_wait MODEL VERSION STATE TIMEOUT_S: prints the state's start (unix ms).
+lc_wait() {
+  local i
+  for ((i = 0; i < $4 * 10; i++)); do
+    r=$(lc_models_json "$1" | python3 -c '
+import json, sys
+want_v, want_s = sys.argv[1], sys.argv[2]
+for m in json.load(sys.stdin).get("models", []):
+    for v in m.get("versions", []):
+        if str(v["version"]) == want_v and v["state"] == want_s:
+            print(v["stateSinceUnixMs"], v.get("loadSeconds", 0), v.get("warmupSeconds", 0))' "$2" "$3")
+    [ -n "$r" ] && { echo "$r"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+gpu_used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+if want lifecycle; then
+  IFS=';' read -r -a specs <<< "${LIFECYCLE_SPECS:-"kaggle kaggle - 1000 64 3;mlperf mlperf 8G 500 64 2 --dtype fp16 --init random"}"
+  for spec in "${specs[@]}"; do
+    set -- $spec
+    m=$1 preset=$2 budget=$3 rate=$4 cands=$5 nver=$6
+    shift 6
+    root="$work/lc_$m" stage="$work/lc_stage_$m"
+    rm -rf "$root" "$stage"
+    for v in $(seq 1 "$nver"); do
+      dir="$stage/$v"; [ "$v" = 1 ] && dir="$root/$m/1"
+      run rankd gen-model --preset "$preset" --name "$m" --seed "$v" --out "$dir" "$@" > /dev/null 2>&1
+    done
+    flags=(--model_control poll --repository_poll_s 1 --log_level info)
+    [ "$budget" != - ] && flags+=(--device_memory_budget "$budget")
+    t0=$(date +%s)
+    if ! serve_up "lc_$m" "$root" "${flags[@]}"; then
+      row "lifecycle $m" "FAIL: not serving: $(tail -2 "$out/lc_$m.log" | tr '\n' ' ')"
+      kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null; continue
+    fi
+    sleep 2
+    base=$(gpu_used_mib)
+    r1=$(lc_wait "$m" 1 READY 5)
+    row "lifecycle $m v1" "serving after $(( $(date +%s) - t0 )) s; load/warm-up s: $(echo "$r1" | cut -d' ' -f2-); GPU used ${base} MiB"
+    for v in $(seq 2 "$nver"); do
+      old=$((v - 1))
+      # Long enough for the new version to load beside the old one.
+      dur=${LIFECYCLE_DURATION_S:-40}; [ "$preset" = mlperf ] && dur=${LIFECYCLE_BIG_DURATION_S:-120}
+      run rankload --target "127.0.0.1:$srv_port" --model "$m" --mode open --rate "$rate" \
+        --candidates "$cands" --duration_s "$dur" --warmup_s 0 --deadline_ms 10000 --quiet \
+        --threads 4 --connections 8 --response_log "$work/lc_${m}_$v.csv" > "$out/lc_${m}_${v}_rankload.log" 2>&1 &
+      lpid=$!
+      sleep 8
+      pub=$(date +%s%3N)
+      mv "$stage/$v" "$root/$m/.$v.tmp" && mv "$root/$m/.$v.tmp" "$root/$m/$v"
+      rv=$(lc_wait "$m" "$v" READY 300) || rv=""
+      ro=$(lc_wait "$m" "$old" UNLOADED 120) || ro=""
+      sleep 3
+      used=$(gpu_used_mib)
+      wait $lpid
+      lrc=$?
+      if [ -z "$rv" ] || [ -z "$ro" ]; then
+        row "lifecycle $m v$old->v$v" "FAIL: READY '$rv' UNLOADED '$ro' (rankload rc $lrc)"; continue
+      fi
+      ready=${rv%% *} unl=${ro%% *}
+      res=$(python3 tests/e2e/lifecycle_util.py swap --log "$work/lc_${m}_$v.csv" --old "$old" --new "$v" \
+        --ready_ms "$ready" --publish_ms "$pub" --swapped_ms $((unl + 1000)) --poll_s 1 --min_calls 1000 2>"$out/lc_${m}_${v}_check.err")
+      ok=$?
+      cp "$work/lc_${m}_$v.csv" "$out/" 2>/dev/null
+      row "lifecycle $m v$old->v$v" "$([ $ok = 0 ] && [ $lrc = 0 ] && echo PASS || echo "FAIL ($(head -2 "$out/lc_${m}_${v}_check.err" | tr '\n' ' '))") $res"
+      row "lifecycle $m v$v load" "published->READY $(( ready - pub )) ms; load/warm-up s: $(echo "$rv" | cut -d' ' -f2-); old unloaded $(( unl - ready )) ms after; GPU used ${used} MiB (one-version level ${base}, diff $(( used - base )) MiB)"
+    done
+    curl -s "127.0.0.1:$srv_mport/metrics" | grep -E '^rankd_model_(loads_total|versions)' > "$out/lc_${m}_metrics.txt"
+    kill -TERM $srv_pid; wait $srv_pid
+    rm -rf "$root" "$stage"
+  done
 fi
 
 if want reference; then
