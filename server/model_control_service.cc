@@ -10,9 +10,18 @@
 namespace rankd::server {
 namespace {
 
+// Longer names cannot be directories of the repository (NAME_MAX), and are
+// not echoed back in errors.
+constexpr size_t kMaxModelNameBytes = 255;
+
 // The model name and versions every mutating call needs, checked alike.
 absl::Status CheckTarget(const std::string& model, const google::protobuf::RepeatedField<int64_t>& versions) {
   if (model.empty()) return absl::InvalidArgumentError("model: required");
+  if (model.size() > kMaxModelNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("model: a name of ", model.size(),
+                                                   " bytes; model names are at most ",
+                                                   kMaxModelNameBytes));
+  }
   for (int i = 0; i < versions.size(); ++i) {
     if (versions[i] <= 0) {
       return absl::InvalidArgumentError(

@@ -8,6 +8,13 @@
 
 namespace rankd::server {
 
+absl::Status ModelManager::UnknownModel(const std::string& name) const {
+  std::vector<std::string> names;
+  for (const auto& [n, slot] : models_) names.push_back(n);
+  return absl::NotFoundError(absl::StrCat("model: \"", name, "\" is not known; models: ",
+                                          names.empty() ? "none" : absl::StrJoin(names, ", ")));
+}
+
 absl::Status ModelManager::ScanOneModel(const std::string& name) {
   absl::StatusOr<RepositoryScan> scan = ScanRepository(options_.model_root);
   if (!scan.ok()) {
@@ -94,10 +101,7 @@ absl::StatusOr<rankd::v1::ModelStatus> ModelManager::Unload(const std::string& m
     absl::MutexLock lock(&mu_);
     auto it = models_.find(model);
     if (it == models_.end()) {
-      std::vector<std::string> names;
-      for (const auto& [n, s] : models_) names.push_back(n);
-      return absl::NotFoundError(absl::StrCat("model: \"", model, "\" is not known; models: ",
-                                              names.empty() ? "none" : absl::StrJoin(names, ", ")));
+      return UnknownModel(model);
     }
     ModelSlot& slot = it->second;
     std::vector<int64_t> known;
@@ -139,10 +143,7 @@ absl::StatusOr<rankd::v1::ModelStatus> ModelManager::SetLabel(const std::string&
   absl::MutexLock lock(&mu_);
   auto it = models_.find(model);
   if (it == models_.end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, s] : models_) names.push_back(n);
-    return absl::NotFoundError(absl::StrCat("model: \"", model, "\" is not known; models: ",
-                                            names.empty() ? "none" : absl::StrJoin(names, ", ")));
+    return UnknownModel(model);
   }
   ModelSlot& slot = it->second;
   if (version > 0) {

@@ -239,15 +239,10 @@ rankd::v1::ModelStatus ModelManager::StatusOf(const std::string& name,
 absl::StatusOr<rankd::v1::ListModelsResponse> ModelManager::List(const std::string& model) const {
   absl::ReaderMutexLock lock(&mu_);
   rankd::v1::ListModelsResponse out;
-  std::vector<std::string> names;
   for (const auto& [name, slot] : models_) {
-    names.push_back(name);
     if (model.empty() || model == name) *out.add_models() = StatusOf(name, slot);
   }
-  if (!model.empty() && out.models().empty()) {
-    return absl::NotFoundError(absl::StrCat("model: \"", model, "\" is not known; models: ",
-                                            Quoted(names)));
-  }
+  if (!model.empty() && out.models().empty()) return UnknownModel(model);
   return out;
 }
 

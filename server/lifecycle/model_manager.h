@@ -222,6 +222,8 @@ class ModelManager {
   std::vector<std::string> ServedModelsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<rankd::v1::ModelStatus> StatusOrNotFound(const std::string& name) const;
   absl::Status ScanOneModel(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  // NOT_FOUND naming the models the manager knows.
+  absl::Status UnknownModel(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   VersionLoader* const loader_;

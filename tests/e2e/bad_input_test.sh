@@ -85,10 +85,13 @@ expect_eq "rankd_requests_total{model=mini,code=OK}" \
 expect_eq "rankd_requests_total{model=mini,code=INVALID_ARGUMENT}" \
   "$(metric_int "$TMP/metrics.txt" rankd_requests_total 'model="mini"' 'code="INVALID_ARGUMENT"')" \
   $((2 * N_INVALID))
-# Unknown model and unknown version are counted under model="" (bounded labels).
+# An unknown model is counted under model="", an unknown version of a served
+# model under its name with version="" (bounded labels: one case of each).
 expect_eq "rankd_requests_total{model=\"\",code=NOT_FOUND}" \
   "$(metric_int "$TMP/metrics.txt" rankd_requests_total 'model=""' 'code="NOT_FOUND"')" \
-  $((2 * N_NOT_FOUND))
+  $((2 * (N_NOT_FOUND - 1)))
+expect_eq "rankd_requests_total{model=mini,version=\"\",code=NOT_FOUND}" \
+  "$(metric_int "$TMP/metrics.txt" rankd_requests_total 'model="mini"' 'version=""' 'code="NOT_FOUND"')" 2
 # Nothing invalid reached the engine: only the good requests (and the
 # warm-up) were scored.
 WARMUP_CANDIDATES=$((1 + 64))

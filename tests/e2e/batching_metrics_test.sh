@@ -43,7 +43,7 @@ expect_eq "rankd_batch_requests_sum" "$(M rankd_batch_requests_sum)" $((N + 2))
 expect_eq "rankd_batch_candidates_sum" "$(M rankd_batch_candidates_sum)" $((N * 64 + 65))
 expect_eq "rankd_candidates_total" "$(M rankd_candidates_total)" $((N * 64 + 65))
 expect_eq "rankd_batches_total" "$(M rankd_batches_total)" "$COUNT"
-expect_eq "rankd_request_duration_seconds_count" "$(M rankd_request_duration_seconds_count)" "$N"
+expect_eq "rankd_request_duration_seconds_count" "$(M rankd_request_duration_seconds_count 'version="1"')" "$N"
 expect_eq "rankd_queue_requests" "$(M rankd_queue_requests)" 0
 expect_eq "rankd_queue_candidates" "$(M rankd_queue_candidates)" 0
 expect_eq "rankd_model_ready" "$(metric_int "$TMP/metrics.txt" rankd_model_ready 'model="mini"' 'version="1"')" 1

@@ -245,6 +245,32 @@ gen_py_stubs() {
     die "gen_stubs.sh: $(cat "$TMP/stubs.log")"
 }
 
+# check_admitted_answered EVENT ERR GOT WANT TOTAL M Q CODE...: after EVENT (a
+# SIGTERM, an unload) in the middle of a `rankctl score` run of TOTAL lines
+# (stderr ERR, responses GOT, expected responses of every line WANT), with M
+# lines OK and Q more admitted when EVENT came: every line answered; failed
+# lines only with the CODEs (never admitted); at least one failed (EVENT came
+# during the run); at least M + Q OK (nothing admitted was lost); OK lines
+# bit-exact. Writes $TMP/failed.txt ("LINE CODE" per failed line); sets
+# FAILED and N_OK.
+check_admitted_answered() {
+  local event="$1" err="$2" got="$3" want="$4" total="$5" m="$6" q="$7"
+  shift 7
+  local codes=" $* " bad
+  "$PY" "$E2E_DIR/e2e_util.py" rankctl-errors --stderr "$err" >"$TMP/failed.txt"
+  FAILED=$(wc -l <"$TMP/failed.txt")
+  N_OK=$(wc -l <"$got")
+  log "$event: $N_OK ok, $FAILED failed of $total; codes: $(awk '{print $2}' "$TMP/failed.txt" | sort | uniq -c | tr '\n' ' ')"
+  expect_eq "every line answered" "$((N_OK + FAILED))" "$total"
+  bad="$(awk -v codes="$codes" 'index(codes, " " $2 " ") == 0' "$TMP/failed.txt" | head -5)"
+  [[ -z "$bad" ]] || fail "lines failed with codes other than$codes: $bad"
+  [[ "$FAILED" -ge 1 ]] || fail "no line failed: the run ended before $event, the test proves nothing"
+  [[ "$N_OK" -ge $((m + q)) ]] ||
+    fail "admitted requests lost: $N_OK lines OK, but $m were OK and $q more admitted before $event"
+  compare_scores "responses through $event" "$want" "$got" \
+    "$(awk '{print $1}' "$TMP/failed.txt" | paste -sd, -)"
+}
+
 # compare_scores NAME EXPECTED GOT [SKIP_LINES]: bit-exact ScoreResponse comparison.
 compare_scores() {
   "$PY" "$E2E_DIR/e2e_util.py" compare --name "$1" --expected "$2" --got "$3" \

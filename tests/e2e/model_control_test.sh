@@ -100,18 +100,8 @@ log "before the unload: $M OK, $Q queued"
 admin unload --model kaggle >"$TMP/unload.out" 2>&1 || fail "unload kaggle: $(cat "$TMP/unload.out")"
 for ((i = 0; i < 600; i++)); do kill -0 "$CTL_PID" 2>/dev/null || break; sleep 0.1; done
 wait "$CTL_PID"
-"$PY" "$E2E_DIR/e2e_util.py" rankctl-errors --stderr "$TMP/kscore.err" >"$TMP/failed.txt"
-FAILED=$(wc -l <"$TMP/failed.txt")
-N_OK=$(wc -l <"$TMP/kgot.jsonl")
-log "unload in flight: $N_OK ok, $FAILED failed of $TOTAL; codes: $(awk '{print $2}' "$TMP/failed.txt" | sort | uniq -c | tr '\n' ' ')"
-expect_eq "every line answered" "$((N_OK + FAILED))" "$TOTAL"
-BAD_CODES="$(awk '$2 != "NOT_FOUND" && $2 != "UNAVAILABLE"' "$TMP/failed.txt" | head -5)"
-[[ -z "$BAD_CODES" ]] || fail "lines failed with codes other than NOT_FOUND/UNAVAILABLE: $BAD_CODES"
-[[ "$FAILED" -ge 1 ]] || fail "no line failed: the load ended before the unload, the test proves nothing"
-[[ "$N_OK" -ge $((M + Q)) ]] ||
-  fail "admitted requests lost: $N_OK OK, but $M were OK and $Q more admitted before the unload"
-compare_scores "responses through the unload" "$TMP/kwant.jsonl" "$TMP/kgot.jsonl" \
-  "$(awk '{print $1}' "$TMP/failed.txt" | paste -sd, -)"
+check_admitted_answered "the unload" "$TMP/kscore.err" "$TMP/kgot.jsonl" "$TMP/kwant.jsonl" \
+  "$TOTAL" "$M" "$Q" NOT_FOUND UNAVAILABLE
 admin models --model kaggle >"$TMP/kmodels.txt" 2>&1
 expect_grep "kaggle 1 UNLOADED" "$TMP/kmodels.txt" '^kaggle +1 +UNLOADED'
 rankctl health --service kaggle >/dev/null 2>&1 && fail "kaggle still SERVING after its unload"
