@@ -150,6 +150,9 @@ absl::StatusOr<std::shared_ptr<ServedVersion>> ModelManager::Find(const std::str
         "; ready versions: ", VersionList(ready_versions)));
   }
   if (!label.empty()) {
+    // A label that could never exist (too long, odd characters) is the
+    // caller's mistake, and is not echoed back whole.
+    if (absl::Status s = CheckLabelName(label, "version_label"); !s.ok()) return s;
     auto l = slot.labels.find(label);
     if (l == slot.labels.end()) {
       std::vector<std::string> labels;

@@ -132,6 +132,7 @@ class ModelManager {
   // The version a request names: `version` > 0 that version; else the
   // version `label` points at when `label` is set; else the newest READY.
   // NOT_FOUND naming what exists for an unknown model, version or label;
+  // INVALID_ARGUMENT for a label no label can be (CheckLabelName);
   // UNAVAILABLE when the model or label's version exists but is not READY.
   absl::StatusOr<std::shared_ptr<ServedVersion>> Find(const std::string& model, int64_t version,
                                                       const std::string& label) const;

@@ -280,6 +280,8 @@ TEST_F(ModelManagerTest, PolicyAndLabels) {
   auto unknown = m.Find("m", 0, "beta");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(unknown.status().message().find("stable=1"), std::string::npos);
+  EXPECT_EQ(m.Find("m", 0, std::string(100000, 'x')).status().code(),
+            absl::StatusCode::kInvalidArgument);
   // The admin API moves a label; a label on a version that is not ready is refused.
   ASSERT_TRUE(m.SetLabel("m", "stable", 2).ok());
   EXPECT_EQ(Served("m", "stable"), 2);
