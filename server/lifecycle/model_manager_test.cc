@@ -32,6 +32,10 @@ class FakeLoader final : public VersionLoader {
     if (fs::exists(directory + "/broken")) {
       return absl::DataLossError(absl::StrCat(directory, "/weights.safetensors: truncated"));
     }
+    if (fs::exists(directory + "/too_big")) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(directory, ": needs 9.00 GiB of GPU memory, 4.00 GiB free"));
+    }
     engine::testing::RandomModelSpec spec;
     spec.seed = static_cast<uint64_t>(version);
     std::shared_ptr<engine::Model> model = engine::testing::MakeRandomModel(spec);
@@ -100,12 +104,14 @@ class ModelManagerTest : public ::testing::Test {
     manager_.reset();
     fs::remove_all(root_);
   }
-  void Publish(const std::string& model, int64_t version, bool broken = false) {
+  void Publish(const std::string& model, int64_t version, bool broken = false,
+               const char* marker = nullptr) {
     // The publishing protocol: a hidden temporary directory, then a rename.
     const fs::path tmp = root_ / model / absl::StrCat(".", version, ".tmp");
     fs::create_directories(tmp);
     std::ofstream(tmp / "model.pbtxt") << "name: \"" << model << "\"\n";
     if (broken) std::ofstream(tmp / "broken") << "x";
+    if (marker != nullptr) std::ofstream(tmp / marker) << "x";
     fs::rename(tmp, root_ / model / absl::StrCat(version));
   }
   void WriteServing(const std::string& model, const std::string& text) {
@@ -196,6 +202,20 @@ TEST_F(ModelManagerTest, ABrokenVersionFailsOnceAndTheOldKeepsServing) {
   ASSERT_TRUE(m.Poll().ok());
   EXPECT_EQ(Served("m"), 2);
   EXPECT_EQ(StateOf("m", 1), rankd::v1::UNLOADED);
+}
+
+TEST_F(ModelManagerTest, AVersionThatDoesNotFitNamesWhatIsResident) {
+  Publish("m", 1);
+  ModelManager& m = Make(ModelManager::Mode::kPoll);
+  ASSERT_TRUE(m.Start().ok());
+  Publish("m", 2, /*broken=*/false, "too_big");
+  ASSERT_TRUE(m.Poll().ok());
+  EXPECT_EQ(Served("m"), 1);  // availability: the old one keeps serving
+  auto list = m.List("m");
+  const std::string& reason = list->models(0).versions(1).reason();
+  EXPECT_NE(reason.find("needs 9.00 GiB"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("resident versions: m v1 (HBM 0.00 B, host 1000.00 B)"), std::string::npos)
+      << reason;
 }
 
 TEST_F(ModelManagerTest, AnUnloadWaitsForRequestsHoldingTheVersion) {
