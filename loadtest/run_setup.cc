@@ -10,9 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "client/status_conversion.h"
 #include "google/protobuf/text_format.h"
-#include "grpcpp/client_context.h"
 #include "loadtest/request_file.h"
 #include "rankd/v1/model_config.pb.h"
 
@@ -25,26 +23,16 @@ absl::Status WithMessage(const absl::Status& status, absl::string_view message) 
 }
 
 // GetModelInfo of the version the generated requests will name: --model_version,
-// or the one --version_label points at (RankingClient::GetModelInfo takes no
-// label, so that call goes through a stub on the client's channel).
+// or the one --version_label points at.
 absl::StatusOr<rankd::v1::ModelInfo> DescribeModel(const client::RankingClient& client,
                                                    const Config& c) {
-  constexpr auto kTimeout = std::chrono::seconds(10);
-  if (c.version_label.empty()) {
-    client::CallOptions call;
-    call.deadline = absl::FromChrono(kTimeout);
-    return client.GetModelInfo(c.model, c.model_version, call);
-  }
-  auto stub = rankd::v1::Ranking::NewStub(client.channel());
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kTimeout);
+  client::CallOptions call;
+  call.deadline = absl::FromChrono(std::chrono::seconds(10));
   rankd::v1::GetModelInfoRequest request;
   request.set_model(c.model);
+  request.set_version(c.model_version);
   request.set_version_label(c.version_label);
-  rankd::v1::ModelInfo info;
-  const grpc::Status status = stub->GetModelInfo(&context, request, &info);
-  if (!status.ok()) return client::FromGrpcStatus(status);
-  return info;
+  return client.GetModelInfo(request, call);
 }
 
 }  // namespace
