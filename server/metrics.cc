@@ -161,17 +161,15 @@ Metrics::ModelSeries* Metrics::Find(absl::string_view model) {
 }
 
 Metrics::VersionSeries* Metrics::FindVersion(absl::string_view model, int64_t version) {
-  auto it = versions_.find(std::make_pair(std::string(model), version));
-  if (it != versions_.end()) return it->second.get();
-  if (version != 0) {
-    it = versions_.find(std::make_pair(std::string(model), int64_t{0}));
-    if (it != versions_.end()) return it->second.get();
-  }
-  return versions_.find(std::make_pair(std::string(), int64_t{0}))->second.get();
+  ModelSeries* m = Find(model);  // unknown models: the "" series
+  auto it = m->versions.find(version);
+  if (it == m->versions.end()) it = m->versions.find(0);
+  if (it != m->versions.end()) return it->second.get();
+  return models_.find("")->second->versions.at(0).get();
 }
 
 Metrics::VersionSeries* Metrics::FindOrAddVersion(const std::string& model, int64_t version) {
-  auto& slot = versions_[std::make_pair(model, version)];
+  auto& slot = FindOrAdd(model)->versions[version];
   if (slot != nullptr) return slot.get();
   slot = std::make_unique<VersionSeries>();
   slot->model = model;
@@ -233,14 +231,17 @@ void Metrics::AddVersion(const std::string& name, int64_t version) {
 void Metrics::RemoveVersion(const std::string& name, int64_t version) {
   if (version == 0) return;  // the model's version="" series stay
   absl::MutexLock lock(&mu_);
-  auto it = versions_.find(std::make_pair(name, version));
-  if (it != versions_.end()) {
-    VersionSeries* v = it->second.get();
-    for (auto& counter : v->requests) {
-      if (prometheus::Counter* c = counter.load()) requests_total_->Remove(c);
+  auto m = models_.find(name);
+  if (m != models_.end()) {
+    auto& versions = m->second->versions;
+    auto it = versions.find(version);
+    if (it != versions.end()) {
+      for (auto& counter : it->second->requests) {
+        if (prometheus::Counter* c = counter.load()) requests_total_->Remove(c);
+      }
+      request_duration_->Remove(it->second->request_duration);
+      versions.erase(it);
     }
-    request_duration_->Remove(v->request_duration);
-    versions_.erase(it);
   }
   model_ready_->Remove(&model_ready_->Add({{"model", name}, {"version", absl::StrCat(version)}}));
 }

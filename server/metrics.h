@@ -98,6 +98,9 @@ class Metrics final : public engine::ServingObserver {
   };
   struct ModelSeries {
     std::string name;
+    // Request series by version (0 = version=""); looked up per request
+    // without building a key.
+    absl::flat_hash_map<int64_t, std::unique_ptr<VersionSeries>> versions;
     prometheus::Histogram* queue_duration = nullptr;
     prometheus::Histogram* compute_duration = nullptr;
     prometheus::Histogram* batch_candidates = nullptr;
@@ -151,8 +154,6 @@ class Metrics final : public engine::ServingObserver {
   // take it shared. Series objects are owned by the registry's families.
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<ModelSeries>> models_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::pair<std::string, int64_t>, std::unique_ptr<VersionSeries>> versions_
-      ABSL_GUARDED_BY(mu_);
   // A request counter made for a (version, code) pair the first time: under
   // a separate lock, so the hot path never takes mu_ exclusively.
   absl::Mutex counter_mu_;
