@@ -14,6 +14,14 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   return *b;
 }
 
+// Update lag: from a few ms (a producer beside the server) to minutes (a
+// backlog).
+const prometheus::Histogram::BucketBoundaries& LagBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300};
+  return *b;
+}
+
 const prometheus::Histogram::BucketBoundaries& PowersOfTwo(int max_exp) {
   static auto* cache = new std::vector<prometheus::Histogram::BucketBoundaries>(32);
   auto& b = (*cache)[max_exp];
@@ -121,6 +129,30 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
                               .Name("rankd_model_load_duration_seconds")
                               .Help("Time to load and warm up one model version.")
                               .Register(*registry_);
+  embedding_updates_ = &BuildCounter()
+                           .Name("rankd_embedding_updates_total")
+                           .Help("Embedding rows written by online updates (static rows, dynamic "
+                                 "keys inserted or assigned), per model and table.")
+                           .Register(*registry_);
+  embedding_evictions_ = &BuildCounter()
+                             .Name("rankd_embedding_evictions_total")
+                             .Help("Keys a full dynamic table dropped (lowest LRU / LFU score) "
+                                   "for new keys.")
+                             .Register(*registry_);
+  embedding_update_lag_ =
+      &BuildHistogram()
+           .Name("rankd_embedding_update_lag_seconds")
+           .Help("Time from an update's producer timestamp to its application (messages with "
+                 "a timestamp).")
+           .Register(*registry_);
+  dynamic_table_keys_ = &BuildGauge()
+                            .Name("rankd_dynamic_table_keys")
+                            .Help("Keys a dynamic table holds (the version last updated).")
+                            .Register(*registry_);
+  dynamic_table_max_keys_ = &BuildGauge()
+                                .Name("rankd_dynamic_table_max_keys")
+                                .Help("Most keys a dynamic table may hold (max_keys).")
+                                .Register(*registry_);
   model_versions_ = &BuildGauge()
                          .Name("rankd_model_versions")
                          .Help("Versions of a model in each state (loading, ready, draining, "
@@ -211,6 +243,12 @@ void Metrics::AddModel(const engine::Model& model) {
     if (!map.contains(t.name)) {
       map[t.name] = t.dynamic ? &ids_missing_->Add(l) : &ids_out_of_range_->Add(l);
     }
+    if (t.dynamic) {
+      embedding_updates_->Add(l);
+      embedding_evictions_->Add(l);
+      dynamic_table_keys_->Add(l).Set(static_cast<double>(t.num_rows));
+      dynamic_table_max_keys_->Add(l).Set(static_cast<double>(t.max_keys));
+    }
     if (!s->cache.contains(t.name)) {
       ModelSeries::CacheSeries& c = s->cache[t.name];
       c.hits = &cache_hits_->Add(l);
@@ -219,6 +257,25 @@ void Metrics::AddModel(const engine::Model& model) {
       c.occupancy = &cache_occupancy_->Add(l);
     }
   }
+}
+
+void Metrics::OnUpdateApplied(const std::string& model, const std::string& table,
+                              const engine::DeltaResult& result, double lag_seconds) {
+  const prometheus::Labels l = {{"model", model}, {"table", table}};
+  embedding_updates_->Add(l).Increment(static_cast<double>(result.rows_applied));
+  if (result.keys_evicted > 0) {
+    embedding_evictions_->Add(l).Increment(static_cast<double>(result.keys_evicted));
+  }
+  if (lag_seconds >= 0) {
+    embedding_update_lag_->Add({{"model", model}}, LagBuckets()).Observe(lag_seconds);
+  }
+}
+
+void Metrics::OnDynamicTableKeys(const std::string& model, const std::string& table,
+                                 int64_t keys, int64_t max_keys) {
+  const prometheus::Labels l = {{"model", model}, {"table", table}};
+  dynamic_table_keys_->Add(l).Set(static_cast<double>(keys));
+  dynamic_table_max_keys_->Add(l).Set(static_cast<double>(max_keys));
 }
 
 void Metrics::AddVersion(const std::string& name, int64_t version) {

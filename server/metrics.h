@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "engine/model/model.h"
 #include "engine/serving/observer.h"
+#include "server/embedding_update_listener.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -41,7 +42,7 @@
 
 namespace rankd::server {
 
-class Metrics final : public engine::ServingObserver {
+class Metrics final : public engine::ServingObserver, public EmbeddingUpdateListener {
  public:
   // build_version and backend label rankd_build_info.
   Metrics(const std::string& build_version, const std::string& backend);
@@ -85,6 +86,13 @@ class Metrics final : public engine::ServingObserver {
                         int64_t hits, int64_t misses, int64_t host_read_bytes,
                         double occupancy) override;
 
+  // EmbeddingUpdateListener: rankd_embedding_updates_total (rows),
+  // rankd_embedding_evictions_total, rankd_embedding_update_lag_seconds,
+  // rankd_dynamic_table_keys and rankd_dynamic_table_max_keys.
+  void OnUpdateApplied(const std::string& model, const std::string& table,
+                       const engine::DeltaResult& result, double lag_seconds) override;
+  void OnDynamicTableKeys(const std::string& model, const std::string& table, int64_t keys,
+                          int64_t max_keys) override;
   prometheus::Registry& registry() { return *registry_; }
 
  private:
@@ -149,6 +157,11 @@ class Metrics final : public engine::ServingObserver {
   prometheus::Family<prometheus::Counter>* model_loads_;
   prometheus::Family<prometheus::Histogram>* model_load_duration_;
   prometheus::Family<prometheus::Gauge>* model_versions_;
+  prometheus::Family<prometheus::Counter>* embedding_updates_;
+  prometheus::Family<prometheus::Counter>* embedding_evictions_;
+  prometheus::Family<prometheus::Histogram>* embedding_update_lag_;
+  prometheus::Family<prometheus::Gauge>* dynamic_table_keys_;
+  prometheus::Family<prometheus::Gauge>* dynamic_table_max_keys_;
 
   // Guards the maps (series are added and removed while serving); readers
   // take it shared. Series objects are owned by the registry's families.

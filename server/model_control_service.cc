@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "server/status_mapping.h"
 #include "spdlog/spdlog.h"
 
@@ -81,6 +82,34 @@ grpc::Status ModelControlService::SetVersionLabel(grpc::ServerContext*,
   auto status = manager_->SetLabel(request->model(), request->label(), request->version());
   if (!status.ok()) return ToGrpcStatus(status.status());
   *response->mutable_model() = *std::move(status);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelControlService::UpdateEmbeddings(
+    grpc::ServerContext* context, grpc::ServerReader<rankd::v1::EmbeddingUpdate>* reader,
+    rankd::v1::UpdateSummary* response) {
+  EmbeddingUpdateStream stream(manager_, update_listener_);
+  rankd::v1::EmbeddingUpdate message;
+  int64_t applied = 0;
+  const absl::Time start = absl::Now();
+  while (reader->Read(&message)) {
+    if (context->IsCancelled()) break;
+    absl::Status s = stream.Apply(std::move(message));
+    message.Clear();
+    if (!s.ok()) {
+      spdlog::warn("admin: UpdateEmbeddings from {} stopped after {} messages: {}",
+                   context->peer(), applied, s.ToString());
+      return ToGrpcStatus(absl::Status(
+          s.code(), absl::StrCat(s.message(), " (", applied,
+                                 " earlier messages of this stream were applied and stay)")));
+    }
+    ++applied;
+  }
+  *response = stream.Summary();
+  if (applied > 0) {
+    spdlog::info("admin: UpdateEmbeddings from {}: {} messages in {:.3f} s", context->peer(),
+                 applied, absl::ToDoubleSeconds(absl::Now() - start));
+  }
   return grpc::Status::OK;
 }
 

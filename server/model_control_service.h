@@ -7,13 +7,17 @@
 #define RANKD_SERVER_MODEL_CONTROL_SERVICE_H_
 
 #include "rankd/v1/model_control.grpc.pb.h"
+#include "server/embedding_updates.h"
 #include "server/lifecycle/model_manager.h"
 
 namespace rankd::server {
 
 class ModelControlService final : public rankd::v1::ModelControl::Service {
  public:
-  explicit ModelControlService(ModelManager* manager) : manager_(manager) {}
+  // `update_listener` (may be null) observes applied embedding updates.
+  explicit ModelControlService(ModelManager* manager,
+                               EmbeddingUpdateListener* update_listener = nullptr)
+      : manager_(manager), update_listener_(update_listener) {}
 
   grpc::Status ListModels(grpc::ServerContext* context, const rankd::v1::ListModelsRequest* request,
                           rankd::v1::ListModelsResponse* response) override;
@@ -25,9 +29,13 @@ class ModelControlService final : public rankd::v1::ModelControl::Service {
   grpc::Status SetVersionLabel(grpc::ServerContext* context,
                                const rankd::v1::SetVersionLabelRequest* request,
                                rankd::v1::SetVersionLabelResponse* response) override;
+  grpc::Status UpdateEmbeddings(grpc::ServerContext* context,
+                                grpc::ServerReader<rankd::v1::EmbeddingUpdate>* reader,
+                                rankd::v1::UpdateSummary* response) override;
 
  private:
   ModelManager* const manager_;
+  EmbeddingUpdateListener* const update_listener_;
 };
 
 }  // namespace rankd::server

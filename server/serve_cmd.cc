@@ -389,7 +389,7 @@ int RunServe() {
     spdlog::error("--grpc_port: cannot listen on {}", address);
     return 1;
   }
-  ModelControlService control(manager->get());
+  ModelControlService control(manager->get(), &metrics);
   int admin_port = 0;
   std::unique_ptr<grpc::Server> admin;
   if (absl::GetFlag(FLAGS_admin_port) >= 0) {

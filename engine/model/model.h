@@ -4,6 +4,7 @@
 #ifndef RANKD_ENGINE_MODEL_MODEL_H_
 #define RANKD_ENGINE_MODEL_MODEL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,10 @@ struct ByteBuffer {
   // placement HOST instead of copying it. False for buffers over memory the
   // buffer does not own alone (e.g. models built in memory by tests).
   bool pinnable = false;
+  // The bytes are the buffer's alone and may be written: online updates
+  // (engine/updates) write a table's rows and keys in place, under the
+  // version's scoring gate. True for everything LoadModel makes.
+  bool writable = false;
 };
 
 struct EmbeddingTable {
@@ -44,7 +49,13 @@ struct EmbeddingTable {
   ByteBuffer rows;                    // [num_rows, dim] of row_type
   kernels::HashTable hash;            // DYNAMIC only: keys -> rows
   ByteBuffer keys;  // DYNAMIC only: int64 [num_rows]; keys[r] is row r's key
+  // DYNAMIC only: most keys the table holds while serving (online updates
+  // insert keys; >= num_rows), and which key a full table drops.
+  int64_t max_keys = 0;
+  rankd::v1::Eviction eviction = rankd::v1::LRU;
 
+  // Rows allocated: max_keys for a DYNAMIC table, else num_rows.
+  int64_t capacity_rows() const { return dynamic ? std::max(max_keys, num_rows) : num_rows; }
   int64_t row_bytes() const {
     return static_cast<int64_t>(dim) * kernels::RowTypeBytes(row_type);
   }

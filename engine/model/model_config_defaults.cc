@@ -32,8 +32,11 @@ void FillTableDefaults(rankd::v1::TableConfig* t) {
     t->set_id_policy(t->kind() == rankd::v1::DYNAMIC ? rankd::v1::ZERO
                                                      : rankd::v1::ERROR);
   }
-  if (t->kind() == rankd::v1::DYNAMIC && t->capacity() == 0) {
-    t->set_capacity(DefaultDynamicCapacity(t->num_rows()));
+  if (t->kind() == rankd::v1::DYNAMIC) {
+    // A table that is not given room to grow keeps its loaded key count.
+    if (t->max_keys() == 0) t->set_max_keys(t->num_rows());
+    if (t->eviction() == rankd::v1::EVICTION_UNSPECIFIED) t->set_eviction(rankd::v1::LRU);
+    if (t->capacity() == 0) t->set_capacity(DefaultDynamicCapacity(t->max_keys()));
   }
   rankd::v1::TableInit* init = t->mutable_init();
   if (init->kind() == rankd::v1::TABLE_INIT_KIND_UNSPECIFIED) {

@@ -101,9 +101,30 @@ void CheckTable(const TableConfig& t, const std::string& field, ErrorList* e) {
       e->Addf(field, ".capacity: must be >= num_rows (", t.num_rows(),
               "), got ", t.capacity());
     }
-  } else if (t.capacity() != 0) {
-    e->Addf(field, ".capacity: only DYNAMIC tables have a capacity, got ",
-            t.capacity());
+    if (t.max_keys() > (int64_t{1} << 40)) {
+      e->Addf(field, ".max_keys: at most 2^40 keys, got ", t.max_keys());
+    } else if (t.max_keys() < t.num_rows()) {
+      e->Addf(field, ".max_keys: must be >= num_rows (", t.num_rows(),
+              "), got ", t.max_keys());
+    } else if (t.capacity() < t.max_keys()) {
+      e->Addf(field, ".capacity: must be >= max_keys (", t.max_keys(),
+              "), got ", t.capacity(), " (capacity counts hash slots)");
+    }
+    if (!rankd::v1::Eviction_IsValid(t.eviction())) {
+      e->Addf(field, ".eviction: unknown value ", t.eviction());
+    }
+  } else {
+    if (t.capacity() != 0) {
+      e->Addf(field, ".capacity: only DYNAMIC tables have a capacity, got ",
+              t.capacity());
+    }
+    if (t.max_keys() != 0) {
+      e->Addf(field, ".max_keys: only DYNAMIC tables have max_keys, got ",
+              t.max_keys());
+    }
+    if (t.eviction() != rankd::v1::EVICTION_UNSPECIFIED) {
+      e->Addf(field, ".eviction: only DYNAMIC tables evict");
+    }
   }
   if (!t.default_vector().empty() && t.default_vector_size() != t.dim()) {
     e->Addf(field, ".default_vector: must be empty or hold dim (", t.dim(),

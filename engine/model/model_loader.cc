@@ -343,6 +343,7 @@ absl::StatusOr<ByteBuffer> NewHostBuffer(LoadContext* ctx, int64_t bytes,
   buf.size = bytes;
   buf.owner = std::move(owner);
   buf.pinnable = true;  // its own page-aligned, writable mapping
+  buf.writable = true;
   return buf;
 }
 
@@ -353,13 +354,16 @@ absl::StatusOr<ByteBuffer> NewHostBuffer(LoadContext* ctx, int64_t bytes,
 // Every loader thread reads kChunkBytes pieces with pread. A read error
 // (e.g. the file truncated meanwhile) fails the load; the one at the lowest
 // offset is reported.
+// `alloc_bytes` (>= the tensor's size) is the buffer's size: a dynamic
+// table's rows and keys get room for max_keys (the rest is zeros).
 absl::StatusOr<ByteBuffer> ReadFileTensor(LoadContext* ctx,
                                           const SafetensorsFile& file,
                                           const TensorInfo& t,
                                           const std::string& table,
-                                          const std::string& what) {
+                                          const std::string& what,
+                                          int64_t alloc_bytes) {
   absl::StatusOr<ByteBuffer> buf = NewHostBuffer(
-      ctx, t.size_bytes, absl::StrCat("table '", table, "' ", what));
+      ctx, std::max(alloc_bytes, t.size_bytes), absl::StrCat("table '", table, "' ", what));
   if (!buf.ok()) return buf.status();
   uint8_t* dst = const_cast<uint8_t*>(buf->data);
   PhaseProgress progress(ctx, table, absl::StrCat("reading ", what), "B",
@@ -398,7 +402,8 @@ absl::StatusOr<ByteBuffer> RandomRows(LoadContext* ctx,
                                       const EmbeddingTable& table) {
   const int64_t bytes = table.num_rows * table.row_bytes();
   absl::StatusOr<ByteBuffer> buf = NewHostBuffer(
-      ctx, bytes, absl::StrCat("table '", table.name, "' rows"));
+      ctx, table.capacity_rows() * table.row_bytes(),
+      absl::StrCat("table '", table.name, "' rows"));
   if (!buf.ok()) return buf.status();
   uint8_t* dst = const_cast<uint8_t*>(buf->data);
   const uint64_t stream = RandomTableStream(config.init().seed(), table.name);
@@ -422,7 +427,7 @@ absl::StatusOr<ByteBuffer> RandomKeys(LoadContext* ctx,
                                       const rankd::v1::TableConfig& config,
                                       const EmbeddingTable& table) {
   absl::StatusOr<ByteBuffer> buf =
-      NewHostBuffer(ctx, table.num_rows * 8,
+      NewHostBuffer(ctx, table.capacity_rows() * 8,
                     absl::StrCat("table '", table.name, "' keys"));
   if (!buf.ok()) return buf.status();
   int64_t* dst = reinterpret_cast<int64_t*>(const_cast<uint8_t*>(buf->data));
@@ -448,6 +453,10 @@ absl::Status LoadTable(LoadContext* ctx, const SafetensorsFile& file,
   table->id_policy = config.id_policy();
   table->default_vector.assign(config.default_vector().begin(),
                                config.default_vector().end());
+  if (table->dynamic) {
+    table->max_keys = std::max(config.max_keys(), config.num_rows());
+    table->eviction = config.eviction();
+  }
   const bool random = config.init().kind() == rankd::v1::RANDOM;
   stats->table = table->name;
   stats->row_bytes = table->num_rows * table->row_bytes();
@@ -460,7 +469,8 @@ absl::Status LoadTable(LoadContext* ctx, const SafetensorsFile& file,
   } else {
     stats->source = TableSource::kFileRead;
     rows = ReadFileTensor(ctx, file, *file.Find(spec.weight.name),
-                          table->name, "rows");
+                          table->name, "rows",
+                          table->capacity_rows() * table->row_bytes());
   }
   if (!rows.ok()) return rows.status();
   table->rows = *std::move(rows);
@@ -475,7 +485,7 @@ absl::Status LoadTable(LoadContext* ctx, const SafetensorsFile& file,
     keys = RandomKeys(ctx, config, *table);
   } else {
     keys = ReadFileTensor(ctx, file, *file.Find(spec.keys->name),
-                          table->name, "keys");
+                          table->name, "keys", table->capacity_rows() * 8);
   }
   if (!keys.ok()) return keys.status();
   table->keys = *std::move(keys);
@@ -577,8 +587,15 @@ absl::Status CheckModelHostMemory(const LoadContext& ctx,
     const rankd::v1::TableConfig& t = c.tables(k);
     const TableTensors& spec = layout.tables[k];
     const bool dynamic = t.kind() == rankd::v1::DYNAMIC;
-    (spec.in_file ? file_rows : random_rows) += SpecBytes(spec.weight);
-    if (dynamic) (spec.in_file ? file_keys : random_keys) += t.num_rows() * 8;
+    // A dynamic table's rows and keys are allocated for max_keys, its
+    // scores and free list too (24 bytes a key).
+    const int64_t grow = dynamic ? std::max<int64_t>(0, t.max_keys() - t.num_rows()) : 0;
+    (spec.in_file ? file_rows : random_rows) +=
+        SpecBytes(spec.weight) +
+        grow * int64_t{t.dim()} * static_cast<int64_t>(kernels::RowTypeBytes(RowTypeOf(t.dtype())));
+    if (dynamic) {
+      (spec.in_file ? file_keys : random_keys) += std::max(t.num_rows(), t.max_keys()) * 24;
+    }
     if (dynamic && (ctx.build_hash_tables || t.id_policy() == rankd::v1::ERROR)) {
       hash += kernels::HashTable::SlotsFor(t.capacity()) * 16;
     }

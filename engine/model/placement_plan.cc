@@ -154,7 +154,9 @@ PlanInput PlanInputFromConfig(const rankd::v1::ModelConfig& config) {
     p.num_rows = t.num_rows();
     p.row_bytes = int64_t{t.dim()} * DtypeBytes(t.dtype());
     if (t.kind() == rankd::v1::DYNAMIC) {
-      p.index_slots = t.capacity() > 0 ? t.capacity() : 2 * t.num_rows();
+      p.max_keys = std::max(t.max_keys(), t.num_rows());
+      p.num_rows = p.max_keys;
+      p.index_slots = t.capacity() > 0 ? t.capacity() : 2 * p.max_keys;
     }
     in.tables.push_back(p);
   }
@@ -175,13 +177,15 @@ PlanInput PlanInputFromModel(const Model& m) {
     p.num_rows = t.num_rows;
     p.row_bytes = t.row_bytes();
     if (t.dynamic) {
+      p.max_keys = std::max(t.max_keys, t.num_rows);
+      p.num_rows = p.max_keys;
       // Built on the host, or to be built on the GPU from the keys.
       const size_t i = in.tables.size();
       const int64_t capacity =
           (static_cast<size_t>(m.config.tables_size()) == m.tables.size() &&
            m.config.tables(static_cast<int>(i)).capacity() > 0)
               ? m.config.tables(static_cast<int>(i)).capacity()
-              : 2 * t.num_rows;
+              : 2 * p.max_keys;
       p.index_slots = t.hash.num_slots() > 0
                           ? t.hash.num_slots()
                           : kernels::HashTable::SlotsFor(std::max<int64_t>(capacity, 1));
@@ -203,7 +207,7 @@ absl::StatusOr<PlacementPlan> PlanPlacement(const PlanInput& input, int64_t budg
     p.requested = t.placement == rankd::v1::PLACEMENT_UNSPECIFIED ? rankd::v1::AUTO : t.placement;
     p.row_bytes = t.row_bytes;
     p.rows_bytes = t.num_rows * t.row_bytes;
-    p.index_bytes = 16 * t.index_slots;
+    p.index_bytes = 16 * t.index_slots + 24 * t.max_keys;
     p.tier = p.requested == rankd::v1::HOST ? Tier::kHost : Tier::kDevice;
     fixed += p.index_bytes;
     if (p.requested == rankd::v1::DEVICE) {

@@ -82,6 +82,10 @@ struct PlanInput {
     int64_t num_rows = 0;
     int64_t row_bytes = 0;
     int64_t index_slots = 0;  // DYNAMIC: hash slots (16 bytes each in HBM); 0 = STATIC
+    // DYNAMIC: keys the table may hold (num_rows is then max_keys: rows are
+    // allocated for all of them); each also has a row key, a score and a
+    // free-list entry in HBM (24 bytes).
+    int64_t max_keys = 0;
   };
   std::vector<Table> tables;
 };

@@ -204,7 +204,11 @@ void ModelInstance::RunWorker(Worker* worker) {
     stats.cache_occupancy_per_table.clear();
 
     const absl::Time start = clock_->Now();
-    const absl::Status status = worker->Execute(requests, scores, &stats);
+    absl::Status status;
+    {
+      LiveTables::BatchScope tables(options_.live_tables.get());
+      status = worker->Execute(requests, scores, &stats);
+    }
     const absl::Time end = clock_->Now();
 
     const int32_t num_requests = static_cast<int32_t>(batch->requests.size());

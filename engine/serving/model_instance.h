@@ -38,6 +38,7 @@
 #include "engine/serving/dynamic_batcher.h"
 #include "engine/serving/observer.h"
 #include "engine/serving/worker.h"
+#include "engine/updates/live_tables.h"
 #include "rankd/v1/model_config.pb.h"
 
 namespace rankd::engine {
@@ -65,6 +66,10 @@ class ModelInstance {
     // as above; at low load this saves a thread wake-up per request on the
     // latency path, when the worker has nothing else to do.
     bool complete_inline_when_idle = true;
+    // The version's update side (online embedding updates): each worker
+    // holds its gate shared for every batch it executes, so an update is
+    // applied between batches (live_tables.h). Null = tables never change.
+    std::shared_ptr<LiveTables> live_tables;
   };
 
   // Batches are handed to completion threads in slices of at least this many

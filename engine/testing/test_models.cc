@@ -72,6 +72,7 @@ std::shared_ptr<Model> MakeRandomModel(const RandomModelSpec& spec) {
       }
     }
     table.rows = ByteBuffer{bytes->data(), static_cast<int64_t>(bytes->size()), bytes};
+    table.rows.writable = true;  // the model's own vector
     if (table.dynamic) {
       std::set<int64_t> used;
       std::vector<int64_t> keys;

@@ -235,6 +235,22 @@ rankd::v1::ModelStatus ModelManager::StatusOf(const std::string& name,
     s->set_host_bytes(v.host_bytes);
     s->set_directory(v.directory);
     s->set_state_since_unix_ms(absl::ToUnixMillis(v.record.since()));
+    if (v.served != nullptr && v.served->live_tables() != nullptr) {
+      for (const engine::ProducerPosition& p : v.served->live_tables()->Positions()) {
+        rankd::v1::ProducerPosition* out_p = s->add_update_positions();
+        out_p->set_producer_id(p.producer_id);
+        out_p->set_table(p.table);
+        out_p->set_last_sequence(p.last_sequence);
+        out_p->set_last_timestamp_unix_us(p.last_timestamp_unix_us);
+      }
+      for (const auto& d : v.served->live_tables()->DynamicTables()) {
+        rankd::v1::DynamicTableStatus* out_d = s->add_dynamic_tables();
+        out_d->set_table(d.table);
+        out_d->set_keys(d.keys);
+        out_d->set_max_keys(d.max_keys);
+        out_d->set_evictions(d.evictions);
+      }
+    }
   }
   return out;
 }

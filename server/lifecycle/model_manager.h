@@ -34,6 +34,7 @@
 #define RANKD_SERVER_LIFECYCLE_MODEL_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -46,6 +47,7 @@
 #include "absl/time/time.h"
 #include "engine/serving/clock.h"
 #include "engine/serving/model_instance.h"
+#include "engine/updates/live_tables.h"
 #include "rankd/v1/model_control.pb.h"
 #include "rankd/v1/model_serving.pb.h"
 #include "server/lifecycle/model_repository.h"
@@ -56,20 +58,41 @@ namespace rankd::server {
 
 // One READY version as a request sees it. A request holds the shared_ptr from
 // Find until it is answered; the version is shut down only after every such
-// holder let go.
+// holder let go. A snapshot adopted in place (SaveSnapshot) is a second
+// ServedVersion over the same instance and tables: the instance is shut
+// down when the last ServedVersion sharing it is released.
 class ServedVersion {
  public:
-  ServedVersion(std::string name, int64_t version, std::unique_ptr<engine::ModelInstance> instance)
-      : name_(std::move(name)), version_(version), instance_(std::move(instance)) {}
+  ServedVersion(std::string name, int64_t version, std::shared_ptr<engine::ModelInstance> instance,
+                std::shared_ptr<engine::LiveTables> live_tables = nullptr)
+      : name_(std::move(name)),
+        version_(version),
+        instance_(std::move(instance)),
+        live_tables_(std::move(live_tables)) {}
+  // The same instance and tables served as another version (a snapshot).
+  ServedVersion(const ServedVersion& from, int64_t version)
+      : name_(from.name_),
+        version_(version),
+        instance_(from.instance_),
+        live_tables_(from.live_tables_) {}
   const std::string& name() const { return name_; }
   int64_t version() const { return version_; }
   engine::ModelInstance& instance() const { return *instance_; }
+  // The version's update side; null when its tables cannot change.
+  engine::LiveTables* live_tables() const { return live_tables_.get(); }
+  // Whether another ServedVersion shares this one's instance (an adopted
+  // snapshot, or the version it was taken from).
+  bool instance_shared() const { return instance_.use_count() > 1; }
 
  private:
   const std::string name_;
   const int64_t version_;
-  const std::unique_ptr<engine::ModelInstance> instance_;
+  const std::shared_ptr<engine::ModelInstance> instance_;
+  const std::shared_ptr<engine::LiveTables> live_tables_;
 };
+
+// Applies one embedding update message to one version (server/embedding_updates.h).
+using UpdateFn = std::function<absl::Status(ServedVersion& version)>;
 
 class ModelManager {
  public:
@@ -150,6 +173,16 @@ class ModelManager {
                                                 const std::vector<int64_t>& versions);
   absl::StatusOr<rankd::v1::ModelStatus> SetLabel(const std::string& model,
                                                   const std::string& label, int64_t version);
+  // Embedding updates (one message): runs `apply` on the version it names:
+  // `version` > 0 that READY version (FAILED_PRECONDITION when it is
+  // draining or unloaded, UNAVAILABLE while it loads, NOT_FOUND naming what
+  // exists); 0 = every READY version of the model (FAILED_PRECONDITION
+  // when none is), and, while versions of the model load, it is recorded and
+  // run on each of them before it takes traffic, so a swap loses no update.
+  // Updates run one at a time (server-wide), never while a version is being
+  // published. Returns the first error of `apply` (the versions before it
+  // keep the message).
+  absl::Status ApplyUpdate(const std::string& model, int64_t version, const UpdateFn& apply);
 
   // Shuts every served version down (admitted requests finish) and releases
   // it. Idempotent.
@@ -184,6 +217,10 @@ class ModelManager {
     std::set<int64_t> wanted;     // kExplicit: versions an operator loaded
     bool serving = false;         // last OnModelServing
   };
+  struct UpdateJournal {
+    int loading = 0;               // loads of the model in progress
+    std::vector<UpdateFn> entries; // version-0 updates since the oldest began
+  };
   struct Plan {
     std::vector<int64_t> load;    // newest first
     std::vector<int64_t> unload;  // READY versions no longer wanted
@@ -211,6 +248,9 @@ class ModelManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   void UnloadVersion(const std::string& name, int64_t version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  // Runs the updates recorded while `served` loaded on it (errors logged).
+  void ReplayJournal(const std::string& name, const UpdateJournal& journal,
+                     ServedVersion* served) ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);
   // Waits for the holders of `served`, shuts it down and destroys it.
   void DrainAndRelease(std::shared_ptr<ServedVersion> served);
   // Resident versions' memory, for an out-of-memory load's reason.
@@ -235,6 +275,10 @@ class ModelManager {
   bool shut_down_ ABSL_GUARDED_BY(control_mu_) = false;
   std::string last_scan_error_ ABSL_GUARDED_BY(control_mu_);
 
+  // Serializes updates with each other and with publishing a loaded
+  // version; never held across a load (only across replaying the journal).
+  absl::Mutex updates_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::map<std::string, UpdateJournal> journals_ ABSL_GUARDED_BY(updates_mu_);
   mutable absl::Mutex mu_;  // the slots; held briefly, never across a load
   std::map<std::string, ModelSlot> models_ ABSL_GUARDED_BY(mu_);
 };

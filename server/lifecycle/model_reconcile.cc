@@ -201,12 +201,23 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
   NotifyStates(name);
   spdlog::info("model {} version {}: {} from {}", name, version, reload ? "reloading" : "loading",
                directory);
+  {
+    absl::MutexLock updates(&updates_mu_);
+    ++journals_[name].loading;  // version-0 updates from now on are recorded for it
+  }
   const absl::Time start = absl::Now();
   absl::StatusOr<LoadedVersion> loaded = loader_->Load(name, version, directory, while_serving);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   std::shared_ptr<ServedVersion> old;
+  // Held from replaying the journal until the version is published, so no
+  // update falls between the two.
+  absl::ReleasableMutexLock updates(&updates_mu_);
+  UpdateJournal& journal = journals_[name];
   if (loaded.ok()) {
-    auto served = std::make_shared<ServedVersion>(name, version, std::move(loaded->instance));
+    auto served = std::make_shared<ServedVersion>(
+        name, version, std::shared_ptr<engine::ModelInstance>(std::move(loaded->instance)),
+        std::move(loaded->live_tables));
+    ReplayJournal(name, journal, served.get());
     if (listener_ != nullptr) listener_->OnVersionReady(name, version);
     absl::MutexLock lock(&mu_);
     VersionSlot& v = models_[name].versions.at(version);
@@ -227,6 +238,8 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
     VersionSlot& v = models_[name].versions.at(version);
     if (!reload) (void)v.record.Failed(clock_->Now(), reason, fingerprint);
   }
+  if (--journal.loading == 0) journal.entries.clear();
+  updates.Release();
   if (listener_ != nullptr) listener_->OnLoadFinished(name, version, loaded.ok(), seconds);
   NotifyStates(name);
   if (old != nullptr) DrainAndRelease(std::move(old));
@@ -257,6 +270,30 @@ void ModelManager::UnloadVersion(const std::string& name, int64_t version) {
   NotifyStates(name);
 }
 
+void ModelManager::ReplayJournal(const std::string& name, const UpdateJournal& journal,
+                                 ServedVersion* served) {
+  if (journal.entries.empty()) return;
+  if (served->live_tables() == nullptr) {
+    spdlog::warn("model {} version {}: {} embedding updates arrived while it loaded, but its "
+                 "tables cannot change; they are not applied to it",
+                 name, served->version(), journal.entries.size());
+    return;
+  }
+  int failed = 0;
+  absl::Status first;
+  for (const UpdateFn& apply : journal.entries) {
+    absl::Status s = apply(*served);
+    if (!s.ok() && failed++ == 0) first = s;
+  }
+  spdlog::info("model {} version {}: applied {} embedding updates that arrived while it loaded",
+               name, served->version(), journal.entries.size() - failed);
+  if (failed > 0) {
+    spdlog::warn("model {} version {}: {} updates that arrived while it loaded do not apply to "
+                 "it (first: {})",
+                 name, served->version(), failed, first.ToString());
+  }
+}
+
 void ModelManager::DrainAndRelease(std::shared_ptr<ServedVersion> served) {
   if (served == nullptr) return;
   // Requests took their reference before the version left Find; each lets go
@@ -268,6 +305,14 @@ void ModelManager::DrainAndRelease(std::shared_ptr<ServedVersion> served) {
                  served->name(), served->version(), served.use_count() - 1,
                  absl::FormatDuration(options_.drain_timeout));
   }
+  if (served->instance_shared()) {
+    // An adopted snapshot (or the version it came from) still serves this
+    // instance and its tables: only this version's name goes.
+    served.reset();
+    return;
+  }
+  // Updates already applied stay; later ones are refused, not lost silently.
+  if (served->live_tables() != nullptr) served->live_tables()->Close();
   served->instance().Shutdown();  // finishes what is still queued, joins threads
   served.reset();  // the last owner, when every holder let go: frees its memory
 }

@@ -8,6 +8,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/serving/cpu_worker.h"
 #include "engine/serving/warmup.h"
+#include "engine/updates/host_table_store.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {
@@ -75,6 +76,17 @@ absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader
   return workers;
 }
 
+absl::StatusOr<std::shared_ptr<engine::LiveTables>> EngineVersionLoader::MakeLiveTables(
+    const std::shared_ptr<const engine::Model>& model) {
+  std::vector<std::shared_ptr<engine::TableStore>> stores;
+  if (options_.backend == "cuda") {
+    // TODO(issue 16): the CUDA backend's store (each GPU's DeviceModel).
+    return std::shared_ptr<engine::LiveTables>();
+  }
+  stores.push_back(std::make_shared<engine::HostTableStore>(model));
+  return std::make_shared<engine::LiveTables>(model, std::move(stores));
+}
+
 absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name, int64_t version,
                                                         const std::string& directory,
                                                         bool while_serving) {
@@ -109,6 +121,10 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
   const absl::Duration worker_warmup = absl::Now() - made;
   engine::ModelInstance::Options instance_options =
       engine::ModelInstance::OptionsFromConfig((*model)->config);
+  absl::StatusOr<std::shared_ptr<engine::LiveTables>> live = MakeLiveTables(*model);
+  if (!live.ok()) return InDirectory(live.status(), directory);
+  instance_options.live_tables = *live;
+  out.live_tables = *std::move(live);
   instance_options.completion_threads = options_.completion_threads;
   instance_options.complete_inline_when_idle = options_.complete_inline_when_idle;
   instance_options.batching.idle_spin_us = options_.worker_spin_us;

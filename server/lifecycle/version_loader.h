@@ -14,12 +14,15 @@
 #include "engine/cuda/cuda_worker.h"
 #include "engine/serving/model_instance.h"
 #include "engine/serving/observer.h"
+#include "engine/updates/live_tables.h"
 
 namespace rankd::server {
 
 // A version loaded, placed and warmed up: ready to take traffic.
 struct LoadedVersion {
   std::unique_ptr<engine::ModelInstance> instance;
+  // The instance's update side (null: its tables cannot change).
+  std::shared_ptr<engine::LiveTables> live_tables;
   double load_seconds = 0;    // files read, tables placed, workers made
   double warmup_seconds = 0;  // warm-up requests (every CUDA graph captured)
   int64_t device_bytes = 0;   // HBM of the placement plan, per GPU (CUDA)
@@ -88,6 +91,9 @@ class EngineVersionLoader final : public VersionLoader {
   absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> MakeWorkers(
       const std::shared_ptr<const engine::Model>& model, const std::string& directory,
       int64_t* device_bytes);
+  // The version's update side over the stores its workers read.
+  absl::StatusOr<std::shared_ptr<engine::LiveTables>> MakeLiveTables(
+      const std::shared_ptr<const engine::Model>& model);
 
   const Options options_;
   engine::ServingObserver* const observer_;

@@ -1,0 +1,100 @@
+#include "engine/updates/live_tables.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/updates/delta_validation.h"
+
+namespace rankd::engine {
+
+LiveTables::LiveTables(std::shared_ptr<const Model> model,
+                       std::vector<std::shared_ptr<TableStore>> stores)
+    : model_(std::move(model)), stores_(std::move(stores)) {
+  for (const EmbeddingTable& t : model_->tables) {
+    dynamic_.push_back({t.name, t.dynamic ? t.num_rows : 0, t.dynamic ? t.max_keys : 0, 0});
+  }
+}
+
+absl::StatusOr<LiveTables::Applied> LiveTables::Apply(const TableDelta& delta,
+                                                      const UpdateOrigin& origin) {
+  if (origin.sequence > 0 && origin.producer_id.empty()) {
+    return absl::InvalidArgumentError(
+        "producer_id: empty, but a sequence number is set (sequences are per producer)");
+  }
+  absl::Status valid = ValidateDelta(*model_, delta);
+  if (!valid.ok()) return valid;
+  const std::string& table = model_->tables[delta.table].name;
+  Applied applied;
+  // Exclusive gate: no batch runs and no other Apply or Close (so mu_ need
+  // not be held while the stores write; ListModels keeps answering).
+  absl::WriterMutexLock gate(&gate_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model ", model_->name, " version ", model_->version, " is being unloaded"));
+    }
+    if (origin.sequence > 0) {
+      auto it = positions_.find({origin.producer_id, table});
+      if (it != positions_.end() && origin.sequence <= it->second.last_sequence) {
+        applied.duplicate = true;
+        return applied;
+      }
+    }
+  }
+  const uint64_t now = clock_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t s = 0; s < stores_.size(); ++s) {
+    DeltaResult result;
+    absl::Status status = stores_[s]->Apply(delta, now, &result);
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("table ", table, ": ", status.message()));
+    }
+    if (s == 0) applied.result = result;
+  }
+  absl::MutexLock lock(&mu_);
+  DynamicTableStats& stats = dynamic_[delta.table];
+  stats.keys += applied.result.keys_inserted - applied.result.keys_deleted -
+                applied.result.keys_evicted;
+  stats.evictions += applied.result.keys_evicted;
+  if (origin.sequence > 0) {
+    ProducerPosition& position = positions_[{origin.producer_id, table}];
+    position.producer_id = origin.producer_id;
+    position.table = table;
+    position.last_sequence = origin.sequence;
+    position.last_timestamp_unix_us = origin.timestamp_unix_us;
+  }
+  return applied;
+}
+
+absl::Status LiveTables::WithTablesQuiet(const std::function<absl::Status()>& fn) {
+  absl::WriterMutexLock gate(&gate_);
+  return fn();
+}
+
+void LiveTables::Close() {
+  absl::WriterMutexLock gate(&gate_);
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+std::vector<ProducerPosition> LiveTables::Positions() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ProducerPosition> out;
+  out.reserve(positions_.size());
+  for (const auto& [key, p] : positions_) out.push_back(p);
+  return out;
+}
+
+std::vector<LiveTables::DynamicTableStats> LiveTables::DynamicTables() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<DynamicTableStats> out;
+  for (size_t t = 0; t < dynamic_.size(); ++t) {
+    if (model_->tables[t].dynamic) out.push_back(dynamic_[t]);
+  }
+  return out;
+}
+
+void LiveTables::SetPositions(const std::vector<ProducerPosition>& positions) {
+  absl::MutexLock lock(&mu_);
+  for (const ProducerPosition& p : positions) positions_[{p.producer_id, p.table}] = p;
+}
+
+}  // namespace rankd::engine

@@ -1,0 +1,136 @@
+// LiveTables: the update side of one model version being served. It applies
+// embedding update messages to every backend store of the version (the CPU
+// engine's host tables, or each GPU's DeviceModel) atomically with respect
+// to scoring, de-duplicates producers' retries, and keeps the logical clock
+// of dynamic tables' LRU scores.
+//
+// Consistency: a gate (a reader/writer lock with writer priority). Each
+// worker holds it shared for a whole batch (BatchScope, taken by
+// ModelInstance around Worker::Execute, which returns only when the batch's
+// GPU work is done); Apply holds it exclusively. So a message is applied
+// between batches: every batch sees all of it or none of it, in stream
+// order, and a batch that starts after Apply returned sees it. The cost is a
+// pause of scoring per message: the in-flight batches finish, the message is
+// applied (a memcpy / scatter of its rows, plus hash inserts), then batches
+// go on (docs/architecture.md, "Live embeddings").
+//
+// De-duplication: a message with a producer id and a sequence number > 0 is
+// applied only if the sequence is above the last one applied for that
+// (producer, table); otherwise it is reported as a duplicate and skipped.
+//
+// Ownership: shares the model and the stores; the stores must be the ones
+// the version's workers read. Threading: every method is thread-safe; Apply
+// calls run one at a time (the exclusive gate).
+#ifndef RANKD_ENGINE_UPDATES_LIVE_TABLES_H_
+#define RANKD_ENGINE_UPDATES_LIVE_TABLES_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/model/model.h"
+#include "engine/updates/table_delta.h"
+#include "engine/updates/table_store.h"
+
+namespace rankd::engine {
+
+// Where a producer's stream of one table stands.
+struct ProducerPosition {
+  std::string producer_id;
+  std::string table;
+  uint64_t last_sequence = 0;
+  int64_t last_timestamp_unix_us = 0;
+};
+
+// Identifies one message for de-duplication; sequence 0 = none.
+struct UpdateOrigin {
+  std::string producer_id;
+  uint64_t sequence = 0;
+  int64_t timestamp_unix_us = 0;
+};
+
+class LiveTables {
+ public:
+  // `stores`: at least one, each holding the version's tables.
+  LiveTables(std::shared_ptr<const Model> model, std::vector<std::shared_ptr<TableStore>> stores);
+
+  // Held by a worker for one batch (shared gate). Reads the logical time the
+  // batch's lookups stamp on dynamic tables' LRU scores.
+  class BatchScope {
+   public:
+    explicit BatchScope(LiveTables* live) ABSL_NO_THREAD_SAFETY_ANALYSIS : live_(live) {
+      if (live_ != nullptr) live_->gate_.ReaderLock();
+    }
+    ~BatchScope() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (live_ != nullptr) live_->gate_.ReaderUnlock();
+    }
+    BatchScope(const BatchScope&) = delete;
+    BatchScope& operator=(const BatchScope&) = delete;
+
+   private:
+    LiveTables* const live_;
+  };
+
+  // The outcome of one Apply.
+  struct Applied {
+    bool duplicate = false;  // skipped: its sequence was already applied
+    DeltaResult result;
+  };
+
+  // Validates `delta` (delta_validation.h; nothing applied on error), skips
+  // it when `origin` repeats an applied sequence, else applies it to every
+  // store under the exclusive gate. INVALID_ARGUMENT for a bad delta or an
+  // origin with a sequence and no producer id; FAILED_PRECONDITION once the
+  // version is closed (Close); a store's error (INTERNAL) otherwise, after
+  // which the version's tables may differ between stores: the server
+  // should reload it.
+  absl::StatusOr<Applied> Apply(const TableDelta& delta, const UpdateOrigin& origin);
+
+  // Runs `fn` under the exclusive gate (no batch running, no Apply): a
+  // consistent cut of every table (snapshots read the stores there).
+  absl::Status WithTablesQuiet(const std::function<absl::Status()>& fn);
+
+  // Refuses every later Apply with FAILED_PRECONDITION (the version is being
+  // unloaded). Waits for an Apply in progress.
+  void Close();
+
+  std::vector<ProducerPosition> Positions() const;
+  // DYNAMIC tables' key counts now, their maximum and evictions so far.
+  struct DynamicTableStats {
+    std::string table;
+    int64_t keys = 0;
+    int64_t max_keys = 0;
+    int64_t evictions = 0;
+  };
+  std::vector<DynamicTableStats> DynamicTables() const;
+  // Restores positions (a snapshot's, at load) before any Apply.
+  void SetPositions(const std::vector<ProducerPosition>& positions);
+
+  const Model& model() const { return *model_; }
+  // Store 0 (for snapshots: every store holds the same content).
+  const TableStore& primary_store() const { return *stores_[0]; }
+
+ private:
+  const std::shared_ptr<const Model> model_;
+  const std::vector<std::shared_ptr<TableStore>> stores_;
+  // Logical time of dynamic tables' scores: advanced by every Apply.
+  std::atomic<uint64_t> clock_{1};
+
+  absl::Mutex gate_;  // shared: batches; exclusive: Apply / WithTablesQuiet
+  mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(gate_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // (producer, table) -> position.
+  std::map<std::pair<std::string, std::string>, ProducerPosition> positions_ ABSL_GUARDED_BY(mu_);
+  std::vector<DynamicTableStats> dynamic_ ABSL_GUARDED_BY(mu_);  // per table (static: unused)
+};
+
+}  // namespace rankd::engine
+
+#endif  // RANKD_ENGINE_UPDATES_LIVE_TABLES_H_

@@ -1,0 +1,245 @@
+#include "engine/updates/live_tables.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "engine/serving/model_instance.h"
+#include "engine/serving/worker.h"
+#include "engine/testing/test_models.h"
+#include "engine/updates/host_table_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/embedding_pool.h"
+
+namespace rankd::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::shared_ptr<Model> StaticModel(int dim = 4, int64_t rows = 16) {
+  testing::RandomModelSpec spec;
+  spec.dim = dim;
+  spec.table_rows = {rows, rows};
+  return testing::MakeRandomModel(spec);
+}
+
+std::shared_ptr<LiveTables> Live(const std::shared_ptr<Model>& model) {
+  return std::make_shared<LiveTables>(
+      model, std::vector<std::shared_ptr<TableStore>>{std::make_shared<HostTableStore>(model)});
+}
+
+std::vector<float> Row(const Model& m, int table, int64_t row) {
+  const EmbeddingTable& t = m.tables[table];
+  std::vector<float> out(t.dim);
+  std::memcpy(out.data(), t.rows.data + row * t.row_bytes(), t.row_bytes());
+  return out;
+}
+
+absl::Span<const uint8_t> Bytes(const std::vector<float>& v) {
+  return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4);
+}
+
+TEST(LiveTablesTest, AppliesStaticRowsInPlace) {
+  auto model = StaticModel();
+  auto live = Live(model);
+  const std::vector<int64_t> ids = {3, 0};
+  const std::vector<float> rows = {1.5f, 2.5f, 3.5f, 4.5f, -1, -2, -3, -4};
+  const std::vector<float> untouched = Row(*model, 1, 3);
+  TableDelta delta{1, ids, Bytes(rows), {}};
+  auto applied = live->Apply(delta, {});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_FALSE(applied->duplicate);
+  EXPECT_EQ(applied->result.rows_applied, 2);
+  EXPECT_EQ(Row(*model, 1, 3), std::vector<float>({1.5f, 2.5f, 3.5f, 4.5f}));
+  EXPECT_EQ(Row(*model, 1, 0), std::vector<float>({-1, -2, -3, -4}));
+  EXPECT_NE(Row(*model, 0, 3), std::vector<float>({1.5f, 2.5f, 3.5f, 4.5f}));
+  (void)untouched;
+}
+
+TEST(LiveTablesTest, RepeatedSequenceIsAppliedOnce) {
+  auto model = StaticModel();
+  auto live = Live(model);
+  const std::vector<int64_t> ids = {5};
+  std::vector<float> first = {1, 1, 1, 1};
+  std::vector<float> retry = {9, 9, 9, 9};
+  ASSERT_TRUE(live->Apply({0, ids, Bytes(first), {}}, {"trainer", 7, 1000}).ok());
+  // A retry of sequence 7 with other bytes is skipped: the first one stays.
+  auto again = live->Apply({0, ids, Bytes(retry), {}}, {"trainer", 7, 1000});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(Row(*model, 0, 5), first);
+  // Older sequences too; another producer or table is independent.
+  EXPECT_TRUE(live->Apply({0, ids, Bytes(retry), {}}, {"trainer", 3, 0})->duplicate);
+  EXPECT_FALSE(live->Apply({1, ids, Bytes(retry), {}}, {"trainer", 3, 0})->duplicate);
+  EXPECT_FALSE(live->Apply({0, ids, Bytes(retry), {}}, {"other", 1, 0})->duplicate);
+  EXPECT_EQ(Row(*model, 0, 5), retry);
+  const auto positions = live->Positions();
+  ASSERT_EQ(positions.size(), 3u);
+  bool found = false;
+  for (const ProducerPosition& p : positions) {
+    if (p.producer_id == "trainer" && p.table == model->tables[0].name) {
+      EXPECT_EQ(p.last_sequence, 7u);
+      EXPECT_EQ(p.last_timestamp_unix_us, 1000);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+  // Sequence 0: no de-duplication, always applied.
+  EXPECT_FALSE(live->Apply({0, ids, Bytes(first), {}}, {"trainer", 0, 0})->duplicate);
+  EXPECT_EQ(Row(*model, 0, 5), first);
+}
+
+TEST(LiveTablesTest, BadDeltasChangeNothingAndNameThePosition) {
+  auto model = StaticModel();
+  auto live = Live(model);
+  const std::vector<float> before = Row(*model, 0, 1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Case {
+    std::vector<int64_t> ids;
+    std::vector<float> rows;
+    std::vector<int64_t> deletes;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {{1, 16}, {7, 7, 7, 7, 7, 7, 7, 7}, {}, "ids[1] = 16 is out of range [0, 16)"},
+      {{1, -1}, {7, 7, 7, 7, 7, 7, 7, 7}, {}, "ids[1] = -1 is out of range"},
+      {{1, 1}, {7, 7, 7, 7, 7, 7, 7, 7}, {}, "ids[1] = 1 repeats"},
+      {{1}, {7, 7, 7}, {}, "12 bytes for 1 ids of 16 bytes"},
+      {{1, 2}, {7, 7, 7, 7, 7, nan, 7, 7}, {}, "ids[1] element 1 is nan"},
+      {{1}, {7, 7, 7, std::numeric_limits<float>::infinity()}, {}, "element 3 is inf"},
+      {{1}, {7, 7, 7, 7}, {4}, "delete_keys: the table is STATIC"},
+  };
+  for (const Case& c : cases) {
+    auto s = live->Apply({0, c.ids, Bytes(c.rows), c.deletes}, {});
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << c.error;
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(c.error));
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(model->tables[0].name));
+    EXPECT_EQ(Row(*model, 0, 1), before) << c.error;
+  }
+  auto no_producer = live->Apply({0, {}, {}, {}}, {"", 4, 0});
+  EXPECT_EQ(no_producer.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LiveTablesTest, ClosedVersionRefusesUpdates) {
+  auto model = StaticModel();
+  auto live = Live(model);
+  live->Close();
+  const std::vector<int64_t> ids = {1};
+  const std::vector<float> rows = {1, 2, 3, 4};
+  auto s = live->Apply({0, ids, Bytes(rows), {}}, {});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("being unloaded"));
+}
+
+// A worker that pools one table's rows (the real CPU pooling kernel over the
+// model's memory) and reports, per request, whether every value of every
+// row it read carried the same update number: scores[0] = that number, or
+// -1 when the batch saw a torn row or rows of different messages.
+class PooledValueWorker final : public Worker {
+ public:
+  explicit PooledValueWorker(std::shared_ptr<const Model> model) : model_(std::move(model)) {}
+  absl::string_view name() const override { return "pooled"; }
+  absl::Status Execute(absl::Span<const Request* const> requests,
+                       absl::Span<const absl::Span<float>> scores, BatchStats*) override {
+    const EmbeddingTable& t = model_->tables[0];
+    const kernels::PoolTable view = t.pool_view(nullptr);
+    std::vector<float> pooled(t.dim);
+    std::vector<int64_t> offsets = {0, 1};
+    float seen = -2;
+    bool consistent = true;
+    for (int64_t row = 0; row < t.num_rows; ++row) {
+      kernels::PoolBags bags{&row, offsets.data(), nullptr, 1};
+      kernels::PoolEmbeddings(view, bags, pooled.data(), t.dim);
+      for (float v : pooled) {
+        if (seen == -2) seen = v;
+        consistent = consistent && v == seen;
+      }
+    }
+    for (size_t r = 0; r < requests.size(); ++r) scores[r][0] = consistent ? seen : -1;
+    return absl::OkStatus();
+  }
+
+ private:
+  std::shared_ptr<const Model> model_;
+};
+
+// Scoring threads and an updating thread at once: every message writes all
+// rows of the table with its own number; every batch must see one number
+// for all of them (no torn row, no half-applied message), never older than
+// a number acknowledged before the request was submitted.
+TEST(LiveTablesTest, NoTornRowsUnderConcurrentScoring) {
+  auto model = StaticModel(/*dim=*/64, /*rows=*/64);
+  const EmbeddingTable& t = model->tables[0];
+  {
+    std::vector<float> zeros(t.num_rows * t.dim, 0.0f);
+    std::memcpy(const_cast<uint8_t*>(t.rows.data), zeros.data(), zeros.size() * 4);
+  }
+  auto live = Live(model);
+  ModelInstance::Options options;
+  options.batching.max_batch_candidates = 8;
+  options.batching.max_queue_delay_us = 50;
+  options.live_tables = live;
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < 3; ++i) workers.push_back(std::make_unique<PooledValueWorker>(model));
+  auto instance = ModelInstance::Create(model, options, std::move(workers));
+  ASSERT_TRUE(instance.ok()) << instance.status();
+
+  std::atomic<int64_t> acknowledged{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> torn{0}, stale{0}, batches{0};
+  std::thread updater([&] {
+    std::vector<int64_t> ids(t.num_rows);
+    for (int64_t i = 0; i < t.num_rows; ++i) ids[i] = i;
+    std::vector<float> rows(t.num_rows * t.dim);
+    for (int64_t v = 1; !stop.load(); ++v) {
+      std::fill(rows.begin(), rows.end(), static_cast<float>(v));
+      ASSERT_TRUE(live->Apply({0, ids, Bytes(rows), {}}, {"stress", static_cast<uint64_t>(v), 0})
+                      .ok());
+      acknowledged.store(v);
+    }
+  });
+  testing::RandomRequestSpec spec;
+  spec.num_candidates = 1;
+  std::vector<std::thread> scorers;
+  for (int s = 0; s < 3; ++s) {
+    scorers.emplace_back([&, s] {
+      testing::RandomRequestSpec mine = spec;
+      mine.seed = 10 + s;
+      const testing::OwnedRequest owned = testing::MakeRandomRequest(*model, mine);
+      while (!stop.load()) {
+        const int64_t floor = acknowledged.load();
+        float score = -3;
+        absl::Notification done;
+        QueuedRequest q;
+        q.request = owned.view();
+        q.scores = absl::MakeSpan(&score, 1);
+        q.done = [&done](absl::Status, const RequestTiming&) { done.Notify(); };
+        if (!(*instance)->Submit(std::move(q)).ok()) continue;
+        done.WaitForNotification();
+        ++batches;
+        if (score < 0) ++torn;
+        if (score >= 0 && score < floor) ++stale;
+      }
+    });
+  }
+  const char* env = std::getenv("RANKD_STRESS_SECONDS");
+  absl::SleepFor(absl::Seconds(env != nullptr ? std::atof(env) : 20.0));
+  stop.store(true);
+  updater.join();
+  for (std::thread& s : scorers) s.join();
+  (*instance)->Shutdown();
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_EQ(stale.load(), 0);
+  EXPECT_GT(batches.load(), 100);
+  EXPECT_GT(acknowledged.load(), 100);
+}
+
+}  // namespace
+}  // namespace rankd::engine

@@ -1,0 +1,182 @@
+#include "server/embedding_updates.h"
+
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "engine/updates/delta_validation.h"
+#include "engine/updates/live_tables.h"
+
+namespace rankd::server {
+
+// Summaries by (model, version, table); shared with journal replays.
+struct EmbeddingUpdateStream::Tally {
+  absl::Mutex mu;
+  int64_t messages ABSL_GUARDED_BY(mu) = 0;
+  std::map<std::tuple<std::string, int64_t, std::string>, rankd::v1::TableUpdateSummary> tables
+      ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+// Names are echoed into errors at most this long.
+constexpr size_t kMaxEchoBytes = 128;
+
+std::string Echo(const std::string& s) {
+  return s.size() <= kMaxEchoBytes ? s : absl::StrCat(s.substr(0, kMaxEchoBytes), "...");
+}
+
+// Shape checks that need no model.
+absl::Status CheckMessage(const rankd::v1::EmbeddingUpdate& m) {
+  if (m.model().empty()) return absl::InvalidArgumentError("model: required");
+  if (m.table().empty()) return absl::InvalidArgumentError("table: required");
+  if (m.version() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("version: must be >= 0 (0 = every live version), got ", m.version()));
+  }
+  if (!m.rows().empty() && !m.raw_rows().empty()) {
+    return absl::InvalidArgumentError("rows and raw_rows: both set; send one of them");
+  }
+  if (!m.ids().empty() && m.rows().empty() && m.raw_rows().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows: ", m.ids_size(), " ids but no rows (rows or raw_rows)"));
+  }
+  if (m.ids().empty() && (!m.rows().empty() || !m.raw_rows().empty())) {
+    return absl::InvalidArgumentError("rows: rows without ids");
+  }
+  if (m.sequence() > 0 && m.producer_id().empty()) {
+    return absl::InvalidArgumentError("producer_id: required with a sequence number");
+  }
+  if (m.producer_id().size() > kMaxEchoBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("producer_id: ", m.producer_id().size(),
+                                                   " bytes; at most ", kMaxEchoBytes));
+  }
+  return absl::OkStatus();
+}
+
+int TableIndex(const engine::Model& model, const std::string& name) {
+  for (size_t t = 0; t < model.tables.size(); ++t) {
+    if (model.tables[t].name == name) return static_cast<int>(t);
+  }
+  return -1;
+}
+
+absl::Status UnknownTable(const engine::Model& model, const std::string& name) {
+  std::vector<std::string> names;
+  for (const engine::EmbeddingTable& t : model.tables) names.push_back(t.name);
+  return absl::NotFoundError(absl::StrCat("table: model \"", model.name, "\" version ",
+                                          model.version, " has no table \"", Echo(name),
+                                          "\"; tables: ", absl::StrJoin(names, ", ")));
+}
+
+}  // namespace
+
+EmbeddingUpdateStream::EmbeddingUpdateStream(ModelManager* manager,
+                                             EmbeddingUpdateListener* listener)
+    : manager_(manager), listener_(listener), tally_(std::make_shared<Tally>()) {}
+
+absl::Status EmbeddingUpdateStream::Apply(rankd::v1::EmbeddingUpdate message) {
+  const int64_t index = index_++;
+  auto prefix = [index](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("message ", index, ": ", s.message()));
+  };
+  if (absl::Status s = CheckMessage(message); !s.ok()) return prefix(s);
+  auto msg = std::make_shared<const rankd::v1::EmbeddingUpdate>(std::move(message));
+  std::shared_ptr<Tally> tally = tally_;
+  EmbeddingUpdateListener* listener = listener_;
+  // Runs on every version the message reaches, now or (a version that was
+  // loading) before that version takes traffic.
+  UpdateFn apply = [msg, tally, listener](ServedVersion& version) -> absl::Status {
+    engine::LiveTables* live = version.live_tables();
+    if (live == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model \"", version.name(), "\" version ", version.version(),
+                       " cannot take embedding updates (its backend keeps fixed tables)"));
+    }
+    const engine::Model& model = live->model();
+    const int t = TableIndex(model, msg->table());
+    if (t < 0) return UnknownTable(model, msg->table());
+    const engine::EmbeddingTable& table = model.tables[t];
+    engine::TableDelta delta;
+    delta.table = t;
+    delta.ids = absl::MakeConstSpan(msg->ids().data(), msg->ids_size());
+    delta.delete_keys = absl::MakeConstSpan(msg->delete_keys().data(), msg->delete_keys_size());
+    std::vector<uint8_t> encoded;
+    if (!msg->raw_rows().empty()) {
+      delta.rows = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(msg->raw_rows().data()),
+                                       msg->raw_rows().size());
+    } else if (table.row_type == kernels::RowType::kFp32) {
+      if (msg->rows_size() != msg->ids_size() * table.dim) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "table ", table.name, ": rows: ", msg->rows_size(), " values for ", msg->ids_size(),
+            " ids of dim ", table.dim, "; want ", int64_t{msg->ids_size()} * table.dim));
+      }
+      delta.rows = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(msg->rows().data()),
+                                       msg->rows_size() * sizeof(float));
+    } else {
+      absl::Status s = engine::EncodeRows(
+          table, absl::MakeConstSpan(msg->rows().data(), msg->rows_size()), msg->ids_size(),
+          &encoded);
+      if (!s.ok()) return s;
+      delta.rows = absl::MakeConstSpan(encoded);
+    }
+    engine::UpdateOrigin origin{msg->producer_id(), msg->sequence(), msg->timestamp_unix_us()};
+    absl::StatusOr<engine::LiveTables::Applied> applied = live->Apply(delta, origin);
+    if (!applied.ok()) return applied.status();
+    {
+      absl::MutexLock lock(&tally->mu);
+      rankd::v1::TableUpdateSummary& s =
+          tally->tables[{version.name(), version.version(), table.name}];
+      s.set_model(version.name());
+      s.set_version(version.version());
+      s.set_table(table.name);
+      if (applied->duplicate) {
+        s.set_duplicates(s.duplicates() + 1);
+        return absl::OkStatus();
+      }
+      const engine::DeltaResult& r = applied->result;
+      s.set_messages(s.messages() + 1);
+      s.set_rows_applied(s.rows_applied() + r.rows_applied);
+      s.set_keys_inserted(s.keys_inserted() + r.keys_inserted);
+      s.set_keys_updated(s.keys_updated() + r.keys_updated);
+      s.set_keys_deleted(s.keys_deleted() + r.keys_deleted);
+      s.set_keys_not_found(s.keys_not_found() + r.keys_not_found);
+      s.set_keys_evicted(s.keys_evicted() + r.keys_evicted);
+    }
+    if (listener != nullptr) {
+      const double lag =
+          msg->timestamp_unix_us() > 0
+              ? (absl::ToUnixMicros(absl::Now()) - msg->timestamp_unix_us()) / 1e6
+              : -1;
+      listener->OnUpdateApplied(version.name(), table.name, applied->result, lag);
+      if (table.dynamic) {
+        for (const auto& d : live->DynamicTables()) {
+          if (d.table == table.name) {
+            listener->OnDynamicTableKeys(version.name(), table.name, d.keys, d.max_keys);
+          }
+        }
+      }
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = manager_->ApplyUpdate(msg->model(), msg->version(), apply);
+  if (!s.ok()) return prefix(s);
+  absl::MutexLock lock(&tally_->mu);
+  ++tally_->messages;
+  return absl::OkStatus();
+}
+
+rankd::v1::UpdateSummary EmbeddingUpdateStream::Summary() const {
+  rankd::v1::UpdateSummary out;
+  absl::MutexLock lock(&tally_->mu);
+  out.set_messages(tally_->messages);
+  for (const auto& [key, s] : tally_->tables) *out.add_tables() = s;
+  return out;
+}
+
+}  // namespace rankd::server
