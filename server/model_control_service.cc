@@ -113,4 +113,20 @@ grpc::Status ModelControlService::UpdateEmbeddings(
   return grpc::Status::OK;
 }
 
+grpc::Status ModelControlService::SaveSnapshot(grpc::ServerContext*,
+                                               const rankd::v1::SaveSnapshotRequest* request,
+                                               rankd::v1::SaveSnapshotResponse* response) {
+  if (absl::Status s = CheckTarget(request->model(), google::protobuf::RepeatedField<int64_t>());
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  spdlog::info("admin: SaveSnapshot {} version {} -> {}", request->model(), request->version(),
+               request->new_version());
+  auto out = manager_->SaveSnapshotAndReconcile(request->model(), request->version(),
+                                                request->new_version());
+  if (!out.ok()) return ToGrpcStatus(out.status());
+  *response = *std::move(out);
+  return grpc::Status::OK;
+}
+
 }  // namespace rankd::server

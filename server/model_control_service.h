@@ -32,6 +32,9 @@ class ModelControlService final : public rankd::v1::ModelControl::Service {
   grpc::Status UpdateEmbeddings(grpc::ServerContext* context,
                                 grpc::ServerReader<rankd::v1::EmbeddingUpdate>* reader,
                                 rankd::v1::UpdateSummary* response) override;
+  grpc::Status SaveSnapshot(grpc::ServerContext* context,
+                            const rankd::v1::SaveSnapshotRequest* request,
+                            rankd::v1::SaveSnapshotResponse* response) override;
 
  private:
   ModelManager* const manager_;

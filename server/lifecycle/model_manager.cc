@@ -235,6 +235,7 @@ rankd::v1::ModelStatus ModelManager::StatusOf(const std::string& name,
     s->set_host_bytes(v.host_bytes);
     s->set_directory(v.directory);
     s->set_state_since_unix_ms(absl::ToUnixMillis(v.record.since()));
+    s->set_snapshot_of(v.snapshot_of);
     if (v.served != nullptr && v.served->live_tables() != nullptr) {
       for (const engine::ProducerPosition& p : v.served->live_tables()->Positions()) {
         rankd::v1::ProducerPosition* out_p = s->add_update_positions();

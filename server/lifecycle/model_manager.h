@@ -184,6 +184,17 @@ class ModelManager {
   // keep the message).
   absl::Status ApplyUpdate(const std::string& model, int64_t version, const UpdateFn& apply);
 
+  // Writes a READY version's tables and dense weights as version
+  // `new_version` (0 = one above the highest) of the model, through the
+  // publishing protocol (`.N.tmp`, then a rename), while updates wait and
+  // scoring goes on; then serves it in place: version N is the same
+  // instance and tables (no reload, no update lost), and the version
+  // policy is applied (SaveSnapshotAndReconcile). Errors: NOT_FOUND,
+  // FAILED_PRECONDITION (not READY, fixed tables, an empty dynamic table),
+  // ALREADY_EXISTS (new_version taken), INTERNAL naming the file.
+  absl::StatusOr<rankd::v1::SaveSnapshotResponse> SaveSnapshotAndReconcile(
+      const std::string& model, int64_t version, int64_t new_version);
+
   // Shuts every served version down (admitted requests finish) and releases
   // it. Idempotent.
   void Shutdown();
@@ -201,6 +212,7 @@ class ModelManager {
     // An operator unloaded it (kPoll): not loaded again while its files
     // have this fingerprint, unless LoadModel names it.
     uint64_t held_fingerprint = 0;
+    int64_t snapshot_of = 0;  // adopted in place from this version (0 = loaded)
   };
   struct LabelOverride {
     int64_t version = 0;       // 0 = label removed
@@ -248,6 +260,9 @@ class ModelManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   void UnloadVersion(const std::string& name, int64_t version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  absl::StatusOr<rankd::v1::SaveSnapshotResponse> SaveSnapshot(const std::string& model,
+                                                                int64_t version,
+                                                                int64_t new_version);
   // Runs the updates recorded while `served` loaded on it (errors logged).
   void ReplayJournal(const std::string& name, const UpdateJournal& journal,
                      ServedVersion* served) ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);

@@ -1,8 +1,19 @@
 // ModelManager::ApplyUpdate: routing embedding update messages to versions
 // (model_manager.h).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "engine/updates/snapshot_writer.h"
 #include "server/lifecycle/model_manager.h"
+#include "spdlog/spdlog.h"
 
 namespace rankd::server {
 
@@ -54,6 +65,134 @@ absl::Status ModelManager::ApplyUpdate(const std::string& model, int64_t version
   }
   if (record) journals_[model].entries.push_back(apply);
   return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat(dir, ": open: ", strerror(errno)));
+  const int rc = fsync(fd);
+  close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat(dir, ": fsync: ", strerror(errno)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
+    const std::string& model, int64_t version, int64_t new_version) {
+  absl::MutexLock control(&control_mu_);
+  if (shut_down_) return absl::UnavailableError("the server is shutting down");
+  if (new_version < 0 || version < 0) {
+    return absl::InvalidArgumentError("version and new_version: must be >= 0");
+  }
+  std::shared_ptr<ServedVersion> source;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = models_.find(model);
+    if (it == models_.end()) return UnknownModel(model);
+    const ModelSlot& slot = it->second;
+    for (auto v = slot.versions.rbegin(); v != slot.versions.rend(); ++v) {
+      if ((version == 0 || v->first == version) && v->second.served != nullptr) {
+        source = v->second.served;
+        break;
+      }
+    }
+    if (source == nullptr) {
+      return absl::FailedPreconditionError(
+          version > 0 ? absl::StrCat("version: model \"", model, "\" version ", version,
+                                     " is not READY")
+                      : absl::StrCat("model \"", model, "\" has no READY version"));
+    }
+    const int64_t highest = slot.versions.empty() ? 0 : slot.versions.rbegin()->first;
+    if (new_version == 0) new_version = highest + 1;
+    if (slot.versions.count(new_version) > 0) {
+      return absl::AlreadyExistsError(absl::StrCat("new_version: model \"", model,
+                                                   "\" already has a version ", new_version));
+    }
+  }
+  if (source->live_tables() == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model \"", model, "\" version ", source->version(),
+        " cannot be snapshotted (its backend keeps fixed tables)"));
+  }
+  const std::string parent = absl::StrCat(options_.model_root, "/", model);
+  const std::string final_dir = absl::StrCat(parent, "/", new_version);
+  const std::string tmp_dir = absl::StrCat(parent, "/.", new_version, ".tmp");
+  std::error_code ec;
+  if (std::filesystem::exists(final_dir, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat("new_version: ", final_dir, " exists"));
+  }
+  std::filesystem::remove_all(tmp_dir, ec);  // a crashed earlier attempt
+  if (!std::filesystem::create_directory(tmp_dir, ec)) {
+    return absl::InternalError(absl::StrCat(tmp_dir, ": cannot create: ", ec.message()));
+  }
+  // No update is applied from here until the snapshot is adopted (scoring
+  // goes on: it only reads the tables).
+  absl::MutexLock updates(&updates_mu_);
+  engine::LiveTables& live = *source->live_tables();
+  std::vector<int64_t> keys(live.model().tables.size(), 0);
+  for (const auto& d : live.DynamicTables()) {
+    for (size_t t = 0; t < keys.size(); ++t) {
+      if (live.model().tables[t].name == d.table) keys[t] = d.keys;
+    }
+  }
+  absl::StatusOr<engine::SnapshotStats> stats = engine::WriteSnapshot(
+      live.model(), live.primary_store(), keys, live.Positions(), tmp_dir);
+  absl::Status s = stats.status();
+  if (s.ok()) s = SyncDirectory(tmp_dir);
+  if (s.ok()) {
+    std::filesystem::rename(tmp_dir, final_dir, ec);
+    if (ec) s = absl::InternalError(absl::StrCat(final_dir, ": rename: ", ec.message()));
+  }
+  if (s.ok()) s = SyncDirectory(parent);
+  if (!s.ok()) {
+    std::filesystem::remove_all(tmp_dir, ec);
+    return s;
+  }
+  auto adopted = std::make_shared<ServedVersion>(*source, new_version);
+  {
+    absl::MutexLock lock(&mu_);
+    ModelSlot& slot = models_[model];
+    VersionSlot& v = slot.versions.emplace(new_version, VersionSlot(clock_->Now())).first->second;
+    (void)v.record.StartLoading(clock_->Now());
+    (void)v.record.Ready(clock_->Now());
+    v.directory = final_dir;
+    v.on_disk = true;
+    v.fingerprint = DirectoryFingerprint(final_dir);
+    v.served = adopted;
+    v.snapshot_of = source->version();
+    if (options_.mode == Mode::kExplicit) slot.wanted.insert(new_version);
+  }
+  spdlog::info("model {} version {}: snapshot of version {} written to {} ({} bytes, {:.3f} s) "
+               "and adopted in place",
+               model, new_version, source->version(), final_dir, stats->bytes, stats->seconds);
+  if (listener_ != nullptr) listener_->OnVersionReady(model, new_version);
+  NotifyStates(model);
+  rankd::v1::SaveSnapshotResponse out;
+  out.set_version(new_version);
+  out.set_directory(final_dir);
+  out.set_bytes(stats->bytes);
+  out.set_seconds(stats->seconds);
+  return out;
+}
+
+absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshotAndReconcile(
+    const std::string& model, int64_t version, int64_t new_version) {
+  absl::StatusOr<rankd::v1::SaveSnapshotResponse> out =
+      SaveSnapshot(model, version, new_version);
+  if (!out.ok()) return out;
+  {
+    // The version policy now sees the snapshot (e.g. latest 1: the version
+    // it came from stops serving under its own number; its memory stays,
+    // shared with the snapshot).
+    absl::MutexLock control(&control_mu_);
+    if (options_.mode != Mode::kNone && !shut_down_) Reconcile(model, {});
+  }
+  absl::StatusOr<rankd::v1::ModelStatus> status = StatusOrNotFound(model);
+  if (status.ok()) *out->mutable_model() = *std::move(status);
+  return out;
 }
 
 }  // namespace rankd::server

@@ -9,6 +9,7 @@
 #include "engine/serving/cpu_worker.h"
 #include "engine/serving/warmup.h"
 #include "engine/updates/host_table_store.h"
+#include "engine/updates/snapshot_writer.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {
@@ -123,6 +124,14 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
       engine::ModelInstance::OptionsFromConfig((*model)->config);
   absl::StatusOr<std::shared_ptr<engine::LiveTables>> live = MakeLiveTables(*model);
   if (!live.ok()) return InDirectory(live.status(), directory);
+  if (*live != nullptr) {
+    // A snapshot directory carries its producers' positions: resumed streams
+    // skip what it already holds.
+    absl::StatusOr<std::vector<engine::ProducerPosition>> positions =
+        engine::ReadUpdatePositions(directory);
+    if (!positions.ok()) return positions.status();
+    (*live)->SetPositions(*positions);
+  }
   instance_options.live_tables = *live;
   out.live_tables = *std::move(live);
   instance_options.completion_threads = options_.completion_threads;
