@@ -1,11 +1,14 @@
 #include "client/model_control_client.h"
 
+#include <algorithm>
 #include <climits>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/connect.h"
 #include "client/status_conversion.h"
 #include "grpcpp/client_context.h"
@@ -24,6 +27,18 @@ absl::Status Validate(const ModelControlClient::Options& o) {
   if (o.load_deadline_ms <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("load_deadline_ms: must be > 0, got ", o.load_deadline_ms));
+  }
+  if (o.update_deadline_ms <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update_deadline_ms: must be > 0, got ", o.update_deadline_ms));
+  }
+  if (o.update_retries < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update_retries: must be >= 0, got ", o.update_retries));
+  }
+  if (o.retry_backoff_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("retry_backoff_ms: must be >= 0, got ", o.retry_backoff_ms));
   }
   if (o.connect_timeout_ms < 0) {
     return absl::InvalidArgumentError(
@@ -119,6 +134,59 @@ absl::StatusOr<rankd::v1::SetVersionLabelResponse> ModelControlClient::SetVersio
   return Unary<rankd::v1::SetVersionLabelResponse>(stub_.get(),
                                                    &rankd::v1::ModelControl::Stub::SetVersionLabel,
                                                    request, call, options_.deadline_ms);
+}
+
+absl::Status ModelControlClient::UpdateEmbeddings(
+    const std::vector<rankd::v1::EmbeddingUpdate>& messages, rankd::v1::UpdateSummary* out,
+    const CallOptions& call, int* attempts) const {
+  absl::Duration backoff = absl::Milliseconds(options_.retry_backoff_ms);
+  absl::Status status;
+  int attempt = 0;
+  for (; attempt <= options_.update_retries; ++attempt) {
+    if (attempt > 0) {
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(10));
+    }
+    grpc::ClientContext context;
+    ApplyCallOptions(call, absl::Milliseconds(options_.update_deadline_ms), &context);
+    rankd::v1::UpdateSummary summary;
+    std::unique_ptr<grpc::ClientWriter<rankd::v1::EmbeddingUpdate>> writer =
+        stub_->UpdateEmbeddings(&context, &summary);
+    for (const rankd::v1::EmbeddingUpdate& m : messages) {
+      // false: the stream is broken (the server ended it, or the network);
+      // Finish says why.
+      if (!writer->Write(m)) break;
+    }
+    writer->WritesDone();
+    const grpc::Status finished = writer->Finish();
+    if (finished.ok()) {
+      if (attempts != nullptr) *attempts = attempt + 1;
+      if (out != nullptr) *out = std::move(summary);
+      return absl::OkStatus();
+    }
+    status = FromGrpcStatus(finished);
+    // The server never answered: send everything again (it skips the
+    // sequences it already applied). Anything else is its answer.
+    if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) {
+      if (attempts != nullptr) *attempts = attempt + 1;
+      return status;
+    }
+  }
+  if (attempts != nullptr) *attempts = attempt;
+  if (attempt <= 1) return status;
+  return absl::Status(status.code(), absl::StrCat(status.message(), " (after ", attempt,
+                                                  " attempts)"));
+}
+
+absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelControlClient::SaveSnapshot(
+    absl::string_view model, int64_t version, int64_t new_version, const CallOptions& call) const {
+  rankd::v1::SaveSnapshotRequest request;
+  request.set_model(std::string(model));
+  request.set_version(version);
+  request.set_new_version(new_version);
+  return Unary<rankd::v1::SaveSnapshotResponse>(stub_.get(),
+                                                &rankd::v1::ModelControl::Stub::SaveSnapshot,
+                                                request, call, options_.update_deadline_ms);
 }
 
 }  // namespace rankd::client

@@ -1,5 +1,6 @@
 // C++ client of rankd's admin API (rankd.v1.ModelControl): list, load and
-// unload model versions and point version labels at them.
+// unload model versions, point version labels at them, stream online
+// embedding updates (with retries) and save snapshots.
 //
 // The server serves this API on its admin listener only (default
 // 127.0.0.1:8503, loopback-only unless configured otherwise), never on the
@@ -20,7 +21,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -45,6 +48,17 @@ class ModelControlClient {
     // (load: reading files, placing tables on the GPU, warm-up) or drained
     // (unload: admitted requests finish first); a large model takes minutes.
     int64_t load_deadline_ms = 600000;
+    // Deadline of one UpdateEmbeddings stream (each attempt) and of
+    // SaveSnapshot (writes every table of a version) unless
+    // CallOptions::deadline is set.
+    int64_t update_deadline_ms = 600000;
+    // UpdateEmbeddings: how many times a stream that failed with UNAVAILABLE
+    // or DEADLINE_EXCEEDED (the server never answered) is sent again, whole
+    // and with the same sequence numbers: the server skips the messages it
+    // had already applied. Other errors are final.
+    int update_retries = 3;
+    // Wait before the first retry; doubled for each next one, at most 10 s.
+    int64_t retry_backoff_ms = 200;
     // 0: Create() returns at once and the channel connects on the first call.
     // > 0: Create() waits up to this long for a connection and returns
     // UNAVAILABLE without one (as RankingClient::Options::connect_timeout_ms).
@@ -88,6 +102,25 @@ class ModelControlClient {
   absl::StatusOr<rankd::v1::SetVersionLabelResponse> SetVersionLabel(
       absl::string_view model, absl::string_view label, int64_t version,
       const CallOptions& call = {}) const;
+
+  // Streams `messages` in order over one UpdateEmbeddings call and stores
+  // the server's summary in `out` (applied messages and duplicates, per
+  // model version and table). Retries as Options::update_retries says;
+  // `attempts` (optional) gets the number of streams sent. An error keeps the
+  // server's code and message (which names the table, the message and how
+  // many before it were applied); after retries, UNAVAILABLE or
+  // DEADLINE_EXCEEDED say how many attempts were made.
+  absl::Status UpdateEmbeddings(const std::vector<rankd::v1::EmbeddingUpdate>& messages,
+                                rankd::v1::UpdateSummary* out, const CallOptions& call = {},
+                                int* attempts = nullptr) const;
+
+  // Writes `version` of `model` (0 = its newest READY one) as a new version
+  // directory, `new_version` (0 = one above the repository's highest), that
+  // the server adopts in place. Never retried.
+  absl::StatusOr<rankd::v1::SaveSnapshotResponse> SaveSnapshot(absl::string_view model,
+                                                               int64_t version = 0,
+                                                               int64_t new_version = 0,
+                                                               const CallOptions& call = {}) const;
 
   const Options& options() const { return options_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }

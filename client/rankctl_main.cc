@@ -35,12 +35,17 @@ constexpr char kUsage[] =
     "            rankctl unload --model mini [--versions 3]\n"
     "  label   point a version label at a READY version (--version 0 removes it)\n"
     "            rankctl label --model mini --label stable --version 3\n"
+    "  update  stream an embedding delta (safetensors: <table>.ids, .rows, .delete)\n"
+    "            rankctl update --model mini --input delta.safetensors [--all_replicas]\n"
+    "  snapshot  write a version's live tables as a new version and serve it\n"
+    "            rankctl snapshot --model mini [--version 2] [--new_version 5]\n"
     "\n"
     "score, info and health take --target (default localhost:8500); the admin\n"
     "commands take --admin_target (default localhost:8503, loopback-only on the\n"
     "server by default). Every command takes --deadline_ms, --max_message_bytes\n"
     "and --connect_timeout_ms. Exit codes: 0 ok, 1 a call failed (health: not\n"
-    "SERVING; load: a version failed to load), 2 bad flag, 3 server unreachable.\n"
+    "SERVING; load: a version failed to load; update: a replica failed), 2 bad flag,\n"
+    "3 server unreachable.\n"
     "`rankctl <command> --help` lists a command's flags.";
 
 struct Command {
@@ -57,6 +62,8 @@ const Command kCommands[] = {
     {"load", rankd::rankctl::RunLoad, /*admin=*/true},
     {"unload", rankd::rankctl::RunUnload, /*admin=*/true},
     {"label", rankd::rankctl::RunLabel, /*admin=*/true},
+    {"update", rankd::rankctl::RunUpdate, /*admin=*/true},
+    {"snapshot", rankd::rankctl::RunSnapshot, /*admin=*/true},
 };
 
 // `bare` (a flag without its dashes) names flag `name`, as --name or --name=V.
@@ -81,10 +88,12 @@ std::string RewriteArgs(const Command& c, int argc, char** argv, std::vector<std
              "default localhost:8503)";
     }
     if (!c.admin && IsFlag(bare, "admin_target")) {
-      return "--admin_target: only the admin commands (models, load, unload, label) take it; "
+      return "--admin_target: only the admin commands (models, load, unload, label, update, "
+             "snapshot) take it; "
              "use --target";
     }
-    if ((name == "info" || name == "label") && IsFlag(bare, "version")) {
+    if ((name == "info" || name == "label" || name == "update" || name == "snapshot") &&
+        IsFlag(bare, "version")) {
       out->push_back("--model_version" + std::string(bare.substr(strlen("version"))));
     } else {
       out->emplace_back(arg);

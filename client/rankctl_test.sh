@@ -1,7 +1,8 @@
 #!/bin/bash
 # rankctl end to end against fake_rankd (client/testing/): output order under
 # concurrency, per-line errors, version labels, the admin commands (models,
-# load, unload, label) on fake_rankd's admin port, exit codes, flag errors
+# load, unload, label, update, snapshot) on fake_rankd's admin port (and a
+# second, flaky one for retries), exit codes, flag errors
 # naming the flag.
 set -u
 
@@ -156,7 +157,8 @@ expect_grep "models" "$TMP/out" '^mini  *1  *READY  *stable  *0.25  *0.12  *64.0
 expect_grep "models" "$TMP/out" '^broken  *1  *FAILED .*weights.safetensors: emb_l.0.weight is \[10, 8\], want \[10, 16\]$'
 expect_grep "models" "$TMP/out" '^slow  *-  *-'
 expect_rc 0 "models --model" "$RANKCTL" models "$A" --model=mini
-[[ "$(wc -l <"$TMP/out")" == 3 ]] || fail "models --model: want header + 2 rows: $(cat "$TMP/out")"
+[[ "$(grep -c '^mini ' "$TMP/out")" == 2 ]] || fail "models --model: want 2 rows: $(cat "$TMP/out")"
+expect_grep "models --model" "$TMP/out" '^  mini 1: dynamic table t_item: 0 of 100 keys, 0 evicted$'
 expect_rc 0 "models --json" "$RANKCTL" models "$A" --model=mini --json
 /usr/bin/python3 - "$TMP/out" <<'EOF' || fail "models --json: not the ListModelsResponse: $(head -c 500 "$TMP/out")"
 import json, sys
@@ -210,6 +212,137 @@ expect_rc 0 "unload all" "$RANKCTL" unload "$A" --model=mini --json
 [[ "$(grep -c '"state": "UNLOADED"' "$TMP/out")" == 3 ]] || fail "unload all: $(cat "$TMP/out")"
 expect_rc 1 "unload unknown" "$RANKCTL" unload "$A" --model=nope
 expect_grep "unload unknown" "$TMP/err" 'NOT_FOUND'
+
+# --- admin: update, snapshot ---------------------------------------------------
+# "unload all" above left every version UNLOADED: load 1 and 2 again.
+expect_rc 0 "load for update" "$RANKCTL" load "$A" --model=mini --versions=1,2
+# Delta files (safetensors) written with Debian's python3 + numpy.
+/usr/bin/python3 - "$TMP" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+tmp = sys.argv[1]
+def write(path, tensors, raw_header=None):
+    header, data = {}, b""
+    for name, (dtype, arr) in tensors.items():
+        b = arr.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(arr.shape),
+                        "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    h = raw_header if raw_header is not None else json.dumps(header).encode()
+    open(tmp + "/" + path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+ids = np.arange(10, dtype=np.int64)
+write("delta.safetensors", {
+    "t_user.ids": ("I64", ids), "t_user.rows": ("F32", np.ones((10, 4), np.float32)),
+    "t_item.ids": ("I64", np.array([1, 2, 3], np.int64)),
+    "t_item.rows": ("F16", np.ones((3, 4), np.float16)),
+    "t_item.delete": ("I64", np.array([9], np.int64))})
+write("bf16.safetensors", {"t_item.ids": ("I64", np.array([5], np.int64)),
+                           "t_item.rows": ("BF16", np.ones((1, 4), np.uint16))})
+write("rows_only.safetensors", {"t_user.rows": ("F32", np.ones((2, 4), np.float32))})
+write("mismatch.safetensors", {"t_user.ids": ("I64", ids),
+                               "t_user.rows": ("F32", np.ones((9, 4), np.float32))})
+write("out_of_range.safetensors", {"t_user.ids": ("I64", np.array([5, 1000], np.int64)),
+                                   "t_user.rows": ("F32", np.ones((2, 4), np.float32))})
+write("badjson.safetensors", {}, raw_header=b'{"t_user.ids": ')
+open(tmp + "/huge_header.safetensors", "wb").write(struct.pack("<Q", 1 << 40) + b"{}")
+PYEOF
+U=(update "$A" --model=mini)
+expect_rc 0 "update" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --rows_per_message=4 --producer_id=job-1
+expect_grep "update" "$TMP/out" '^table t_user: 10 rows, 0 deletes (F32, dim 4) in 3 messages, producer job-1, sequences 1\.\.3$'
+expect_grep "update" "$TMP/out" '^table t_item: 3 rows, 1 deletes (F16, dim 4) in 1 messages, producer job-1, sequences 1\.\.1$'
+expect_grep "update" "$TMP/out" "^127.0.0.1:$ADMIN_PORT: OK, 4 messages in .* (1 attempt), .* rows/s$"
+expect_grep "update" "$TMP/out" '^  VERSION  TABLE   MESSAGES  DUPLICATES  ROWS  INSERTED  UPDATED  DELETED  NOT_FOUND  EVICTED$'
+expect_grep "update" "$TMP/out" '^  2  *t_item  *1  *0  *3  *3  *0  *0  *1  *0$'
+expect_grep "update" "$TMP/out" '^  1  *t_user  *3  *0  *10 '
+expect_grep "update" "$TMP/out" '^total: 13 rows to 1 of 1 replicas in .* rows/s)$'
+# Resumes after the server's positions (ListModels) for this producer.
+expect_rc 0 "update resume" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --rows_per_message=4 --producer_id=job-1 --version=2
+expect_grep "update resume" "$TMP/out" 'producer job-1, sequences 4\.\.6$'
+expect_grep "update resume" "$TMP/out" '^  2  *t_item  *1  *0  *3  *0  *3  *0  *1  *0$'
+# An explicit --start_sequence the server already applied: all duplicates.
+expect_rc 0 "update duplicates" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --rows_per_message=4 --producer_id=job-1 --start_sequence=1
+expect_grep "update duplicates" "$TMP/out" '^  1  *t_user  *0  *3  *0 '
+expect_rc 0 "models positions" "$RANKCTL" models "$A" --model=mini
+expect_grep "models positions" "$TMP/out" '^  mini 2: updates from job-1 to t_user: last sequence 6 at 20'
+expect_grep "models positions" "$TMP/out" '^  mini 1: updates from job-1 to t_item: last sequence 1 at '
+expect_grep "models positions" "$TMP/out" '^  mini 2: dynamic table t_item: 3 of 100 keys, 0 evicted$'
+# The default producer id: rankctl@<hostname>.
+expect_rc 0 "update default producer" "$RANKCTL" "${U[@]}" --input="$TMP/bf16.safetensors"
+expect_grep "update default producer" "$TMP/out" "producer rankctl@$(hostname), sequences 1\.\.1$"
+expect_grep "update default producer" "$TMP/out" '(BF16, dim 4)'
+# Errors: the server's (final, not retried), the file's, the flags'.
+expect_rc 1 "update server error" "$RANKCTL" "${U[@]}" --input="$TMP/out_of_range.safetensors"
+expect_grep "update server error" "$TMP/err" 'INVALID_ARGUMENT: table "t_user", message 0 (sequence [0-9]*): id 1000 is out of range \[0, 1000) (0 messages before it applied)'
+expect_rc 1 "update unknown model" "$RANKCTL" update "$A" --model=nope --input="$TMP/delta.safetensors"
+expect_grep "update unknown model" "$TMP/err" 'NOT_FOUND: model "nope" is not in the repository'
+expect_rc 1 "update rows without ids" "$RANKCTL" "${U[@]}" --input="$TMP/rows_only.safetensors"
+expect_grep "update rows without ids" "$TMP/err" 'rows_only.safetensors: tensor "t_user.rows": no "t_user.ids" for it'
+expect_rc 1 "update shape mismatch" "$RANKCTL" "${U[@]}" --input="$TMP/mismatch.safetensors"
+expect_grep "update shape mismatch" "$TMP/err" 'tensor "t_user.rows": \[9, 4\] rows for 10 ids in "t_user.ids"'
+expect_rc 1 "update bad header" "$RANKCTL" "${U[@]}" --input="$TMP/badjson.safetensors"
+expect_grep "update bad header" "$TMP/err" 'header is not valid JSON'
+expect_rc 1 "update huge header" "$RANKCTL" "${U[@]}" --input="$TMP/huge_header.safetensors"
+expect_grep "update huge header" "$TMP/err" 'over the limit'
+expect_rc 1 "update missing file" "$RANKCTL" "${U[@]}" --input="$TMP/nope.safetensors"
+expect_grep "update missing file" "$TMP/err" '--input: .*nope.safetensors: cannot open'
+expect_rc 2 "update without --input" "$RANKCTL" "${U[@]}"
+expect_grep "update without --input" "$TMP/err" '--input: required'
+expect_rc 2 "update without --model" "$RANKCTL" update "$A" --input="$TMP/delta.safetensors"
+expect_grep "update without --model" "$TMP/err" '--model: required'
+expect_rc 2 "update bad --start_sequence" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --start_sequence=0
+expect_grep "update bad --start_sequence" "$TMP/err" '--start_sequence: must be >= 1'
+expect_rc 2 "update bad --rows_per_message" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --rows_per_message=0
+expect_grep "update bad --rows_per_message" "$TMP/err" '--rows_per_message'
+expect_rc 3 "update unreachable" "$RANKCTL" update "$ADMIN_DEAD" --model=mini --input="$TMP/delta.safetensors" --retries=0
+expect_grep "update unreachable" "$TMP/err" 'UNAVAILABLE.*--admin_target=127.0.0.1:1'
+# --all_replicas: every address of the name (here localhost's).
+expect_rc 0 "update --all_replicas" "$RANKCTL" update "--admin_target=localhost:$ADMIN_PORT" --all_replicas --model=mini --input="$TMP/delta.safetensors" --producer_id=fan
+expect_grep "update --all_replicas" "$TMP/out" "^replica 127.0.0.1:$ADMIN_PORT: OK"
+expect_rc 2 "update --all_replicas no port" "$RANKCTL" update --admin_target=localhost --all_replicas --model=mini --input="$TMP/delta.safetensors"
+expect_grep "update --all_replicas no port" "$TMP/err" 'want host:port'
+expect_rc 3 "update --all_replicas unknown host" "$RANKCTL" update --admin_target=no-such-host.invalid:8503 --all_replicas --model=mini --input="$TMP/delta.safetensors"
+expect_grep "update --all_replicas unknown host" "$TMP/err" 'cannot resolve "no-such-host.invalid"'
+
+# start_flaky N: a second fake admin server whose first N update streams
+# break after one message; sets FLAKY (its --admin_target) and FLAKY_PID.
+FLAKY_PID=""
+start_flaky() {
+  [[ -n "$FLAKY_PID" ]] && { kill "$FLAKY_PID" 2>/dev/null; wait "$FLAKY_PID" 2>/dev/null; }
+  "$FAKE" --no_ranking --fail_updates="$1" >"$TMP/flaky.out" 2>"$TMP/flaky.err" &
+  FLAKY_PID=$!
+  for _ in $(seq 100); do
+    grep -q '^admin_port ' "$TMP/flaky.out" && break
+    sleep 0.1
+  done
+  FLAKY="--admin_target=127.0.0.1:$(awk '/^admin_port /{print $2}' "$TMP/flaky.out")"
+}
+trap 'kill "$FAKE_PID" $FLAKY_PID 2>/dev/null; wait "$FAKE_PID" $FLAKY_PID 2>/dev/null' EXIT
+start_flaky 2
+expect_rc 0 "update retries" "$RANKCTL" update "$FLAKY" --model=mini --input="$TMP/delta.safetensors" --rows_per_message=4 --producer_id=job-1
+expect_grep "update retries" "$TMP/out" 'OK, 4 messages in .* (3 attempts)'
+# Message 0 (t_item, sequence 1) was applied by the broken streams: skipped once.
+expect_grep "update retries" "$TMP/out" '^  1  *t_item  *0  *1  *0 '
+expect_grep "update retries" "$TMP/out" '^  1  *t_user  *3  *0  *10 '
+start_flaky 5
+expect_rc 3 "update retries run out" "$RANKCTL" update "$FLAKY" --model=mini --input="$TMP/delta.safetensors" --retries=1
+expect_grep "update retries run out" "$TMP/err" 'UNAVAILABLE: fake_rankd: connection reset (--fail_updates) (after 2 attempts)'
+expect_grep "update retries run out" "$TMP/out" 'FAILED'
+
+expect_rc 0 "snapshot" "$RANKCTL" snapshot "$A" --model=mini --version=2
+expect_grep "snapshot" "$TMP/out" '^mini version 2 -> version 4: /models/mini/4, 48.0 MiB (50331648 bytes) in 0.50 s$'
+expect_grep "snapshot" "$TMP/out" '^  mini 4: snapshot of version 2$'
+expect_grep "snapshot" "$TMP/out" '^  mini 4: updates from job-1 to t_user: last sequence 6 '
+expect_rc 0 "snapshot --json" "$RANKCTL" snapshot "$A" --model=mini --new_version=9 --json
+expect_grep "snapshot --json" "$TMP/out" '"directory": "/models/mini/9"'
+expect_rc 1 "snapshot exists" "$RANKCTL" snapshot "$A" --model=mini --new_version=9
+expect_grep "snapshot exists" "$TMP/err" 'ALREADY_EXISTS: model "mini" version 9 is already in the repository'
+expect_rc 1 "snapshot not ready" "$RANKCTL" snapshot "$A" --model=broken
+expect_grep "snapshot not ready" "$TMP/err" 'FAILED_PRECONDITION'
+expect_rc 2 "snapshot without --model" "$RANKCTL" snapshot "$A"
+expect_grep "snapshot without --model" "$TMP/err" '--model: required'
+expect_rc 2 "snapshot bad --new_version" "$RANKCTL" snapshot "$A" --model=mini --new_version=-1
+expect_grep "snapshot bad --new_version" "$TMP/err" '--new_version'
+expect_rc 3 "snapshot unreachable" "$RANKCTL" snapshot "$ADMIN_DEAD" --model=mini
 
 expect_rc 3 "models unreachable" "$RANKCTL" models "$ADMIN_DEAD"
 expect_grep "models unreachable" "$TMP/err" 'UNAVAILABLE.*--admin_target=127.0.0.1:1'

@@ -16,14 +16,23 @@ Run it with Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf).
     with AdminClient("localhost:8503") as admin:   # loopback-only by default
         admin.load_model("mini", versions=[3])      # waits: READY or FAILED
         admin.set_version_label("mini", "stable", 3)
+        # Online embedding updates (numpy arrays), resumed and retried:
+        admin.update_embeddings("mini", "t_item", ids, rows, delete_keys=gone)
+        admin.save_snapshot("mini")
+
+    update_all_replicas("rankd-headless.ns.svc.cluster.local:8503", "mini", "t_item",
+                        ids, rows)                 # every pod behind the name
 
 Failed calls raise RankdError carrying the server's gRPC status code and
 message unchanged (the C++ client's absl::Status keeps the same two).
 """
 
+import concurrent.futures
 import importlib.util
 import os
+import socket
 import sys
+import time
 
 import grpc
 from google.protobuf import json_format
@@ -87,6 +96,12 @@ DEFAULT_ADMIN_TIMEOUT_S = 10.0
 # placed, warm-up done) and UnloadModel when they are drained: minutes for a
 # large model.
 DEFAULT_LOAD_TIMEOUT_S = 600.0
+# One UpdateEmbeddings stream (each attempt) and SaveSnapshot.
+DEFAULT_UPDATE_TIMEOUT_S = 600.0
+DEFAULT_ROWS_PER_MESSAGE = 4096
+# Row payload per message: under gRPC's default 4 MiB receive limit.
+DEFAULT_MAX_PAYLOAD_BYTES = 3 << 20
+DEFAULT_RETRIES = 3
 
 
 class RankdError(Exception):
@@ -250,6 +265,10 @@ class AdminClient(_Client):
       timeout_s: deadline of list_models and set_version_label.
       load_timeout_s: deadline of load_model and unload_model, which wait for
         versions to load (or fail) and to drain.
+      update_timeout_s: deadline of each UpdateEmbeddings stream and of
+        save_snapshot.
+      retry_backoff_s: wait before the first retry of an update stream
+        (doubled for each next one, at most 10 s).
       max_message_bytes, options, credentials: as for RankingClient. Off
         loopback the admin listener wants mTLS (credentials) or a token
         (pass it as `metadata` of each call).
@@ -257,7 +276,8 @@ class AdminClient(_Client):
 
     def __init__(self, target=DEFAULT_ADMIN_TARGET, timeout_s=DEFAULT_ADMIN_TIMEOUT_S,
                  load_timeout_s=DEFAULT_LOAD_TIMEOUT_S,
-                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None):
+                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
+                 update_timeout_s=DEFAULT_UPDATE_TIMEOUT_S, retry_backoff_s=0.2):
         if model_control_pb2 is None:
             raise ImportError(
                 "rankd_client: rankd/v1/model_control_pb2.py is not importable: regenerate "
@@ -265,7 +285,13 @@ class AdminClient(_Client):
         if load_timeout_s is None or load_timeout_s <= 0:
             raise ValueError("load_timeout_s: must be > 0, got %r" % (load_timeout_s,))
         super().__init__(target, timeout_s, max_message_bytes, options, credentials)
+        if update_timeout_s is None or update_timeout_s <= 0:
+            raise ValueError("update_timeout_s: must be > 0, got %r" % (update_timeout_s,))
+        if retry_backoff_s < 0:
+            raise ValueError("retry_backoff_s: must be >= 0, got %r" % (retry_backoff_s,))
         self.load_timeout_s = load_timeout_s
+        self.update_timeout_s = update_timeout_s
+        self.retry_backoff_s = retry_backoff_s
         self._control = model_control_pb2_grpc.ModelControlStub(self._channel)
 
     def list_models(self, model="", timeout_s=None, metadata=None):
@@ -290,6 +316,82 @@ class AdminClient(_Client):
         return self._call(self._control.UnloadModel, request, timeout_s, metadata,
                           self.load_timeout_s)
 
+    def save_snapshot(self, model, version=0, new_version=0, timeout_s=None, metadata=None):
+        """Writes `version` of `model` (0 = its newest READY one), every
+        update applied, as version `new_version` (0 = one above the
+        repository's highest), which the server then serves in place.
+        Returns the rankd.v1.SaveSnapshotResponse (version, directory, bytes,
+        seconds, model). Never retried."""
+        request = model_control_pb2.SaveSnapshotRequest(model=model, version=version,
+                                                        new_version=new_version)
+        return self._call(self._control.SaveSnapshot, request, timeout_s, metadata,
+                          self.update_timeout_s)
+
+    def next_sequence(self, model, table, producer_id, version=0, timeout_s=None,
+                      metadata=None):
+        """One past the last sequence `producer_id` applied to `table` of
+        `model` (ListModels; the highest over the targeted versions: `version`,
+        or with 0 every LOADING or READY one); 1 when it never did."""
+        models = self.list_models(model, timeout_s=timeout_s, metadata=metadata).models
+        last = 0
+        for status in models:
+            last = max(last, last_sequences(status, version, producer_id).get(table, 0))
+        return last + 1
+
+    def send_updates(self, messages, retries=DEFAULT_RETRIES, timeout_s=None, metadata=None):
+        """Streams rankd.v1.EmbeddingUpdate `messages` in order over one
+        UpdateEmbeddings call; returns (UpdateSummary, attempts). A stream
+        that failed with UNAVAILABLE or DEADLINE_EXCEEDED (no answer) is sent
+        again whole, same sequence numbers (the server skips what it already
+        applied), up to `retries` times with doubling backoff; other errors
+        raise RankdError with the server's message at once."""
+        messages = list(messages)
+        timeout_s = self.update_timeout_s if timeout_s is None else timeout_s
+        backoff = self.retry_backoff_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                summary = self._control.UpdateEmbeddings(iter(messages), timeout=timeout_s,
+                                                         metadata=metadata)
+                return summary, attempt
+            except grpc.RpcError as e:
+                code = e.code()
+                retryable = code in (grpc.StatusCode.UNAVAILABLE,
+                                     grpc.StatusCode.DEADLINE_EXCEEDED)
+                if not retryable or attempt > retries:
+                    details = e.details() or ""
+                    if retryable and attempt > 1:
+                        details += " (after %d attempts)" % attempt
+                    raise RankdError(code, details) from e
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 10.0)
+
+    def update_embeddings(self, model, table, ids, rows, delete_keys=None, version=0,
+                          producer_id=None, start_sequence=None,
+                          rows_per_message=DEFAULT_ROWS_PER_MESSAGE, retries=DEFAULT_RETRIES,
+                          timeout_s=None, metadata=None):
+        """Writes `rows` of `ids` into `table` of `model` (version 0 = every
+        live version) and deletes `delete_keys` (dynamic tables), streamed as
+        UpdateEmbeddings messages (split_table_delta) with retries
+        (send_updates). Returns the rankd.v1.UpdateSummary.
+
+        ids: int64 [n]; rows: [n, dim] numpy float32 (sent as `rows`),
+        float16 (raw fp16 bytes) or uint16 (raw bf16 bytes), or None with no
+        ids; delete_keys: int64 [m] or None. producer_id: default
+        "rankd_client@<hostname>". start_sequence None: resume after the
+        server's last sequence of this producer and table (ListModels).
+        """
+        producer_id = producer_id or default_producer_id("rankd_client")
+        if start_sequence is None:
+            start_sequence = self.next_sequence(model, table, producer_id, version,
+                                                metadata=metadata)
+        messages = split_table_delta(model, table, ids, rows, delete_keys, version=version,
+                                     producer_id=producer_id, start_sequence=start_sequence,
+                                     rows_per_message=rows_per_message)
+        summary, _ = self.send_updates(messages, retries, timeout_s, metadata)
+        return summary
+
     def set_version_label(self, model, label, version, timeout_s=None, metadata=None):
         """Points `label` of `model` at `version` (which must be READY), or
         removes the label (version 0); returns the
@@ -297,3 +399,179 @@ class AdminClient(_Client):
         request = model_control_pb2.SetVersionLabelRequest(model=model, label=label,
                                                            version=version)
         return self._call(self._control.SetVersionLabel, request, timeout_s, metadata)
+
+
+# --- Online embedding updates ---------------------------------------------------
+
+def default_producer_id(prefix="rankd_client"):
+    """"<prefix>@<hostname>": stable across runs on one machine (a rerun
+    resumes where the last one stopped), distinct between machines."""
+    return "%s@%s" % (prefix, socket.gethostname() or "localhost")
+
+
+def last_sequences(model_status, version, producer_id):
+    """{table: last sequence} that `producer_id` applied to a
+    rankd.v1.ModelStatus: the highest over `version`, or with 0 every LOADING
+    or READY version."""
+    live = (model_control_pb2.READY, model_control_pb2.LOADING)
+    last = {}
+    for v in model_status.versions:
+        if (v.version != version) if version else (v.state not in live):
+            continue
+        for p in v.update_positions:
+            if p.producer_id == producer_id:
+                last[p.table] = max(last.get(p.table, 0), p.last_sequence)
+    return last
+
+
+def split_table_delta(model, table, ids, rows, delete_keys=None, version=0, producer_id="",
+                      start_sequence=1, rows_per_message=DEFAULT_ROWS_PER_MESSAGE,
+                      max_payload_bytes=DEFAULT_MAX_PAYLOAD_BYTES, timestamp_unix_us=None):
+    """One table's delta as rankd.v1.EmbeddingUpdate messages, in order:
+    delete keys first (as many per message as fit), then rows; at most
+    `rows_per_message` rows and about `max_payload_bytes` of rows, ids and
+    keys per message; sequences start_sequence, +1, ... (0: every message 0,
+    no de-duplication); every timestamp_unix_us = now unless given.
+    ValueError / TypeError naming the problem for bad input."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    if not table:
+        raise ValueError("table: must not be empty")
+    if start_sequence and not producer_id:
+        raise ValueError("producer_id: required with a sequence number")
+    if start_sequence < 0:
+        raise ValueError("start_sequence: must be >= 0, got %r" % (start_sequence,))
+    if rows_per_message < 1:
+        raise ValueError("rows_per_message: must be >= 1, got %r" % (rows_per_message,))
+    ids = np.asarray([] if ids is None else ids)
+    if ids.size == 0:
+        ids = ids.astype(np.int64)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError("ids: want a 1-D integer array, got %s %s" % (ids.dtype, ids.shape))
+    ids = ids.astype(np.int64, copy=False)
+    keys = np.asarray([] if delete_keys is None else delete_keys)
+    if keys.size == 0:
+        keys = keys.astype(np.int64)
+    if keys.ndim != 1 or not np.issubdtype(keys.dtype, np.integer):
+        raise TypeError("delete_keys: want a 1-D integer array, got %s %s"
+                        % (keys.dtype, keys.shape))
+    keys = keys.astype(np.int64, copy=False)
+    n = len(ids)
+    if n:
+        if rows is None:
+            raise ValueError("rows: required with ids")
+        rows = np.asarray(rows)
+        if rows.dtype not in (np.float32, np.float16, np.uint16):
+            raise TypeError("rows: want float32, float16 or uint16 (raw bf16), got %s "
+                            "(convert with rows.astype(np.float32))" % rows.dtype)
+        if rows.ndim != 2 or rows.shape[0] != n or rows.shape[1] < 1:
+            raise ValueError("rows: want [%d, dim], got %s" % (n, list(rows.shape)))
+        rows = np.ascontiguousarray(rows)
+    elif rows is not None and np.asarray(rows).size:
+        raise ValueError("rows without ids")
+    if len(np.unique(ids)) != n:
+        raise ValueError("ids: not unique in table %r" % table)
+    both = np.intersect1d(ids, keys)
+    if both.size:
+        raise ValueError("key %d is both deleted and written in table %r" % (both[0], table))
+    if len(np.unique(keys)) != len(keys):
+        raise ValueError("delete_keys: not unique in table %r" % table)
+    timestamp = timestamp_unix_us or int(time.time() * 1e6)
+    row_cost = (rows.shape[1] * rows.dtype.itemsize + 8) if n else 8
+    messages = []
+    sequence = start_sequence
+    next_key = next_row = 0
+    while next_key < len(keys) or next_row < n:
+        m = model_control_pb2.EmbeddingUpdate(model=model, version=version, table=table,
+                                              producer_id=producer_id, sequence=sequence,
+                                              timestamp_unix_us=timestamp)
+        if start_sequence:
+            sequence += 1
+        budget = max_payload_bytes
+        take = min(len(keys) - next_key, budget // 8)
+        m.delete_keys.extend(keys[next_key:next_key + take].tolist())
+        next_key += take
+        budget -= take * 8
+        messages.append(m)
+        if next_key < len(keys):
+            continue
+        count = min(n - next_row, rows_per_message, budget // row_cost)
+        if count == 0 and n > next_row and take == 0:
+            count = 1  # a row larger than the budget goes alone
+        if count == 0:
+            continue
+        m.ids.extend(ids[next_row:next_row + count].tolist())
+        chunk = rows[next_row:next_row + count]
+        if chunk.dtype == np.float32:
+            m.rows.extend(chunk.reshape(-1).tolist())
+        else:
+            m.raw_rows = chunk.astype(chunk.dtype.newbyteorder("<"), copy=False).tobytes()
+        next_row += count
+    return messages
+
+
+def resolve_replicas(target):
+    """Every address "host:port" resolves to (all A and AAAA records, e.g. a
+    Kubernetes headless Service), as sorted gRPC targets "10.0.0.7:8503",
+    "[fd00::7]:8503". ValueError without a port; RankdError NOT_FOUND when
+    the name does not resolve."""
+    rest = target[len("dns:///"):] if target.startswith("dns:///") else target
+    if rest.startswith("["):
+        host, _, port = rest[1:].partition("]:")
+    else:
+        host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("%r: want host:port" % (target,))
+    try:
+        infos = socket.getaddrinfo(host, int(port), 0, socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise RankdError(grpc.StatusCode.NOT_FOUND,
+                         "cannot resolve %r: %s" % (host, e)) from e
+    targets = set()
+    for family, _, _, _, address in infos:
+        if family == socket.AF_INET:
+            targets.add("%s:%s" % (address[0], port))
+        elif family == socket.AF_INET6:
+            targets.add("[%s]:%s" % (address[0], port))
+    return sorted(targets)
+
+
+def update_all_replicas(target, model, table, ids, rows, delete_keys=None, version=0,
+                        producer_id=None, start_sequence=None,
+                        rows_per_message=DEFAULT_ROWS_PER_MESSAGE, retries=DEFAULT_RETRIES,
+                        targets=None, **client_kwargs):
+    """update_embeddings on every replica behind `target` (resolve_replicas;
+    or the given `targets`), in parallel, with the same messages: resumed
+    after the highest position any replica reports. Returns {address:
+    UpdateSummary or the exception that replica raised}; never raises for
+    one replica's failure."""
+    targets = list(targets) if targets is not None else resolve_replicas(target)
+    producer_id = producer_id or default_producer_id("rankd_client")
+    clients = {t: AdminClient(t, **client_kwargs) for t in targets}
+    results = {}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
+            if start_sequence is None:
+                nexts = {t: pool.submit(c.next_sequence, model, table, producer_id, version)
+                         for t, c in clients.items()}
+                start_sequence = 1
+                for t, f in nexts.items():
+                    try:
+                        start_sequence = max(start_sequence, f.result())
+                    except Exception as e:  # pylint: disable=broad-except
+                        results[t] = e
+            messages = split_table_delta(model, table, ids, rows, delete_keys, version=version,
+                                         producer_id=producer_id,
+                                         start_sequence=start_sequence,
+                                         rows_per_message=rows_per_message)
+            sends = {t: pool.submit(c.send_updates, messages, retries)
+                     for t, c in clients.items() if t not in results}
+            for t, f in sends.items():
+                try:
+                    results[t] = f.result()[0]
+                except Exception as e:  # pylint: disable=broad-except
+                    results[t] = e
+    finally:
+        for c in clients.values():
+            c.close()
+    return results
+

@@ -4,11 +4,13 @@ Run by client/python/rankd_client_test.sh (Bazel: //client:python_client_test),
 which generates the stubs first and puts them on PYTHONPATH.
 """
 
+import socket
 import time
 import unittest
 from concurrent import futures
 
 import grpc
+import numpy as np
 
 import rankd_client
 from rankd_client import AdminClient, RankdError, RankingClient
@@ -82,6 +84,15 @@ class FakeModelControl(model_control_pb2_grpc.ModelControlServicer):
                          "slow": {}}
         self.labels = {"broken": {}, "mini": dict(LABELS), "slow": {}}
         self.last_metadata = {}
+        # Embedding updates: (model, version) -> {(producer, table): (seq, ts)},
+        # every message read, applied count, injected failures.
+        self.positions = {}
+        self.received = []
+        self.applied = 0
+        self.streams = 0
+        self.fail_streams = 0       # the next N streams end with fail_code
+        self.fail_code = grpc.StatusCode.UNAVAILABLE
+        self.fail_after = 0         # ... after reading this many messages
 
     @staticmethod
     def _loaded(model, version):
@@ -113,6 +124,10 @@ class FakeModelControl(model_control_pb2_grpc.ModelControlServicer):
         for number in sorted(self.versions[model]):
             version = status.versions.add()
             version.CopyFrom(self.versions[model][number])
+            for (producer, table), (seq, ts) in sorted(
+                    self.positions.get((model, number), {}).items()):
+                version.update_positions.add(producer_id=producer, table=table,
+                                             last_sequence=seq, last_timestamp_unix_us=ts)
             version.labels.extend(sorted(l for l, v in self.labels[model].items() if v == number))
         return status
 
@@ -161,6 +176,74 @@ class FakeModelControl(model_control_pb2_grpc.ModelControlServicer):
         else:
             self.labels[request.model][request.label] = request.version
         return model_control_pb2.SetVersionLabelResponse(model=self._status(request.model))
+
+    # Tables of "mini": t_user (STATIC, 1000 rows, F32) and t_item (DYNAMIC,
+    # F16), dim 4. A message whose sequence is <= the version's last one of
+    # its (producer_id, table) is a duplicate.
+    TABLES = {"t_user": 4, "t_item": 2}
+
+    def UpdateEmbeddings(self, request_iterator, context):
+        self.streams += 1
+        fail = self.fail_streams > 0
+        if fail:
+            self.fail_streams -= 1
+        summaries = {}
+        count = 0
+        for m in request_iterator:
+            if fail and count == self.fail_after:
+                context.abort(self.fail_code, "injected failure")
+            self.received.append(m)
+            self._find(m.model, context)
+            where = 'table "%s", message %d (sequence %d): ' % (m.table, count, m.sequence)
+            ready = [n for n, v in sorted(self.versions[m.model].items())
+                     if v.state == model_control_pb2.READY]
+            targets = ready if m.version == 0 else [m.version] if m.version in ready else []
+            if not targets:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, where + "no READY version")
+            if m.model != "mini" or m.table not in self.TABLES:
+                context.abort(grpc.StatusCode.NOT_FOUND, where + 'no table "%s"' % m.table)
+            n = len(m.ids)
+            if n and len(m.rows) != n * 4 and len(m.raw_rows) != n * 4 * self.TABLES[m.table]:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, where + "rows: wrong size")
+            if m.table == "t_user" and any(i < 0 or i >= 1000 for i in m.ids):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              where + "id out of range [0, 1000) (%d messages before it "
+                              "applied)" % count)
+            for number in targets:
+                s = summaries.setdefault((number, m.table), model_control_pb2.TableUpdateSummary(
+                    model=m.model, version=number, table=m.table))
+                positions = self.positions.setdefault((m.model, number), {})
+                last = positions.get((m.producer_id, m.table), (0, 0))[0]
+                if m.sequence and m.sequence <= last:
+                    s.duplicates += 1
+                    continue
+                if m.sequence:
+                    positions[(m.producer_id, m.table)] = (m.sequence, m.timestamp_unix_us)
+                self.applied += 1
+                s.messages += 1
+                s.rows_applied += n
+                s.keys_not_found += len(m.delete_keys)
+            count += 1
+        return model_control_pb2.UpdateSummary(
+            messages=count, tables=[summaries[k] for k in sorted(summaries)])
+
+    def SaveSnapshot(self, request, context):
+        self._find(request.model, context)
+        ready = [n for n, v in sorted(self.versions[request.model].items())
+                 if v.state == model_control_pb2.READY]
+        source = request.version or (ready[-1] if ready else 0)
+        if source not in ready:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          'model "%s" version %d is not READY' % (request.model, source))
+        target = request.new_version or max(self.REPOSITORY[request.model]) + 1
+        self.versions[request.model][target] = model_control_pb2.VersionStatus(
+            version=target, state=model_control_pb2.READY, snapshot_of=source,
+            directory="/models/%s/%d" % (request.model, target))
+        self.positions[(request.model, target)] = dict(
+            self.positions.get((request.model, source), {}))
+        return model_control_pb2.SaveSnapshotResponse(
+            version=target, directory="/models/%s/%d" % (request.model, target),
+            bytes=1 << 20, seconds=0.25, model=self._status(request.model))
 
 
 HEALTH = {"": health_pb2.HealthCheckResponse.SERVING,
@@ -356,6 +439,140 @@ class AdminClientTest(unittest.TestCase):
         self.assertEqual(caught.exception.code, code)
         if message is not None:
             self.assertEqual(caught.exception.message, message)
+
+    def test_split_table_delta(self):
+        ids = np.arange(10, dtype=np.int64)
+        rows = np.arange(40, dtype=np.float32).reshape(10, 4)
+        messages = rankd_client.split_table_delta(
+            "mini", "t_user", ids, rows, producer_id="p", start_sequence=5, rows_per_message=4,
+            timestamp_unix_us=77)
+        self.assertEqual([m.sequence for m in messages], [5, 6, 7])
+        self.assertEqual([len(m.ids) for m in messages], [4, 4, 2])
+        self.assertEqual(list(messages[2].ids), [8, 9])
+        self.assertEqual(list(messages[2].rows), list(range(32, 40)))
+        self.assertEqual({m.timestamp_unix_us for m in messages}, {77})
+        # Half types as raw little-endian bytes; deletes first; payload limit.
+        half = np.ones((3, 4), np.float16)
+        messages = rankd_client.split_table_delta(
+            "mini", "t_item", [1, 2, 3], half, delete_keys=np.arange(100, 120),
+            producer_id="p", max_payload_bytes=100)
+        # 100 bytes: 12 keys; then 8 keys and 2 rows of 4 x 2 + 8 bytes; then 1 row.
+        self.assertEqual([len(m.delete_keys) for m in messages], [12, 8, 0])
+        self.assertEqual([list(m.ids) for m in messages], [[], [1, 2], [3]])
+        self.assertEqual(messages[1].raw_rows + messages[2].raw_rows, half.tobytes())
+        bf16 = np.zeros((1, 4), np.uint16)
+        self.assertEqual(len(rankd_client.split_table_delta(
+            "mini", "t_item", [1], bf16, producer_id="p")[0].raw_rows), 8)
+        # Default limits: under 4 MiB per message.
+        big = rankd_client.split_table_delta(
+            "mini", "t_user", np.arange(5000), np.zeros((5000, 256), np.float32),
+            producer_id="p")
+        self.assertEqual([len(m.ids) for m in big], [3048, 1952])
+        self.assertTrue(all(m.ByteSize() < 4 << 20 for m in big))
+        with self.assertRaisesRegex(TypeError, "float32, float16 or uint16"):
+            rankd_client.split_table_delta("mini", "t", [1], np.ones((1, 4)), producer_id="p")
+        with self.assertRaisesRegex(ValueError, r"rows: want \[2, dim\]"):
+            rankd_client.split_table_delta("mini", "t", [1, 2], np.ones((3, 4), np.float32),
+                                           producer_id="p")
+        with self.assertRaisesRegex(ValueError, "key 2 is both deleted and written"):
+            rankd_client.split_table_delta("mini", "t", [1, 2], np.ones((2, 4), np.float32),
+                                           delete_keys=[2], producer_id="p")
+        with self.assertRaisesRegex(ValueError, "producer_id"):
+            rankd_client.split_table_delta("mini", "t", [1], np.ones((1, 4), np.float32))
+
+    def test_update_embeddings_resumes_and_dedups(self):
+        ids = np.arange(10, dtype=np.int64)
+        rows = np.ones((10, 4), np.float32)
+        summary = self.admin.update_embeddings("mini", "t_user", ids, rows, producer_id="job",
+                                               rows_per_message=4)
+        self.assertEqual(summary.messages, 3)
+        by_version = {t.version: t for t in summary.tables}
+        self.assertEqual(sorted(by_version), [1, 2])
+        self.assertEqual(by_version[2].rows_applied, 10)
+        self.assertEqual([m.sequence for m in self.fake.received], [1, 2, 3])
+        # Resumes after the server's position.
+        self.assertEqual(self.admin.next_sequence("mini", "t_user", "job"), 4)
+        summary = self.admin.update_embeddings("mini", "t_user", ids, rows, producer_id="job",
+                                               rows_per_message=4, version=2)
+        self.assertEqual([m.sequence for m in self.fake.received[3:]], [4, 5, 6])
+        self.assertEqual([(t.version, t.messages) for t in summary.tables], [(2, 3)])
+        # The same sequences again: duplicates, nothing applied.
+        applied = self.fake.applied
+        summary = self.admin.update_embeddings("mini", "t_user", ids, rows, producer_id="job",
+                                               rows_per_message=4, start_sequence=1)
+        self.assertEqual(self.fake.applied, applied)
+        self.assertEqual({t.duplicates for t in summary.tables}, {3})
+        listed = self.admin.list_models("mini").models[0]
+        self.assertEqual(rankd_client.last_sequences(listed, 0, "job"), {"t_user": 6})
+        self.assertEqual(rankd_client.last_sequences(listed, 1, "job"), {"t_user": 3})
+        # The default producer id.
+        self.admin.update_embeddings("mini", "t_item", [5], np.ones((1, 4), np.float16))
+        self.assertEqual(self.fake.received[-1].producer_id,
+                         "rankd_client@" + socket.gethostname())
+
+    def test_update_embeddings_retries_same_sequences(self):
+        admin = AdminClient(self.target, retry_backoff_s=0.01)
+        self.fake.fail_streams, self.fake.fail_after = 2, 1
+        summary = admin.update_embeddings("mini", "t_user", np.arange(3),
+                                          np.ones((3, 4), np.float32), producer_id="r",
+                                          rows_per_message=1)
+        self.assertEqual(self.fake.streams, 3)
+        self.assertEqual([m.sequence for m in self.fake.received], [1, 1, 1, 2, 3])
+        self.assertEqual(self.fake.applied, 3 * 2)  # each message once, on versions 1 and 2
+        self.assertEqual({t.duplicates for t in summary.tables}, {1})
+        # Retries run out: UNAVAILABLE, with the attempts.
+        self.fake.fail_streams, self.fake.fail_after = 5, 0
+        with self.assertRaises(RankdError) as caught:
+            admin.update_embeddings("mini", "t_user", [1], np.ones((1, 4), np.float32),
+                                    producer_id="r", retries=1)
+        self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(caught.exception.message, "injected failure (after 2 attempts)")
+        # Other errors are final: one stream, the server's message.
+        self.fake.fail_streams = 0
+        streams = self.fake.streams
+        self.assert_error(grpc.StatusCode.INVALID_ARGUMENT,
+                          'table "t_user", message 0 (sequence 4): id out of range [0, 1000) '
+                          "(0 messages before it applied)",
+                          admin.update_embeddings, "mini", "t_user", [1000],
+                          np.ones((1, 4), np.float32), producer_id="r")
+        self.assertEqual(self.fake.streams, streams + 1)
+        admin.close()
+
+    def test_save_snapshot(self):
+        snapshot = self.admin.save_snapshot("mini", version=1)
+        self.assertEqual((snapshot.version, snapshot.directory), (4, "/models/mini/4"))
+        self.assertEqual(self.states(snapshot.model)[4], "READY")
+        self.assert_error(grpc.StatusCode.FAILED_PRECONDITION, None,
+                          self.admin.save_snapshot, "broken")
+        self.assert_error(grpc.StatusCode.NOT_FOUND, None, self.admin.save_snapshot, "nope")
+
+    def test_update_all_replicas(self):
+        self.assertEqual(rankd_client.resolve_replicas("127.0.0.1:8503"), ["127.0.0.1:8503"])
+        self.assertEqual(rankd_client.resolve_replicas("dns:///[::1]:9"), ["[::1]:9"])
+        self.assertTrue(set(rankd_client.resolve_replicas("localhost:8503"))
+                        <= {"127.0.0.1:8503", "[::1]:8503"})
+        with self.assertRaises(ValueError):
+            rankd_client.resolve_replicas("localhost")
+        with self.assertRaises(RankdError):
+            rankd_client.resolve_replicas("no-such-host.invalid:8503")
+        # Two replicas (this fake and a second one) and an unreachable one.
+        server2, fake2, port2 = start_admin_server()
+        try:
+            # Replica 2 is behind: the stream starts after the highest position.
+            self.admin.update_embeddings("mini", "t_user", [1], np.ones((1, 4), np.float32),
+                                         producer_id="fan")
+            targets = [self.target, "127.0.0.1:%d" % port2, "127.0.0.1:1"]
+            results = rankd_client.update_all_replicas(
+                None, "mini", "t_user", [7, 8], np.ones((2, 4), np.float32), producer_id="fan",
+                targets=targets, retries=0, retry_backoff_s=0.01)
+            self.assertEqual(sorted(results), sorted(targets))
+            self.assertEqual(results[self.target].messages, 1)
+            self.assertEqual(results["127.0.0.1:%d" % port2].messages, 1)
+            self.assertIsInstance(results["127.0.0.1:1"], RankdError)
+            self.assertEqual([m.sequence for m in fake2.received], [2])
+            self.assertEqual(self.fake.received[-1].sequence, 2)
+        finally:
+            server2.stop(None)
 
     @staticmethod
     def states(model_status):

@@ -16,13 +16,15 @@
 #include "client/rankctl/model_table.h"
 
 ABSL_FLAG(std::string, admin_target, "localhost:8503",
-          "models, load, unload, label: rankd's admin gRPC address (--admin_host:--admin_port "
-          "of rankd serve)");
+          "models, load, unload, label, update, snapshot: rankd's admin gRPC address "
+          "(--admin_host:--admin_port of rankd serve); update --all_replicas: a name that "
+          "resolves to every replica (e.g. a headless Service)");
 ABSL_FLAG(std::string, versions, "",
           "load, unload: versions, comma-separated (e.g. 3,4); none = load: what the model's "
           "version policy selects, unload: every version");
 ABSL_FLAG(bool, json, false,
-          "models, load, unload, label: print the response as proto3 JSON instead of a table");
+          "models, load, unload, label, snapshot: print the response as proto3 JSON instead of "
+          "a table");
 
 ABSL_DECLARE_FLAG(std::optional<int64_t>, deadline_ms);
 ABSL_DECLARE_FLAG(int64_t, max_message_bytes);
@@ -32,17 +34,27 @@ namespace rankd::rankctl {
 
 bool JsonFlag() { return absl::GetFlag(FLAGS_json); }
 
-absl::StatusOr<std::unique_ptr<client::ModelControlClient>> AdminClientFromFlags() {
+std::string AdminTargetFlag() { return absl::GetFlag(FLAGS_admin_target); }
+
+absl::StatusOr<client::ModelControlClient::Options> AdminOptionsFromFlags(
+    const std::string& target) {
   client::ModelControlClient::Options options;
-  options.target = absl::GetFlag(FLAGS_admin_target);
+  options.target = target;
   if (absl::Status s = CheckConnectionFlags("admin_target", options.target); !s.ok()) return s;
   // Given: the deadline of every call. Not given: the client's own defaults
-  // (short for list and label, long for load and unload).
+  // (short for list and label, long for load, unload, update and snapshot).
   options.deadline_ms = DeadlineMsOr(options.deadline_ms);
   options.load_deadline_ms = DeadlineMsOr(options.load_deadline_ms);
+  options.update_deadline_ms = DeadlineMsOr(options.update_deadline_ms);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
-  return client::ModelControlClient::Create(options);
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<client::ModelControlClient>> AdminClientFromFlags() {
+  auto options = AdminOptionsFromFlags(absl::GetFlag(FLAGS_admin_target));
+  if (!options.ok()) return options.status();
+  return client::ModelControlClient::Create(*options);
 }
 
 std::string DescribeAdminError(const absl::Status& status) {

@@ -35,6 +35,8 @@ int RunModels();  // rankctl models
 int RunLoad();    // rankctl load
 int RunUnload();  // rankctl unload
 int RunLabel();   // rankctl label
+int RunUpdate();    // rankctl update
+int RunSnapshot();  // rankctl snapshot
 
 // --- common.cc: flags of every command ----------------------------------------
 
@@ -79,6 +81,12 @@ absl::Status PrintJson(const google::protobuf::Message& message);
 // client's defaults), --max_message_bytes and --connect_timeout_ms;
 // INVALID_ARGUMENT naming the flag when one is bad.
 absl::StatusOr<std::unique_ptr<client::ModelControlClient>> AdminClientFromFlags();
+// --admin_target.
+std::string AdminTargetFlag();
+// The Options AdminClientFromFlags uses, for the admin listener at `target`
+// (update --all_replicas: each replica's address).
+absl::StatusOr<client::ModelControlClient::Options> AdminOptionsFromFlags(
+    const std::string& target);
 
 // As DescribeError, with the hints naming --admin_target.
 std::string DescribeAdminError(const absl::Status& status);

@@ -23,13 +23,16 @@ ABSL_FLAG(int64_t, connect_timeout_ms, 0,
           "> 0: wait up to this long for a connection before the first call and fail "
           "with UNAVAILABLE without one; 0: connect with the first call");
 ABSL_FLAG(std::string, model, "",
-          "info, load, unload, label: the model's name; models: only this model");
+          "info, load, unload, label, update, snapshot: the model's name; models: only this "
+          "model");
 // Not `--version`: abseil reserves that name for its own usage flag (a flag of
 // that name would clash with libabsl's FLAGS_version). rankctl_main rewrites
 // `--version V` of info and label into `--model_version V`.
 ABSL_FLAG(std::optional<int64_t>, model_version, std::nullopt,
           "info: the model version (also --version; default 0 = newest ready); label: the "
-          "version the label points at (also --version; required, 0 removes the label)");
+          "version the label points at (also --version; required, 0 removes the label); "
+          "update: the version to update (also --version; default 0 = every live version); "
+          "snapshot: the READY version to snapshot (also --version; default 0 = newest)");
 ABSL_FLAG(std::string, version_label, "",
           "score, info: a version label of the model (e.g. stable), used instead of a version");
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
 
 namespace rankd::rankctl {
 namespace {
@@ -51,6 +52,30 @@ std::string Table(const std::vector<const rankd::v1::ModelStatus*>& models) {
     absl::StrAppend(&text, line, "\n");
   }
   for (const rankd::v1::ModelStatus* model : models) {
+    for (const auto& v : model->versions()) {
+      for (const auto& d : v.dynamic_tables()) {
+        absl::StrAppend(&text, "  ", model->name(), " ", v.version(), ": dynamic table ",
+                        d.table(), ": ", d.keys(), " of ", d.max_keys(), " keys, ",
+                        d.evictions(), " evicted\n");
+      }
+      for (const auto& p : v.update_positions()) {
+        absl::StrAppend(&text, "  ", model->name(), " ", v.version(), ": updates from ",
+                        p.producer_id(), " to ", p.table(), ": last sequence ", p.last_sequence());
+        if (p.last_timestamp_unix_us() != 0) {
+          absl::StrAppend(&text, " at ",
+                          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                                           absl::FromUnixMicros(p.last_timestamp_unix_us()),
+                                           absl::UTCTimeZone()));
+        }
+        absl::StrAppend(&text, "\n");
+      }
+      if (v.snapshot_of() != 0) {
+        absl::StrAppend(&text, "  ", model->name(), " ", v.version(), ": snapshot of version ",
+                        v.snapshot_of(), "\n");
+      }
+    }
+  }
+  for (const rankd::v1::ModelStatus* model : models) {
     if (model->config_error().empty()) continue;
     absl::StrAppend(&text, model->name(), ": serving.pbtxt: ", model->config_error(),
                     " (the last good version policy is kept)\n");
@@ -78,5 +103,33 @@ std::string ModelTable(const google::protobuf::RepeatedPtrField<rankd::v1::Model
 }
 
 std::string ModelTable(const rankd::v1::ModelStatus& model) { return Table({&model}); }
+
+std::string UpdateSummaryTable(const rankd::v1::UpdateSummary& summary) {
+  constexpr int kCols = 10;
+  std::vector<std::array<std::string, kCols>> rows = {
+      {"VERSION", "TABLE", "MESSAGES", "DUPLICATES", "ROWS", "INSERTED", "UPDATED", "DELETED",
+       "NOT_FOUND", "EVICTED"}};
+  for (const auto& t : summary.tables()) {
+    rows.push_back({absl::StrCat(t.version()), t.table(), absl::StrCat(t.messages()),
+                    absl::StrCat(t.duplicates()), absl::StrCat(t.rows_applied()),
+                    absl::StrCat(t.keys_inserted()), absl::StrCat(t.keys_updated()),
+                    absl::StrCat(t.keys_deleted()), absl::StrCat(t.keys_not_found()),
+                    absl::StrCat(t.keys_evicted())});
+  }
+  std::array<size_t, kCols> width{};
+  for (const auto& row : rows) {
+    for (int c = 0; c < kCols; ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string text;
+  for (const auto& row : rows) {
+    std::string line = "  ";
+    for (int c = 0; c < kCols; ++c) {
+      absl::StrAppend(&line, row[c]);
+      if (c + 1 < kCols) line.append(width[c] - row[c].size() + 2, ' ');
+    }
+    absl::StrAppend(&text, line, "\n");
+  }
+  return text;
+}
 
 }  // namespace rankd::rankctl

@@ -47,6 +47,51 @@ TEST(ModelTableTest, OneAlignedRowPerVersion) {
             "policy is kept)\n");
 }
 
+TEST(ModelTableTest, UpdatePositionsAndDynamicTablesFollowTheTable) {
+  rankd::v1::ModelStatus model;
+  model.set_name("mini");
+  auto* v = model.add_versions();
+  v->set_version(2);
+  v->set_state(rankd::v1::READY);
+  v->set_snapshot_of(1);
+  auto* d = v->add_dynamic_tables();
+  d->set_table("t_item");
+  d->set_keys(3);
+  d->set_max_keys(100);
+  d->set_evictions(7);
+  auto* p = v->add_update_positions();
+  p->set_producer_id("trainer-0");
+  p->set_table("t_user");
+  p->set_last_sequence(17);
+  p->set_last_timestamp_unix_us(int64_t{1714564800} * 1000000);  // 2024-05-01T12:00:00Z
+  const std::string text = ModelTable(model);
+  EXPECT_THAT(text, ::testing::HasSubstr("\n  mini 2: dynamic table t_item: 3 of 100 keys, "
+                                         "7 evicted\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\n  mini 2: updates from trainer-0 to t_user: last "
+                                         "sequence 17 at 2024-05-01T12:00:00Z\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\n  mini 2: snapshot of version 1\n"));
+}
+
+TEST(UpdateSummaryTableTest, OneRowPerVersionAndTable) {
+  rankd::v1::UpdateSummary summary;
+  auto* t = summary.add_tables();
+  t->set_version(2);
+  t->set_table("t_item");
+  t->set_messages(3);
+  t->set_duplicates(1);
+  t->set_rows_applied(40);
+  t->set_keys_inserted(30);
+  t->set_keys_updated(10);
+  t->set_keys_deleted(2);
+  t->set_keys_not_found(1);
+  t->set_keys_evicted(5);
+  EXPECT_EQ(UpdateSummaryTable(summary),
+            "  VERSION  TABLE   MESSAGES  DUPLICATES  ROWS  INSERTED  UPDATED  DELETED  "
+            "NOT_FOUND  EVICTED\n"
+            "  2        t_item  3         1           40    30        10       2        1        "
+            "  5\n");
+}
+
 TEST(ModelTableTest, NoModelsIsTheHeaderOnly) {
   EXPECT_EQ(ModelTable(google::protobuf::RepeatedPtrField<rankd::v1::ModelStatus>()),
             "MODEL  VERSION  STATE  LABELS  LOAD_S  WARMUP_S  HBM  HOST  REASON\n");

@@ -21,7 +21,10 @@
 #include "google/protobuf/util/json_util.h"
 #include "rankd/v1/ranking.pb.h"
 
-ABSL_FLAG(std::string, input, "-", "score: ScoreRequest JSON lines, - = stdin");
+ABSL_FLAG(std::string, input, "-",
+          "score: ScoreRequest JSON lines, - = stdin; update: the delta file (safetensors: "
+          "<table>.ids I64 [n], <table>.rows F32/F16/BF16 [n, dim], optional <table>.delete "
+          "I64 [m]; required)");
 ABSL_FLAG(std::string, output, "-", "score: ScoreResponse JSON lines, - = stdout");
 ABSL_FLAG(int, concurrency, 1, "score: requests in flight at once (responses stay in input order)");
 
