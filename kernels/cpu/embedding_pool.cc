@@ -31,6 +31,13 @@ std::vector<int64_t> ResolveRows(const PoolTable& table, const PoolBags& bags) {
       // its rows as missing rather than read out of bounds.
       if (r >= table.num_rows) r = kMissingRow;
     }
+    if (table.scores != nullptr && table.score_policy != EvictionPolicy::kNone) {
+      for (const int64_t r : rows) {
+        if (r != kMissingRow) {
+          TouchScoreForLookup(table.scores, r, table.score_policy, table.score_now);
+        }
+      }
+    }
   } else {
     for (int64_t i = 0; i < count; ++i) {
       rows[i] = (ids[i] >= 0 && ids[i] < table.num_rows) ? ids[i] : kMissingRow;
