@@ -31,6 +31,22 @@ std::vector<int64_t> ResolveRows(const PoolTable& table, const PoolBags& bags) {
       // its rows as missing rather than read out of bounds.
       if (r >= table.num_rows) r = kMissingRow;
     }
+    if (table.scores != nullptr && table.score_policy != EvictionPolicy::kNone) {
+      // The scores are a random access each: prefetch (for writing) a few
+      // ids ahead, so the misses overlap (LFU's locked add would otherwise
+      // wait for each one in turn).
+      constexpr int64_t kPrefetch = 8;
+      for (int64_t i = 0; i < count; ++i) {
+#if defined(__GNUC__)
+        if (i + kPrefetch < count && rows[i + kPrefetch] != kMissingRow) {
+          __builtin_prefetch(table.scores + rows[i + kPrefetch], 1);
+        }
+#endif
+        if (rows[i] != kMissingRow) {
+          TouchScoreForLookup(table.scores, rows[i], table.score_policy, table.score_now);
+        }
+      }
+    }
   } else {
     for (int64_t i = 0; i < count; ++i) {
       rows[i] = (ids[i] >= 0 && ids[i] < table.num_rows) ? ids[i] : kMissingRow;

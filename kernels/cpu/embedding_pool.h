@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/dynamic_table.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
 
@@ -24,6 +25,13 @@ struct PoolTable {
   // floats, or nullptr for zeros. Callers reject such ids beforehand when the
   // table's policy is ERROR; the kernel always substitutes.
   const float* default_vector = nullptr;
+  // DYNAMIC tables with eviction scores (kernels/cpu/dynamic_table.h): each
+  // resolved id touches scores[row] (LRU: max(score, score_now), LFU: +1,
+  // relaxed atomics, so several threads may pool from one table at once).
+  // nullptr or kNone = off (static tables: ignored).
+  uint64_t* scores = nullptr;
+  EvictionPolicy score_policy = EvictionPolicy::kNone;
+  uint64_t score_now = 0;
 };
 
 // Bags of one feature. Bag b holds ids[offsets[b] .. offsets[b+1]).

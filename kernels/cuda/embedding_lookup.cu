@@ -182,7 +182,22 @@ struct SegmentJob {
   // HOST tables (PoolBags<..., kIndirect = true>): the device address of
   // each id's row, 0 when unresolved (HostStaging::locations).
   const int64_t* locations;
+  // DYNAMIC tables with scores: touched by each resolved id (nullptr = off).
+  unsigned long long* scores;
+  int score_policy;
+  unsigned long long score_now;
 };
+
+// Score touch of a serving lookup (twin of kernels::TouchScoreForLookup):
+// fire-and-forget reductions (RED), so the lookup never waits on them.
+__device__ __forceinline__ void TouchScore(unsigned long long* scores, int64_t row, int policy,
+                                           unsigned long long now) {
+  if (policy == 1) {
+    atomicMax(scores + row, now);
+  } else if (policy == 2) {
+    atomicAdd(scores + row, 1ull);
+  }
+}
 
 // Whether the id at position `pos` of the batch's id array is sampled into
 // the access log (about one in 2^shift, by a multiplicative hash of pos).
@@ -350,10 +365,19 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
           miss_wsum += my_w;
           miss_wmax = fmaxf(miss_wmax, my_w);
           miss_wmin = fminf(miss_wmin, my_w);
-        } else if (prefetch) {
-          // This pass's columns of the row, one request per 128-byte line.
-          const char* first = row_start + pass_begin;
-          for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
+        } else {
+          if constexpr (!kIndirect) {
+            // Once per id (first column pass); HOST tables touch in the
+            // resolve pass. Warp-uniform test of a shared-memory pointer.
+            if (col0 == 0 && job.scores != nullptr) {
+              TouchScore(job.scores, my_row, job.score_policy, job.score_now);
+            }
+          }
+          if (prefetch) {
+            // This pass's columns of the row, one request per 128-byte line.
+            const char* first = row_start + pass_begin;
+            for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
+          }
         }
       }
       // Slots of this batch any group needs (warp-uniform).
@@ -627,6 +651,11 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
         job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
         job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
         job.locations = args.staging.locations;
+        const bool scored = table.hash.num_buckets > 0 && table.scores != nullptr &&
+                            (table.score_policy == 1 || table.score_policy == 2);
+        job.scores = scored ? table.scores : nullptr;
+        job.score_policy = table.score_policy;
+        job.score_now = args.score_now_ptr != nullptr ? *args.score_now_ptr : args.score_now;
       }
       __syncwarp();
 
@@ -808,6 +837,10 @@ __global__ void __launch_bounds__(kStageThreads)
       int64_t loc = 0;
       if (active) {
         row = ResolveTableRow(table, __ldg(args.ids + pos));
+        if (row != kMissingRow && table.scores != nullptr && table.hash.num_buckets > 0) {
+          TouchScore(table.scores, row, table.score_policy,
+                     args.score_now_ptr != nullptr ? *args.score_now_ptr : args.score_now);
+        }
         if (row != kMissingRow) {
           const int32_t cached = table.cache_slot != nullptr ? __ldg(table.cache_slot + row) : -1;
           if (cached >= 0) {

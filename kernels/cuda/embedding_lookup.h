@@ -59,6 +59,14 @@ struct DeviceTable {
   // all HOST tables' rows (HostStaging::host_span_bytes long). Staged rows
   // are fetched in this order (see HostStaging).
   int64_t host_offset = 0;
+  // DYNAMIC tables with eviction scores (kernels/cpu/dynamic_table.h): each
+  // resolved id touches scores[row] (device [num_rows]) as the CPU twin does
+  // (PoolTable::scores): LRU (score_policy 1) atomicMax(score, now), LFU (2)
+  // atomicAdd 1; now = PooledLookupArgs::score_now. nullptr or policy 0 =
+  // off (ignored for STATIC tables). Touches are relaxed atomics: several
+  // launches may touch one table at once.
+  unsigned long long* scores = nullptr;
+  int32_t score_policy = 0;  // static_cast<int32_t>(EvictionPolicy)
 };
 
 // One feature of the batch.
@@ -151,6 +159,11 @@ struct PooledLookupArgs {
   // read correctly from host memory but neither caches nor counters are used.
   bool any_host = false;
   HostStaging staging;  // required when any_host; `locations` covers every id
+  // LRU "now" of the score touches (DeviceTable::scores). score_now_ptr
+  // (device), when set, is read at launch instead, so a captured CUDA graph
+  // can advance time without being re-captured.
+  unsigned long long score_now = 0;
+  const unsigned long long* score_now_ptr = nullptr;
 };
 
 // Host-side copy of the features array is needed by the launcher to map a
