@@ -45,6 +45,7 @@ struct DeviceTable {
   // HOST placement: rows not in the cache are read from host memory; such
   // reads are counted in PooledLookupArgs::host_reads.
   int32_t host = 0;
+  int32_t score_policy = 0;  // see `scores` below: static_cast<int32_t>(EvictionPolicy)
   const int32_t* cache_slot = nullptr;  // device [num_rows]: slot or -1; nullptr = no cache
   const void* cache_rows = nullptr;     // device [capacity, dim] of row_type
   // Access sampling (HOST tables): about one resolved id in 2^sample_shift
@@ -65,8 +66,10 @@ struct DeviceTable {
   // atomicAdd 1; now = PooledLookupArgs::score_now. nullptr or policy 0 =
   // off (ignored for STATIC tables). Touches are relaxed atomics: several
   // launches may touch one table at once.
+  // (score_policy sits after `host`, in what was padding, so the struct
+  // grows by one pointer only: tiny_dlrm passes 26 of them as kernel
+  // parameters, limited to 4 KB.)
   unsigned long long* scores = nullptr;
-  int32_t score_policy = 0;  // static_cast<int32_t>(EvictionPolicy)
 };
 
 // One feature of the batch.
