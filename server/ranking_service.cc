@@ -37,7 +37,15 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
   engine::ModelInstance* model = &served->instance();
   const std::string& name = served->name();
   const int64_t version = served->version();
-  auto view = ToEngineRequest(model->model(), *request, limits_);
+  absl::StatusOr<engine::Request> view;
+  {
+    // Validation looks keys up in dynamic tables (id_policy ERROR): not while
+    // an update rewrites their hash slots.
+    engine::LiveTables* live = served->live_tables();
+    engine::LiveTables::BatchScope tables(
+        live != nullptr && live->validation_reads_tables() ? live : nullptr);
+    view = ToEngineRequest(model->model(), *request, limits_);
+  }
   if (!view.ok()) {
     metrics_->RecordRequest(name, version, view.status().code(), absl::Now() - arrival);
     reactor->Finish(ToGrpcStatus(view.status()));

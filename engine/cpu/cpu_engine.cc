@@ -41,6 +41,7 @@ struct CpuEngine::BatchPlan {
   // shared[r][f]: pooled vector of a shared (single) bag, else empty.
   std::vector<std::vector<std::vector<float>>> shared;
   std::vector<kernels::HashTableView> hash_views;  // per table
+  uint64_t score_now = 0;  // logical time stamped on dynamic keys' LRU scores
   std::vector<int> feat_col;  // column of feature f in `feats`
   int feat_width = 0;
 };
@@ -109,6 +110,7 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
   plan.scores = scores;
   plan.row_start.assign(requests.size() + 1, 0);
   for (const EmbeddingTable& t : m.tables) plan.hash_views.push_back(t.hash.view());
+  plan.score_now = m.score_clock->fetch_add(1, std::memory_order_relaxed) + 1;
   plan.feat_col.resize(num_features);
   int col = m.dense_out_width();
   for (size_t f = 0; f < num_features; ++f) {
@@ -143,7 +145,7 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
         kernels::PoolBags bags{in.ids.data(), off.data(),
                                in.weights.empty() ? nullptr : in.weights.data(), 1};
         unresolved_shared[table] += kernels::PoolEmbeddings(
-            t.pool_view(&plan.hash_views[table]), bags, v.data(), t.dim);
+            t.pool_view(&plan.hash_views[table], plan.score_now), bags, v.data(), t.dim);
       }
     }
   }
@@ -257,7 +259,7 @@ void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
   for (size_t f = 0; f < m.features.size(); ++f) {
     const int table = m.features[f].table;
     const EmbeddingTable& t = m.tables[table];
-    const kernels::PoolTable view = t.pool_view(&plan.hash_views[table]);
+    const kernels::PoolTable view = t.pool_view(&plan.hash_views[table], plan.score_now);
     for (const Segment& seg : segments) {
       const FeatureInput& in = plan.requests[seg.request]->features[f];
       float* dst = feats + seg.local_row * fw + plan.feat_col[f];

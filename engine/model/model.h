@@ -5,13 +5,16 @@
 #define RANKD_ENGINE_MODEL_MODEL_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/embedding_pool.h"
+#include "kernels/cpu/dynamic_table.h"
 #include "kernels/cpu/hash_table.h"
 #include "rankd/v1/model_config.pb.h"
 
@@ -35,6 +38,16 @@ struct ByteBuffer {
   bool writable = false;
 };
 
+// A DYNAMIC table's update state besides its rows, keys (row_keys) and hash
+// slots (kernels/cpu/dynamic_table.h): eviction scores, the free-row stack
+// and the counters. Written only under the version's scoring gate (updates);
+// scores are also touched by lookups (relaxed atomics).
+struct DynamicState {
+  std::vector<uint64_t> scores;    // [max_keys]
+  std::vector<int64_t> free_rows;  // [max_keys]
+  kernels::DynamicTableCounters counters;
+};
+
 struct EmbeddingTable {
   std::string name;
   bool dynamic = false;
@@ -53,6 +66,19 @@ struct EmbeddingTable {
   // insert keys; >= num_rows), and which key a full table drops.
   int64_t max_keys = 0;
   rankd::v1::Eviction eviction = rankd::v1::LRU;
+  // DYNAMIC tables with host hash slots (the CPU backend; AttachDynamicState):
+  // what updates need to insert, erase and evict keys on the host. Null
+  // otherwise (the CUDA backend keeps that state on the GPU).
+  std::shared_ptr<DynamicState> live;
+
+  kernels::EvictionPolicy eviction_policy() const {
+    return eviction == rankd::v1::LFU ? kernels::EvictionPolicy::kLfu
+                                      : kernels::EvictionPolicy::kLru;
+  }
+  // The table as the dynamic-table kernels see it (requires `live`). Its
+  // pointers are writable views of this table's own memory: use them only
+  // under the version's scoring gate.
+  kernels::DynamicTableView dynamic_view() const;
 
   // Rows allocated: max_keys for a DYNAMIC table, else num_rows.
   int64_t capacity_rows() const { return dynamic ? std::max(max_keys, num_rows) : num_rows; }
@@ -60,8 +86,17 @@ struct EmbeddingTable {
     return static_cast<int64_t>(dim) * kernels::RowTypeBytes(row_type);
   }
   // The kernel's view; `hash_view` must outlive the returned struct's use.
-  kernels::PoolTable pool_view(const kernels::HashTableView* hash_view) const;
+  // With `live` state, lookups touch the keys' eviction scores at logical
+  // time `score_now` (Model::score_clock).
+  kernels::PoolTable pool_view(const kernels::HashTableView* hash_view,
+                               uint64_t score_now = 0) const;
 };
+
+// Gives a DYNAMIC table whose host hash slots are built (`hash`) its update
+// state: row_keys beyond num_rows set to kEmptyKey, the free stack (pops give
+// num_rows, num_rows + 1, ...), zero scores. The keys and rows buffers must
+// hold max_keys entries and be writable. INVALID_ARGUMENT otherwise.
+absl::Status AttachDynamicState(EmbeddingTable* table);
 
 // How a table's rows got into host memory at load.
 enum class TableSource {
@@ -152,6 +187,13 @@ struct Model {
 
   // Filled by LoadModel (zeros for models built in memory).
   ModelLoadStats load_stats;
+
+  // Logical time of dynamic tables' LRU scores: each scoring batch and each
+  // update takes the next value (fetch_add), so "least recently used" is
+  // exact and the same on every run of the same sequence.
+  std::shared_ptr<std::atomic<uint64_t>> score_clock =
+      std::make_shared<std::atomic<uint64_t>>(1);
+
 };
 
 }  // namespace rankd::engine

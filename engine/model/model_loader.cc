@@ -510,6 +510,11 @@ absl::Status LoadTable(LoadContext* ctx, const SafetensorsFile& file,
                                                s.message()));
   }
   progress.Finish();
+  if (ctx->build_hash_tables) {
+    // The CPU backend inserts, erases and evicts keys of this table on the
+    // host (online updates); its state starts here.
+    if (absl::Status a = AttachDynamicState(table); !a.ok()) return a;
+  }
   stats->hash_keys = table->num_rows;
   stats->hash_seconds = absl::ToDoubleSeconds(ctx->clock->Now() - hash_start);
   return absl::OkStatus();

@@ -187,4 +187,24 @@ OwnedRequest MakeRandomRequest(const Model& model, const RandomRequestSpec& spec
   return r;
 }
 
+void MakeTableGrowable(Model* m, int table, int64_t max_keys, rankd::v1::Eviction eviction) {
+  EmbeddingTable& t = m->tables[table];
+  if (!t.dynamic || max_keys < t.num_rows) std::abort();
+  auto rows = std::make_shared<std::vector<uint8_t>>(max_keys * t.row_bytes(), 0);
+  std::memcpy(rows->data(), t.rows.data, t.num_rows * t.row_bytes());
+  auto keys = std::make_shared<std::vector<int64_t>>(max_keys, kernels::kEmptyKey);
+  std::memcpy(keys->data(), t.keys.data, t.num_rows * 8);
+  t.rows = ByteBuffer{rows->data(), static_cast<int64_t>(rows->size()), rows};
+  t.rows.writable = true;
+  t.keys = ByteBuffer{reinterpret_cast<const uint8_t*>(keys->data()),
+                      static_cast<int64_t>(keys->size() * 8), keys};
+  t.keys.writable = true;
+  absl::Status s = kernels::HashTable::Build(
+      absl::MakeConstSpan(keys->data(), t.num_rows), 2 * max_keys, &t.hash);
+  if (!s.ok()) std::abort();
+  t.max_keys = max_keys;
+  t.eviction = eviction;
+  if (!AttachDynamicState(&t).ok()) std::abort();
+}
+
 }  // namespace rankd::engine::testing

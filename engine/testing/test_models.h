@@ -40,6 +40,12 @@ struct RandomModelSpec {
 
 std::shared_ptr<Model> MakeRandomModel(const RandomModelSpec& spec);
 
+// Gives DYNAMIC table `table` of `m` room for `max_keys` keys (its rows and
+// keys copied into buffers of that size, hash slots for 2 * max_keys) and
+// its update state (AttachDynamicState), as LoadModel does for max_keys.
+void MakeTableGrowable(Model* m, int table, int64_t max_keys,
+                       rankd::v1::Eviction eviction = rankd::v1::LRU);
+
 // A request that owns its arrays; view() gives the engine's Request.
 struct OwnedRequest {
   int32_t num_candidates = 0;

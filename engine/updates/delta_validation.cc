@@ -5,15 +5,14 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/dynamic_table.h"
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
 
 namespace rankd::engine {
 namespace {
 
-// The dynamic table's tombstone (kernels/cpu/dynamic_table.h): like
-// kEmptyKey, never a key.
-constexpr int64_t kTombstoneKey = kernels::kEmptyKey + 1;
+constexpr int64_t kTombstoneKey = kernels::kDeletedKey;
 
 absl::Status Bad(const EmbeddingTable& t, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("table ", t.name, ": ", what));

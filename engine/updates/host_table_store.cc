@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/dynamic_table.h"
 
 namespace rankd::engine {
 namespace {
@@ -22,9 +24,7 @@ absl::Status Frozen(const EmbeddingTable& t) {
 absl::Status HostTableStore::Apply(const TableDelta& delta, uint64_t now, DeltaResult* result) {
   const EmbeddingTable& t = model_->tables[delta.table];
   if (!t.rows.writable) return Frozen(t);
-  if (t.dynamic) {
-    return absl::UnimplementedError("dynamic table updates are not applied yet");
-  }
+  if (t.dynamic) return ApplyDynamic(t, delta, now, result);
   // Written only under LiveTables' exclusive gate: no worker reads them now.
   uint8_t* rows = const_cast<uint8_t*>(t.rows.data);
   const int64_t row_bytes = t.row_bytes();
@@ -32,15 +32,37 @@ absl::Status HostTableStore::Apply(const TableDelta& delta, uint64_t now, DeltaR
     std::memcpy(rows + delta.ids[i] * row_bytes, delta.rows.data() + i * row_bytes, row_bytes);
   }
   result->rows_applied += static_cast<int64_t>(delta.ids.size());
-  (void)now;
+  return absl::OkStatus();
+}
+
+absl::Status HostTableStore::ApplyDynamic(const EmbeddingTable& t, const TableDelta& delta,
+                                          uint64_t now, DeltaResult* result) {
+  if (t.live == nullptr || !t.keys.writable) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("table ", t.name, " has no host update state (hash slots on the host)"));
+  }
+  const kernels::DynamicTableView view = t.dynamic_view();
+  const kernels::DynamicStats erased = kernels::DynamicErase(view, delta.delete_keys);
+  const kernels::DynamicStats upserted = kernels::DynamicUpsert(
+      view, delta.ids, delta.rows.data(), t.eviction_policy(), now, /*evicted_keys=*/nullptr);
+  if (erased.failed > 0 || upserted.failed > 0) {
+    // Only a corrupt table gets here (the delta was validated).
+    return absl::InternalError(absl::StrCat("table ", t.name, ": ",
+                                            erased.failed + upserted.failed,
+                                            " keys found no hash slot"));
+  }
+  result->rows_applied += upserted.inserted + upserted.updated;
+  result->keys_inserted += upserted.inserted;
+  result->keys_updated += upserted.updated;
+  result->keys_evicted += upserted.evicted;
+  result->keys_deleted += erased.deleted;
+  result->keys_not_found += erased.not_found;
   return absl::OkStatus();
 }
 
 absl::Status HostTableStore::ReadTable(int table, const TableSink& sink) const {
   const EmbeddingTable& t = model_->tables[table];
-  if (t.dynamic) {
-    return absl::UnimplementedError("dynamic table snapshots are not written yet");
-  }
+  if (t.dynamic) return ReadDynamic(t, sink);
   const int64_t row_bytes = t.row_bytes();
   const int64_t per_piece = std::max<int64_t>(1, kReadPieceBytes / std::max<int64_t>(row_bytes, 1));
   for (int64_t r = 0; r < t.num_rows; r += per_piece) {
@@ -48,6 +70,34 @@ absl::Status HostTableStore::ReadTable(int table, const TableSink& sink) const {
     absl::Status s = sink({}, absl::MakeConstSpan(t.rows.data + r * row_bytes, n * row_bytes));
     if (!s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+// Stored keys in row order, gathered into pieces of a bounded size (rows of
+// a dynamic table are not contiguous once keys were erased).
+absl::Status HostTableStore::ReadDynamic(const EmbeddingTable& t, const TableSink& sink) const {
+  if (t.live == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("table ", t.name, " has no host update state"));
+  }
+  const int64_t row_bytes = t.row_bytes();
+  const int64_t per_piece = std::max<int64_t>(1, kReadPieceBytes / std::max<int64_t>(row_bytes, 1));
+  const int64_t* row_keys = reinterpret_cast<const int64_t*>(t.keys.data);
+  std::vector<int64_t> keys;
+  std::vector<uint8_t> rows;
+  keys.reserve(per_piece);
+  rows.reserve(per_piece * row_bytes);
+  for (int64_t r = 0; r < t.max_keys; ++r) {
+    if (row_keys[r] == kernels::kEmptyKey) continue;
+    keys.push_back(row_keys[r]);
+    rows.insert(rows.end(), t.rows.data + r * row_bytes, t.rows.data + (r + 1) * row_bytes);
+    if (static_cast<int64_t>(keys.size()) == per_piece) {
+      if (absl::Status s = sink(keys, rows); !s.ok()) return s;
+      keys.clear();
+      rows.clear();
+    }
+  }
+  if (!keys.empty()) return sink(keys, rows);
   return absl::OkStatus();
 }
 

@@ -25,6 +25,10 @@ class HostTableStore final : public TableStore {
   absl::Status ReadTable(int table, const TableSink& sink) const override;
 
  private:
+  absl::Status ApplyDynamic(const EmbeddingTable& t, const TableDelta& delta, uint64_t now,
+                            DeltaResult* result);
+  absl::Status ReadDynamic(const EmbeddingTable& t, const TableSink& sink) const;
+
   const std::shared_ptr<const Model> model_;
 };
 

@@ -9,6 +9,7 @@ LiveTables::LiveTables(std::shared_ptr<const Model> model,
                        std::vector<std::shared_ptr<TableStore>> stores)
     : model_(std::move(model)), stores_(std::move(stores)) {
   for (const EmbeddingTable& t : model_->tables) {
+    validation_reads_tables_ |= t.dynamic && t.id_policy == rankd::v1::ERROR;
     dynamic_.push_back({t.name, t.dynamic ? t.num_rows : 0, t.dynamic ? t.max_keys : 0, 0});
   }
 }
@@ -40,7 +41,7 @@ absl::StatusOr<LiveTables::Applied> LiveTables::Apply(const TableDelta& delta,
       }
     }
   }
-  const uint64_t now = clock_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t now = model_->score_clock->fetch_add(1, std::memory_order_relaxed) + 1;
   for (size_t s = 0; s < stores_.size(); ++s) {
     DeltaResult result;
     absl::Status status = stores_[s]->Apply(delta, now, &result);

@@ -114,14 +114,16 @@ class LiveTables {
   void SetPositions(const std::vector<ProducerPosition>& positions);
 
   const Model& model() const { return *model_; }
+  // Whether request validation reads table contents (a DYNAMIC table with
+  // id_policy ERROR: unknown keys are refused), so it must hold a BatchScope.
+  bool validation_reads_tables() const { return validation_reads_tables_; }
   // Store 0 (for snapshots: every store holds the same content).
   const TableStore& primary_store() const { return *stores_[0]; }
 
  private:
   const std::shared_ptr<const Model> model_;
   const std::vector<std::shared_ptr<TableStore>> stores_;
-  // Logical time of dynamic tables' scores: advanced by every Apply.
-  std::atomic<uint64_t> clock_{1};
+  bool validation_reads_tables_ = false;
 
   absl::Mutex gate_;  // shared: batches; exclusive: Apply / WithTablesQuiet
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(gate_);

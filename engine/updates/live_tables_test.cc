@@ -4,12 +4,14 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "engine/cpu/cpu_engine.h"
 #include "engine/serving/model_instance.h"
 #include "engine/serving/worker.h"
 #include "engine/testing/test_models.h"
@@ -136,6 +138,137 @@ TEST(LiveTablesTest, ClosedVersionRefusesUpdates) {
   auto s = live->Apply({0, ids, Bytes(rows), {}}, {});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("being unloaded"));
+}
+
+// A model whose table 0 is DYNAMIC with `keys` keys and room for `max_keys`.
+std::shared_ptr<Model> DynamicModel(int64_t keys, int64_t max_keys, rankd::v1::Eviction eviction) {
+  testing::RandomModelSpec spec;
+  spec.dim = 4;
+  spec.table_rows = {keys, 5};
+  spec.dynamic_tables = {0};
+  spec.id_policy = rankd::v1::ZERO;
+  auto model = testing::MakeRandomModel(spec);
+  testing::MakeTableGrowable(model.get(), 0, max_keys, eviction);
+  return model;
+}
+
+std::vector<int64_t> LoadedKeys(const Model& m) {
+  const EmbeddingTable& t = m.tables[0];
+  const int64_t* k = reinterpret_cast<const int64_t*>(t.keys.data);
+  return std::vector<int64_t>(k, k + t.num_rows);
+}
+
+bool Stored(const Model& m, int64_t key) {
+  return kernels::HashLookup(m.tables[0].hash.view(), key) != kernels::kMissingRow;
+}
+
+// Scores one request per key, in order, through the real CPU engine: each
+// batch stamps the next logical time on the keys it looks up.
+void TouchInOrder(const std::shared_ptr<Model>& model, const std::vector<int64_t>& keys) {
+  auto engine = CpuEngine::Create(model, {});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  for (int64_t key : keys) {
+    testing::RandomRequestSpec spec;
+    spec.num_candidates = 1;
+    testing::OwnedRequest r = testing::MakeRandomRequest(*model, spec);
+    r.ids[0] = {key};
+    r.lengths[0] = {1};
+    const Request view = r.view();
+    const Request* requests[] = {&view};
+    float score = 0;
+    absl::Span<float> out(&score, 1);
+    ASSERT_TRUE((*engine)->ScoreBatch(requests, absl::MakeConstSpan(&out, 1), nullptr).ok());
+  }
+}
+
+std::vector<float> Filled(int64_t n, float v) { return std::vector<float>(n * 4, v); }
+
+TEST(LiveTablesDynamicTest, LruEvictsExactlyTheLeastRecentlyUsed) {
+  constexpr int64_t kCapacity = 8;
+  auto model = DynamicModel(kCapacity, kCapacity, rankd::v1::LRU);
+  auto live = Live(model);
+  std::vector<int64_t> keys = LoadedKeys(*model);
+  // Used in this order: keys[5], keys[2], keys[7], then the rest.
+  std::vector<int64_t> order = {keys[5], keys[2], keys[7], keys[0], keys[1],
+                                keys[3], keys[4], keys[6]};
+  TouchInOrder(model, order);
+  const std::vector<int64_t> fresh = {111, 222, 333};
+  const std::vector<float> rows = Filled(3, 0.5f);
+  auto applied = live->Apply({0, fresh, Bytes(rows), {}}, {});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->result.keys_inserted, 3);
+  EXPECT_EQ(applied->result.keys_evicted, 3);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(Stored(*model, order[i]), i >= 3) << i;
+  for (int64_t k : fresh) EXPECT_TRUE(Stored(*model, k));
+  const auto stats = live->DynamicTables();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].keys, kCapacity);
+  EXPECT_EQ(stats[0].evictions, 3);
+}
+
+TEST(LiveTablesDynamicTest, LfuEvictsTheLeastFrequentlyUsed) {
+  auto model = DynamicModel(4, 4, rankd::v1::LFU);
+  auto live = Live(model);
+  std::vector<int64_t> keys = LoadedKeys(*model);
+  // Use counts: keys[0] 3, keys[1] 1, keys[2] 4, keys[3] 2.
+  TouchInOrder(model, {keys[0], keys[0], keys[0], keys[1], keys[2], keys[2], keys[2], keys[2],
+                       keys[3], keys[3]});
+  const std::vector<int64_t> fresh = {42, 43};
+  const std::vector<float> rows = Filled(2, 1.0f);
+  auto applied = live->Apply({0, fresh, Bytes(rows), {}}, {});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->result.keys_evicted, 2);
+  EXPECT_FALSE(Stored(*model, keys[1]));
+  EXPECT_FALSE(Stored(*model, keys[3]));
+  EXPECT_TRUE(Stored(*model, keys[0]));
+  EXPECT_TRUE(Stored(*model, keys[2]));
+}
+
+TEST(LiveTablesDynamicTest, InsertsUpdatesDeletesAndReadsBack) {
+  auto model = DynamicModel(6, 10, rankd::v1::LRU);
+  auto live = Live(model);
+  std::vector<int64_t> keys = LoadedKeys(*model);
+  const std::vector<int64_t> ids = {keys[0], 1000, 2000};
+  std::vector<float> rows = {1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+  const std::vector<int64_t> deletes = {keys[4], 999};
+  auto applied = live->Apply({0, ids, Bytes(rows), deletes}, {});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->result.keys_updated, 1);
+  EXPECT_EQ(applied->result.keys_inserted, 2);
+  EXPECT_EQ(applied->result.keys_deleted, 1);
+  EXPECT_EQ(applied->result.keys_not_found, 1);
+  EXPECT_EQ(applied->result.rows_applied, 3);
+  EXPECT_EQ(applied->result.keys_evicted, 0);
+  EXPECT_FALSE(Stored(*model, keys[4]));
+  // The store reads back exactly the stored keys with their rows.
+  std::map<int64_t, std::vector<float>> read;
+  ASSERT_TRUE(live->primary_store()
+                  .ReadTable(0,
+                             [&](absl::Span<const int64_t> k, absl::Span<const uint8_t> r) {
+                               for (size_t i = 0; i < k.size(); ++i) {
+                                 std::vector<float> row(4);
+                                 std::memcpy(row.data(), r.data() + 16 * i, 16);
+                                 read[k[i]] = row;
+                               }
+                               return absl::OkStatus();
+                             })
+                  .ok());
+  EXPECT_EQ(read.size(), 7u);  // 6 - 1 deleted + 2 new
+  EXPECT_EQ(read[keys[0]], std::vector<float>({1, 1, 1, 1}));
+  EXPECT_EQ(read[1000], std::vector<float>({2, 2, 2, 2}));
+  EXPECT_EQ(read[2000], std::vector<float>({3, 3, 3, 3}));
+  EXPECT_EQ(read.count(keys[4]), 0u);
+  EXPECT_EQ(live->DynamicTables()[0].keys, 7);
+  // Sentinels, and a key both written and deleted, are refused.
+  const std::vector<int64_t> sentinel = {kernels::kDeletedKey};
+  EXPECT_THAT(std::string(live->Apply({0, sentinel, Bytes(Filled(1, 1)), {}}, {})
+                              .status()
+                              .message()),
+              HasSubstr("reserved key"));
+  const std::vector<int64_t> both = {77};
+  EXPECT_THAT(
+      std::string(live->Apply({0, both, Bytes(Filled(1, 1)), both}, {}).status().message()),
+      HasSubstr("also in ids"));
 }
 
 // A worker that pools one table's rows (the real CPU pooling kernel over the
