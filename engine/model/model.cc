@@ -11,7 +11,9 @@ kernels::PoolTable EmbeddingTable::pool_view(
   kernels::PoolTable t;
   t.rows = rows.data;
   t.row_type = row_type;
-  t.num_rows = num_rows;
+  // A DYNAMIC table's keys may sit in any row up to max_keys (online
+  // inserts); num_rows counts only the keys it loaded with.
+  t.num_rows = capacity_rows();
   t.dim = dim;
   t.pooling = pooling;
   // A STATIC table must never be given a hash view: the kernel would treat
