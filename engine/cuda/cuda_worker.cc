@@ -635,6 +635,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
       report->hash_build_seconds += (*dm)->hash_build_seconds();
       report->hash_insert_seconds += (*dm)->hash_insert_seconds();
       report->hash_keys_pinned = report->hash_keys_pinned && (*dm)->hash_keys_pinned();
+      report->device_models.push_back(*dm);
     }
     for (int i = 0; i < workers_per_device; ++i) {
       auto w = CudaWorker::Create(*dm, options, absl::StrCat("cuda:", d, ":", i));

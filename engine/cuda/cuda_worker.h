@@ -173,6 +173,8 @@ struct CudaSetupReport {
   // Every keys copy ran from page-locked memory (else some went through the
   // driver's pageable staging, ~2x slower).
   bool hash_keys_pinned = true;
+  // One per GPU: the tables the workers read (online updates write them).
+  std::vector<std::shared_ptr<const DeviceModel>> device_models;
 };
 // `report` (when given) is filled on success.
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(

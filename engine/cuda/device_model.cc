@@ -1,5 +1,7 @@
 #include "engine/cuda/device_model.h"
 
+#include "kernels/cuda/row_scatter.h"
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -123,6 +125,56 @@ absl::Status DeviceModel::MakeCaches(std::vector<CachedTable> cached, const Opti
 absl::Status DeviceModel::maintenance_status() const {
   absl::MutexLock lock(&refresh_mu_);
   return maintenance_status_;
+}
+
+absl::Status DeviceModel::WriteStaticRows(int table, absl::Span<const int64_t> ids,
+                                          absl::Span<const uint8_t> rows) const {
+  if (ids.empty()) return absl::OkStatus();
+  const kernels::cuda::DeviceTable& d = host_tables_[table];
+  const int64_t row_bytes = model_->tables[table].row_bytes();
+  const size_t ids_bytes = (ids.size() * 8 + 255) / 256 * 256;
+  const size_t need = ids_bytes + rows.size();
+  absl::MutexLock lock(&refresh_mu_);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
+  if (update_staging_.bytes() < need) {
+    absl::Status s = update_staging_.Allocate(need, "embedding update staging");
+    if (!s.ok()) return s;
+  }
+  uint8_t* staging = update_staging_.as<uint8_t>();
+  const int64_t* dev_ids = reinterpret_cast<const int64_t*>(staging);
+  const uint8_t* dev_rows = staging + ids_bytes;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging, ids.data(), ids.size() * 8,
+                                             cudaMemcpyHostToDevice, refresh_stream_),
+                             "copy update ids");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging + ids_bytes, rows.data(), rows.size(),
+                                             cudaMemcpyHostToDevice, refresh_stream_),
+                             "copy update rows");
+  RANKD_RETURN_IF_CUDA_ERROR(kernels::cuda::LaunchScatterRows(const_cast<void*>(d.rows), row_bytes,
+                                                              dev_ids, n, dev_rows,
+                                                              refresh_stream_),
+                             "scatter update rows");
+  if (d.cache_slot != nullptr) {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        kernels::cuda::LaunchCacheWriteThrough(d.cache_slot, const_cast<void*>(d.cache_rows),
+                                               row_bytes, dev_ids, n, dev_rows, refresh_stream_),
+        "write updated rows through the cache");
+  }
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(refresh_stream_), "apply an update");
+  return absl::OkStatus();
+}
+
+absl::Status DeviceModel::ReadStaticRows(int table, int64_t first, int64_t n, uint8_t* out) const {
+  const kernels::cuda::DeviceTable& d = host_tables_[table];
+  const int64_t row_bytes = model_->tables[table].row_bytes();
+  absl::MutexLock lock(&refresh_mu_);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(out, static_cast<const uint8_t*>(d.rows) + first * row_bytes, n * row_bytes,
+                      cudaMemcpyDefault, refresh_stream_),
+      "read table rows");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(refresh_stream_), "read table rows");
+  return absl::OkStatus();
 }
 
 absl::Status DeviceModel::RefreshCachesNow() const {

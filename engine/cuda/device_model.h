@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "engine/cuda/cuda_util.h"
@@ -123,6 +124,17 @@ class DeviceModel {
   // does this every refresh_interval_ms).
   absl::Status RefreshCachesNow() const;
 
+  // Online updates of a STATIC table (engine/updates): writes `ids`' rows
+  // (ids.size() rows of the table's row type, validated by the caller) into
+  // the table wherever it lives (HBM; or pinned host memory, written by the
+  // GPU) and into the HBM cache slots of those rows that are cached, on the
+  // maintenance stream (no cache refresh runs meanwhile), and waits for it.
+  // The caller guarantees that no batch runs (LiveTables' exclusive gate).
+  absl::Status WriteStaticRows(int table, absl::Span<const int64_t> ids,
+                               absl::Span<const uint8_t> rows) const;
+  // Copies rows [first, first + n) of a STATIC table into host memory `out`.
+  absl::Status ReadStaticRows(int table, int64_t first, int64_t n, uint8_t* out) const;
+
  private:
   DeviceModel() = default;
   void MaintenanceLoop(int interval_ms);
@@ -158,6 +170,7 @@ class DeviceModel {
   mutable absl::Mutex refresh_mu_;  // one refresh at a time (thread or RefreshCachesNow)
   mutable cudaStream_t refresh_stream_ = nullptr;
   mutable absl::Status maintenance_status_;  // guarded by refresh_mu_
+  mutable DeviceBuffer update_staging_;       // ids + rows of one update; guarded by refresh_mu_
   absl::Notification stop_;
   std::thread maintenance_;
 };

@@ -8,6 +8,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/serving/cpu_worker.h"
 #include "engine/serving/warmup.h"
+#include "engine/cuda/cuda_table_store.h"
 #include "engine/updates/host_table_store.h"
 #include "engine/updates/snapshot_writer.h"
 #include "spdlog/spdlog.h"
@@ -50,7 +51,7 @@ void LogCudaSetup(const engine::Model& m, const engine::cuda::CudaSetupReport& r
 
 absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader::MakeWorkers(
     const std::shared_ptr<const engine::Model>& model, const std::string& directory,
-    int64_t* device_bytes) {
+    int64_t* device_bytes, std::vector<std::shared_ptr<engine::TableStore>>* stores) {
   const auto& instances = model->config.instances();
   absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> workers;
   if (options_.backend == "cuda") {
@@ -65,6 +66,8 @@ absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader
     if (workers.ok()) {
       LogCudaSetup(*model, report);
       if (report.plan != nullptr) *device_bytes = report.plan->device_bytes();
+      stores->push_back(
+          std::make_shared<engine::cuda::CudaTableStore>(std::move(report.device_models)));
     }
   } else {
     const int n = options_.workers_per_model > 0 ? options_.workers_per_model
@@ -72,20 +75,23 @@ absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader
     const int threads = options_.cpu_threads_per_worker > 0 ? options_.cpu_threads_per_worker
                                                            : instances.cpu_threads_per_worker();
     workers = engine::CreateCpuWorkers(model, n, threads);
+    stores->push_back(std::make_shared<engine::HostTableStore>(model));
   }
   if (!workers.ok()) return InDirectory(workers.status(), directory);
   return workers;
 }
 
 absl::StatusOr<std::shared_ptr<engine::LiveTables>> EngineVersionLoader::MakeLiveTables(
-    const std::shared_ptr<const engine::Model>& model) {
-  std::vector<std::shared_ptr<engine::TableStore>> stores;
-  if (options_.backend == "cuda") {
-    // TODO(issue 16): the CUDA backend's store (each GPU's DeviceModel).
-    return std::shared_ptr<engine::LiveTables>();
-  }
-  stores.push_back(std::make_shared<engine::HostTableStore>(model));
-  return std::make_shared<engine::LiveTables>(model, std::move(stores));
+    const std::shared_ptr<const engine::Model>& model,
+    std::vector<std::shared_ptr<engine::TableStore>> stores, const std::string& directory) {
+  auto live = std::make_shared<engine::LiveTables>(model, std::move(stores));
+  // A snapshot directory carries its producers' positions: resumed streams
+  // skip what it already holds.
+  absl::StatusOr<std::vector<engine::ProducerPosition>> positions =
+      engine::ReadUpdatePositions(directory);
+  if (!positions.ok()) return positions.status();
+  live->SetPositions(*positions);
+  return live;
 }
 
 absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name, int64_t version,
@@ -108,7 +114,8 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
   if (on_model_loaded_) on_model_loaded_(**model);
   LoadedVersion out;
   out.host_bytes = (*model)->table_bytes();
-  auto workers = MakeWorkers(*model, directory, &out.device_bytes);
+  std::vector<std::shared_ptr<engine::TableStore>> stores;
+  auto workers = MakeWorkers(*model, directory, &out.device_bytes, &stores);
   if (!workers.ok()) return workers.status();
   const int num_workers = static_cast<int>(workers->size());
   const absl::Time made = absl::Now();
@@ -122,16 +129,9 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
   const absl::Duration worker_warmup = absl::Now() - made;
   engine::ModelInstance::Options instance_options =
       engine::ModelInstance::OptionsFromConfig((*model)->config);
-  absl::StatusOr<std::shared_ptr<engine::LiveTables>> live = MakeLiveTables(*model);
-  if (!live.ok()) return InDirectory(live.status(), directory);
-  if (*live != nullptr) {
-    // A snapshot directory carries its producers' positions: resumed streams
-    // skip what it already holds.
-    absl::StatusOr<std::vector<engine::ProducerPosition>> positions =
-        engine::ReadUpdatePositions(directory);
-    if (!positions.ok()) return positions.status();
-    (*live)->SetPositions(*positions);
-  }
+  absl::StatusOr<std::shared_ptr<engine::LiveTables>> live =
+      MakeLiveTables(*model, std::move(stores), directory);
+  if (!live.ok()) return live.status();
   instance_options.live_tables = *live;
   out.live_tables = *std::move(live);
   instance_options.completion_threads = options_.completion_threads;

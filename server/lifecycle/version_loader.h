@@ -90,10 +90,11 @@ class EngineVersionLoader final : public VersionLoader {
  private:
   absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> MakeWorkers(
       const std::shared_ptr<const engine::Model>& model, const std::string& directory,
-      int64_t* device_bytes);
+      int64_t* device_bytes, std::vector<std::shared_ptr<engine::TableStore>>* stores);
   // The version's update side over the stores its workers read.
   absl::StatusOr<std::shared_ptr<engine::LiveTables>> MakeLiveTables(
-      const std::shared_ptr<const engine::Model>& model);
+      const std::shared_ptr<const engine::Model>& model,
+      std::vector<std::shared_ptr<engine::TableStore>> stores, const std::string& directory);
 
   const Options options_;
   engine::ServingObserver* const observer_;
