@@ -234,6 +234,7 @@ void Metrics::AddModel(const engine::Model& model) {
   // failure as an increase.
   model_loads_->Add({{"model", model.name}, {"result", "success"}});
   model_loads_->Add({{"model", model.name}, {"result", "failed"}});
+  embedding_update_lag_->Add({{"model", model.name}}, LagBuckets());
   absl::MutexLock lock(&mu_);
   ModelSeries* s = FindOrAdd(model.name);
   FindOrAddVersion(model.name, 0);

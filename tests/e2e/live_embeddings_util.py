@@ -5,6 +5,8 @@
   make-delta MODEL_DIR OUT SIDE SEED  writes a delta safetensors file (one STATIC and one
                                       DYNAMIC table: updated rows, updated keys, new keys,
                                       deleted keys) and a JSON of what it touches
+  make-delta-static MODEL_DIR OUT SIDE SEED [ROWS [TABLES]]
+                                      rows of the largest STATIC tables only
   apply-delta MODEL_DIR DELTA OUT_DIR the model with the delta applied by this script
                                       (the independent expectation)
   touch-requests IN SIDE OUT          rewrites requests so each touches the delta's ids
@@ -110,6 +112,22 @@ def cmd_make_delta(model_dir, out, side, seed):
     json.dump(touched, open(side, "w"))
 
 
+def cmd_make_delta_static(model_dir, out, side, seed, rows_per_table="6", num_tables="3"):
+    """A delta of the `num_tables` largest STATIC tables, `rows_per_table` rows each
+    (unique ids, at most the table's rows); `side` lists the ids per table."""
+    rng = np.random.default_rng(int(seed))
+    tables = sorted((t for t in tables_of(model_dir) if t[1] == "STATIC"), key=lambda t: -t[2])
+    delta, touched = {}, {}
+    for name, _, rows, dim in tables[:int(num_tables)]:
+        n = min(int(rows_per_table), rows)
+        ids = rng.choice(rows, size=n, replace=False).astype(np.int64)
+        delta[f"{name}.ids"] = ids
+        delta[f"{name}.rows"] = rng.uniform(-1, 1, (n, dim)).astype(np.float32)
+        touched[name] = [int(i) for i in ids[:64]]
+    write_st(out, delta)
+    json.dump(touched, open(side, "w"))
+
+
 def cmd_apply_delta(model_dir, delta_path, out_dir):
     shutil.copytree(model_dir, out_dir)
     tensors = dict(read_st(os.path.join(model_dir, "weights.safetensors")))
@@ -154,7 +172,8 @@ def cmd_touch_requests(inp, side, out):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"grow": cmd_grow, "make-delta": cmd_make_delta, "apply-delta": cmd_apply_delta,
+    {"grow": cmd_grow, "make-delta": cmd_make_delta, "make-delta-static": cmd_make_delta_static,
+     "apply-delta": cmd_apply_delta,
      "touch-requests": cmd_touch_requests}[cmd](*args)
 
 
