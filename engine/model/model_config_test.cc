@@ -124,6 +124,42 @@ TEST(ModelConfigTest, DynamicTableDefaults) {
   EXPECT_EQ(DefaultDynamicCapacity(0), 0);
 }
 
+TEST(ModelConfigTest, MaxKeysAndEviction) {
+  ModelConfig config = Parse(kMini);
+  config.mutable_tables(0)->set_kind(rankd::v1::DYNAMIC);
+  config.mutable_tables(0)->set_num_rows(100);
+  config.mutable_tables(0)->set_max_keys(1000);
+  config.mutable_tables(1)->set_kind(rankd::v1::DYNAMIC);
+  config.mutable_tables(1)->set_num_rows(50);
+  ASSERT_TRUE(ValidateModelConfig(&config).ok());
+  // Slots default from max_keys; max_keys defaults to num_rows; LRU.
+  EXPECT_EQ(config.tables(0).capacity(), 2048);
+  EXPECT_EQ(config.tables(1).max_keys(), 50);
+  EXPECT_EQ(config.tables(1).eviction(), rankd::v1::LRU);
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                c->mutable_tables(0)->set_kind(rankd::v1::DYNAMIC);
+                c->mutable_tables(0)->set_max_keys(c->tables(0).num_rows() - 1);
+              }),
+              HasSubstr("tables[0].max_keys: must be >= num_rows"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                c->mutable_tables(0)->set_kind(rankd::v1::DYNAMIC);
+                c->mutable_tables(0)->set_max_keys(1000);
+                c->mutable_tables(0)->set_capacity(512);
+              }),
+              HasSubstr("tables[0].capacity: must be >= max_keys (1000), got 512"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                c->mutable_tables(0)->set_kind(rankd::v1::DYNAMIC);
+                c->mutable_tables(0)->set_max_keys(int64_t{1} << 50);
+              }),
+              HasSubstr("tables[0].max_keys: at most 2^40 keys"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) { c->mutable_tables(1)->set_max_keys(10); }),
+              HasSubstr("tables[1].max_keys: only DYNAMIC tables have max_keys"));
+  EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
+                c->mutable_tables(1)->set_eviction(rankd::v1::LFU);
+              }),
+              HasSubstr("tables[1].eviction: only DYNAMIC tables evict"));
+}
+
 TEST(ModelConfigTest, InteractionWidths) {
   ModelConfig dot = Parse(kMini);
   dot.mutable_interaction()->set_self_interaction(true);

@@ -721,13 +721,13 @@ TEST(ModelLoaderTest, HostMemoryIsCheckedBeforeAnythingIsAllocated) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted);
   const std::string msg(m.status().message());
-  // Random rows 32000 + 1998 + 2464 + 80000, keys 40000, file rows 6 x 2 x
-  // 4 (read into memory of the model's own, so counted), hash 16384 x 16,
-  // dense top_l.0 [1, 35] + [1].
+  // Random rows 32000 + 1998 + 2464 + 80000, keys 5000 x 24 (key, score,
+  // free-list entry), file rows 6 x 2 x 4 (read into memory of the model's
+  // own, so counted), hash 16384 x 16, dense top_l.0 [1, 35] + [1].
   const int64_t need =
-      32000 + 1998 + 2464 + 80000 + 40000 + 48 + 16384 * 16 + 36 * 4;
+      32000 + 1998 + 2464 + 80000 + 120000 + 48 + 16384 * 16 + 36 * 4;
   EXPECT_THAT(msg, HasSubstr("loading model 'rnd' v3 (random rows 113.73 KiB "
-                             "+ random keys 39.06 KiB + file rows 48.00 B + "
+                             "+ random keys 117.19 KiB + file rows 48.00 B + "
                              "hash tables 256.00 KiB + dense weights 144.00 B) "
                              "needs "));
   EXPECT_THAT(msg, HasSubstr(absl::StrCat("(", need, " bytes) of host memory, "

@@ -95,12 +95,15 @@ TEST(PlacementPlanTest, DenseWeightsAndDynamicIndexesAlwaysInHbm) {
     sparse_features { name: "f" table: "d" })");
   const int64_t dense = DenseWeightBytes(c);
   EXPECT_GT(dense, 0);
-  auto plan = PlanPlacement(c, dense + 256 * 16);
+  // Hash slots (16 B each) plus a row key, a score and a free-list entry
+  // per key of max_keys (= num_rows here).
+  const int64_t index = 256 * 16 + 24 * 100;
+  auto plan = PlanPlacement(c, dense + index);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->tables[0].tier, Tier::kHost);
-  EXPECT_EQ(plan->tables[0].index_bytes, 256 * 16);
-  EXPECT_EQ(plan->device_bytes(), dense + 256 * 16);
-  EXPECT_FALSE(PlanPlacement(c, dense + 256 * 16 - 1).ok());
+  EXPECT_EQ(plan->tables[0].index_bytes, index);
+  EXPECT_EQ(plan->device_bytes(), dense + index);
+  EXPECT_FALSE(PlanPlacement(c, dense + index - 1).ok());
 }
 
 }  // namespace
