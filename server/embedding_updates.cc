@@ -1,5 +1,6 @@
 #include "server/embedding_updates.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -26,6 +27,8 @@ namespace {
 
 // Names are echoed into errors at most this long.
 constexpr size_t kMaxEchoBytes = 128;
+// Longer model or table names cannot exist (model names are directories).
+constexpr size_t kMaxNameBytes = 255;
 
 std::string Echo(const std::string& s) {
   return s.size() <= kMaxEchoBytes ? s : absl::StrCat(s.substr(0, kMaxEchoBytes), "...");
@@ -35,6 +38,12 @@ std::string Echo(const std::string& s) {
 absl::Status CheckMessage(const rankd::v1::EmbeddingUpdate& m) {
   if (m.model().empty()) return absl::InvalidArgumentError("model: required");
   if (m.table().empty()) return absl::InvalidArgumentError("table: required");
+  if (m.model().size() > kMaxNameBytes || m.table().size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        m.model().size() > kMaxNameBytes ? "model" : "table", ": a name of ",
+        std::max(m.model().size(), m.table().size()), " bytes; names are at most ",
+        kMaxNameBytes));
+  }
   if (m.version() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("version: must be >= 0 (0 = every live version), got ", m.version()));

@@ -129,6 +129,32 @@ TEST(LiveTablesTest, BadDeltasChangeNothingAndNameThePosition) {
   EXPECT_EQ(no_producer.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(LiveTablesTest, HalfTypesRefuseNanAndInf) {
+  for (kernels::RowType type : {kernels::RowType::kFp16, kernels::RowType::kBf16}) {
+    testing::RandomModelSpec spec;
+    spec.dim = 4;
+    spec.table_rows = {8};
+    spec.row_type = type;
+    auto model = testing::MakeRandomModel(spec);
+    auto live = Live(model);
+    const std::vector<int64_t> ids = {2, 3};
+    const uint16_t one = type == kernels::RowType::kFp16 ? 0x3C00 : 0x3F80;
+    const uint16_t inf = type == kernels::RowType::kFp16 ? 0x7C00 : 0x7F80;
+    std::vector<uint16_t> raw(8, one);
+    ASSERT_TRUE(live->Apply({0, ids, absl::MakeConstSpan(
+                                          reinterpret_cast<const uint8_t*>(raw.data()), 16), {}},
+                            {})
+                    .ok());
+    for (uint16_t bad : {inf, static_cast<uint16_t>(inf | 1), static_cast<uint16_t>(inf | 0x8000)}) {
+      raw[6] = bad;
+      auto s = live->Apply(
+          {0, ids, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(raw.data()), 16), {}}, {});
+      EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(s.status().message()), HasSubstr("ids[1] element 2 is"));
+    }
+  }
+}
+
 TEST(LiveTablesTest, ClosedVersionRefusesUpdates) {
   auto model = StaticModel();
   auto live = Live(model);
