@@ -2,8 +2,8 @@
 
   flood     fires N heavy Score calls at once at a model with a tiny queue
             (max_queue_requests) and one worker: some must be rejected with
-            RESOURCE_EXHAUSTED, each rejection fast (well under one batch's
-            compute time), and every admitted call must succeed with the
+            RESOURCE_EXHAUSTED, rejections answered before the admitted
+            calls are computed, and every admitted call must succeed with the
             scores of `rankd score`, bit-exact.
   deadline  keeps the worker busy with heavy calls, then sends heavy calls
             with a deadline far below one batch's time: they must end
@@ -126,12 +126,13 @@ def cmd_flood(args, stub, requests, expected):
         summary["rejected_p50_s"] = round(p50, 4)
         summary["rejected_max_s"] = round(worst, 4)
         summary["lone_call_s"] = round(lone, 4)
-        # At once: a rejection never waits for compute. The median one is
-        # answered in a fraction of a batch; even the last one (behind every
-        # other request's bytes on the connection, on 2 busy cores) well
-        # within one batch.
-        check(p50 < lone / 4, "median rejection %.4f s < 1/4 of a batch (%.4f s)" % (p50, lone))
-        check(worst < lone / 2, "slowest rejection %.4f s < 1/2 of a batch (%.4f s)" % (worst, lone))
+        # A rejection never waits for compute. Judged by order, not by a
+        # clock (CI cores are shared): the median rejection ends before the
+        # first admitted call has been computed, and every rejection before
+        # the last admitted call ends (that one waits for every batch ahead).
+        first_ok = min(c.latency for c in ok) if ok else 0
+        check(p50 < first_ok, "median rejection %.4f s ends before the first admitted call "
+              "(%.4f s)" % (p50, first_ok))
         slowest_ok = max(c.latency for c in ok) if ok else 0
         check(worst < slowest_ok, "rejections (max %.4f s) end before the admitted calls "
               "(max %.4f s)" % (worst, slowest_ok))
