@@ -12,7 +12,8 @@
 //             evicts --batch LRU keys). Target: >= 300 M keys/s.
 //   lookup    LaunchPooledLookup over the full table: --lookup_bags bags of
 //             --bag stored keys, without scores, with LRU and with LFU score
-//             touches; the ratio touched / plain (requirement: >= 0.8).
+//             touches; the ratio touched / plain (requirement: >= 0.8);
+//             then the same over Zipf(1)-ranked keys.
 // Each figure: CUDA events around each call, median of --iters (fill: the
 // whole fill, repeated). Results are sanity-checked (stats of every upsert,
 // lookup output NaN-free). One line per figure, with units.
@@ -320,6 +321,23 @@ void BenchUpsert(cudaStream_t stream) {
   Figure("lookup, LFU score touch (ids/s)", lfu, "ids/s");
   Figure("lookup LRU / plain (target >= 80)", 100.0 * lru / plain, "%");
   Figure("lookup LFU / plain (target >= 80)", 100.0 * lfu / plain, "%");
+  // Serving traffic is skewed: the same over Zipf(1)-ranked keys (rank =
+  // floor((n + 1)^u) - 1, u uniform, the continuous inverse CDF), ranks
+  // spread over the rows by an odd multiplier (a bijection modulo 2^k).
+  const int64_t stored = fill_batches * batch;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int64_t& id : ids) {
+    const int64_t rank = std::min<int64_t>(
+        stored - 1, static_cast<int64_t>(std::exp(unit(rng) * std::log(stored + 1.0))) - 1);
+    id = keys[static_cast<uint64_t>(rank * 0x9E3779B97F4A7C15ull) % static_cast<uint64_t>(stored)];
+  }
+  CHECK_CUDA(cudaMemcpy(d_ids, ids.data(), 8 * ids.size(), cudaMemcpyHostToDevice));
+  const double zplain = BenchLookup(stream, t, d_ids, bags, bag, dim, rk::EvictionPolicy::kNone);
+  const double zlru = BenchLookup(stream, t, d_ids, bags, bag, dim, rk::EvictionPolicy::kLru);
+  const double zlfu = BenchLookup(stream, t, d_ids, bags, bag, dim, rk::EvictionPolicy::kLfu);
+  Figure("zipf lookup, no score touch (ids/s)", zplain, "ids/s");
+  Figure("zipf lookup LRU / plain (target >= 80)", 100.0 * zlru / zplain, "%");
+  Figure("zipf lookup LFU / plain (target >= 80)", 100.0 * zlfu / zplain, "%");
 
   // Evicting upserts into the full table.
   std::vector<double> evict_ms;

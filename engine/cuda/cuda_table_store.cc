@@ -10,38 +10,98 @@ namespace {
 // Snapshots read a table in pieces of about this many bytes.
 constexpr int64_t kReadPieceBytes = int64_t{16} << 20;
 
-absl::Status DynamicNotWired(const EmbeddingTable& t) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "table ", t.name, " is DYNAMIC: online key inserts, deletes and snapshots of dynamic "
-      "tables run on the CPU backend only for now (static tables update on the GPU)"));
+int64_t RowsPerPiece(int64_t row_bytes) {
+  return std::max<int64_t>(1, kReadPieceBytes / std::max<int64_t>(row_bytes, 1));
+}
+
+absl::Status OnGpu(int device, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("GPU ", device, ": ", s.message()));
 }
 
 }  // namespace
 
-absl::Status CudaTableStore::Apply(const TableDelta& delta, uint64_t, DeltaResult* result) {
+absl::Status CudaTableStore::Apply(const TableDelta& delta, uint64_t now, DeltaResult* result) {
   const EmbeddingTable& t = devices_.at(0)->model().tables[delta.table];
-  if (t.dynamic) return DynamicNotWired(t);
+  if (t.dynamic) return ApplyDynamic(delta, now, result);
   for (const auto& dm : devices_) {
     absl::Status s = dm->WriteStaticRows(delta.table, delta.ids, delta.rows);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("GPU ", dm->device(), ": ", s.message()));
-    }
+    if (!s.ok()) return OnGpu(dm->device(), s);
   }
   result->rows_applied += static_cast<int64_t>(delta.ids.size());
+  return absl::OkStatus();
+}
+
+absl::Status CudaTableStore::ApplyDynamic(const TableDelta& delta, uint64_t now,
+                                          DeltaResult* result) {
+  const EmbeddingTable& t = devices_.at(0)->model().tables[delta.table];
+  if (t.id_policy == rankd::v1::ERROR) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "table ", t.name, " is DYNAMIC with id_policy ERROR: on the CUDA backend requests are "
+        "checked against the keys loaded with the version, so its keys cannot change online "
+        "(use id_policy ZERO, or the CPU backend)"));
+  }
+  for (size_t g = 0; g < devices_.size(); ++g) {
+    const DeviceModel& dm = *devices_[g];
+    kernels::DynamicStats erased, upserted;
+    absl::Status s = dm.ApplyDynamic(delta.table, delta.delete_keys, delta.ids, delta.rows, now,
+                                     &erased, &upserted);
+    if (!s.ok()) return OnGpu(dm.device(), s);
+    if (erased.failed > 0 || upserted.failed > 0) {
+      // Only a corrupt table gets here (the delta was validated).
+      return OnGpu(dm.device(), absl::InternalError(absl::StrCat(
+                                    erased.failed + upserted.failed, " keys found no hash slot")));
+    }
+    if (g > 0) continue;  // the first GPU's figures (see the header)
+    result->rows_applied += upserted.inserted + upserted.updated;
+    result->keys_inserted += upserted.inserted;
+    result->keys_updated += upserted.updated;
+    result->keys_evicted += upserted.evicted;
+    result->keys_deleted += erased.deleted;
+    result->keys_not_found += erased.not_found;
+  }
   return absl::OkStatus();
 }
 
 absl::Status CudaTableStore::ReadTable(int table, const TableSink& sink) const {
   const DeviceModel& dm = *devices_.at(0);
   const EmbeddingTable& t = dm.model().tables[table];
-  if (t.dynamic) return DynamicNotWired(t);
+  if (t.dynamic) return ReadDynamic(table, sink);
   const int64_t row_bytes = t.row_bytes();
-  const int64_t per_piece = std::max<int64_t>(1, kReadPieceBytes / std::max<int64_t>(row_bytes, 1));
+  const int64_t per_piece = RowsPerPiece(row_bytes);
   std::vector<uint8_t> piece(std::min(per_piece, t.num_rows) * row_bytes);
   for (int64_t r = 0; r < t.num_rows; r += per_piece) {
     const int64_t n = std::min(per_piece, t.num_rows - r);
     absl::Status s = dm.ReadStaticRows(table, r, n, piece.data());
     if (s.ok()) s = sink({}, absl::MakeConstSpan(piece.data(), n * row_bytes));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Row slots in order, each piece compacted to its stored keys.
+absl::Status CudaTableStore::ReadDynamic(int table, const TableSink& sink) const {
+  const DeviceModel& dm = *devices_.at(0);
+  const int64_t max_keys = dm.dynamic_view(table).max_keys;
+  const int64_t row_bytes = dm.model().tables[table].row_bytes();
+  const int64_t per_piece = RowsPerPiece(row_bytes);
+  std::vector<int64_t> keys(std::min(per_piece, max_keys));
+  std::vector<uint8_t> rows(keys.size() * row_bytes);
+  for (int64_t r = 0; r < max_keys; r += per_piece) {
+    const int64_t n = std::min(per_piece, max_keys - r);
+    absl::Status s = dm.ReadDynamicRows(table, r, n, keys.data(), rows.data());
+    if (!s.ok()) return OnGpu(dm.device(), s);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (keys[i] == kernels::kEmptyKey) continue;
+      if (kept != i) {
+        keys[kept] = keys[i];
+        std::copy_n(rows.data() + i * row_bytes, row_bytes, rows.data() + kept * row_bytes);
+      }
+      ++kept;
+    }
+    if (kept == 0) continue;
+    s = sink(absl::MakeConstSpan(keys.data(), kept),
+             absl::MakeConstSpan(rows.data(), kept * row_bytes));
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

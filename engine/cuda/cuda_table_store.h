@@ -1,10 +1,15 @@
 // CudaTableStore: the CUDA backend's TableStore (engine/updates): a model
-// version's tables on every GPU it serves on. STATIC tables are updated in
-// place on each GPU (rows in HBM, or in pinned host memory written by the GPU,
-// plus their HBM cache slots) and read back for snapshots from the first
-// GPU. DYNAMIC tables keep their hash state on the GPU, where online inserts
-// and evictions are not wired yet: updates and snapshots of them answer
-// FAILED_PRECONDITION naming the table (the CPU backend supports them).
+// version's tables on every GPU it serves on. Each GPU is updated in place:
+// STATIC rows in HBM, or in pinned host memory written by the GPU, plus their
+// HBM cache slots (DeviceModel::WriteStaticRows); DYNAMIC tables by the GPU
+// insert / erase / evict kernels (DeviceModel::ApplyDynamic). Snapshots read
+// the first GPU.
+//
+// Each GPU keeps its own eviction scores (its lookups touch them), so with
+// several GPUs a full table may evict different keys on each; the result
+// reported is the first GPU's. DYNAMIC tables with id_policy ERROR refuse
+// updates (FAILED_PRECONDITION): requests are validated against the host
+// hash table built at load, which updates do not change on this backend.
 //
 // Threading: TableStore's (LiveTables serializes calls and holds the gate).
 #ifndef RANKD_ENGINE_CUDA_CUDA_TABLE_STORE_H_
@@ -27,6 +32,9 @@ class CudaTableStore final : public TableStore {
   absl::Status ReadTable(int table, const TableSink& sink) const override;
 
  private:
+  absl::Status ApplyDynamic(const TableDelta& delta, uint64_t now, DeltaResult* result);
+  absl::Status ReadDynamic(int table, const TableSink& sink) const;
+
   const std::vector<std::shared_ptr<const DeviceModel>> devices_;
 };
 

@@ -123,8 +123,13 @@ absl::Status CudaWorker::Init() {
           absl::StrCat("worker ", name_, ": too many workers on GPU ", dm_->device()));
     }
   }
-  // The fused kernel reads rows straight from HBM: not for HOST tables.
-  if (options_.allow_fused_tiny && !dm_->any_host()) {
+  if (dm_->any_scored()) {
+    if (!(s = score_now_.Allocate(8, "score clock")).ok()) return s;
+    if (!(s = score_now_host_.Allocate(8, "score clock (host)")).ok()) return s;
+  }
+  // The fused kernel reads rows straight from HBM (not for HOST tables) and
+  // does not touch eviction scores (not for DYNAMIC tables that keep them).
+  if (options_.allow_fused_tiny && !dm_->any_host() && !dm_->any_scored()) {
     s = InitTiny();
     if (!s.ok()) return s;
   }
@@ -222,6 +227,7 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
   args.host_reads = counters + host_reads_index_;
   args.host_rows_read = counters + host_rows_read_index_;
   args.staging = host_staging_;
+  args.score_now_ptr = score_now_.as<unsigned long long>();  // null without scored tables
   absl::Status s = LaunchStatus(
       kc::LaunchPooledLookup(args, reinterpret_cast<const int64_t*>(arena + l.bag_prefix_offset),
                              stream_),
@@ -395,6 +401,13 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
         cudaMemcpyAsync(staging_limit_.get(), staging_limit_host_.as<unsigned int>(), sizeof(unsigned int),
                         cudaMemcpyHostToDevice, stream_),
         "staging limit host -> device");
+  }
+  if (dm_->any_scored()) {
+    // Outside the graph, like the staging limit.
+    *score_now_host_.as<uint64_t>() = m.score_clock->fetch_add(1, std::memory_order_relaxed) + 1;
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(score_now_.get(), score_now_host_.as<void>(), 8,
+                                               cudaMemcpyHostToDevice, stream_),
+                               "score clock host -> device");
   }
   last_was_tiny_ = CanRunTiny(layout_);
   if (last_was_tiny_) {

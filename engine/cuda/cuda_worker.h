@@ -147,6 +147,10 @@ class CudaWorker final : public Worker {
   // device value and pinned source; staging_on_ from the last slice's misses.
   DeviceBuffer staging_limit_;
   PinnedBuffer staging_limit_host_;
+  // DYNAMIC tables' LRU time of this batch (Model::score_clock), copied in
+  // before each batch so CUDA graph replays read the current value.
+  DeviceBuffer score_now_;
+  PinnedBuffer score_now_host_;
   bool staging_on_ = true;
 
   // Fused tiny path.

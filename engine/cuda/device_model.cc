@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/host_memory.h"
-#include "kernels/cuda/hash_build.h"
+#include "kernels/cuda/dynamic_table.h"
 
 namespace rankd::engine::cuda {
 namespace {
@@ -136,10 +136,7 @@ absl::Status DeviceModel::WriteStaticRows(int table, absl::Span<const int64_t> i
   const size_t need = ids_bytes + rows.size();
   absl::MutexLock lock(&refresh_mu_);
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
-  if (update_staging_.bytes() < need) {
-    absl::Status s = update_staging_.Allocate(need, "embedding update staging");
-    if (!s.ok()) return s;
-  }
+  if (absl::Status s = EnsureUpdateStaging(need); !s.ok()) return s;
   uint8_t* staging = update_staging_.as<uint8_t>();
   const int64_t* dev_ids = reinterpret_cast<const int64_t*>(staging);
   const uint8_t* dev_rows = staging + ids_bytes;
@@ -172,6 +169,232 @@ absl::Status DeviceModel::ReadStaticRows(int table, int64_t first, int64_t n, ui
   RANKD_RETURN_IF_CUDA_ERROR(
       cudaMemcpyAsync(out, static_cast<const uint8_t*>(d.rows) + first * row_bytes, n * row_bytes,
                       cudaMemcpyDefault, refresh_stream_),
+      "read table rows");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(refresh_stream_), "read table rows");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> DeviceModel::Upload(const void* data, size_t bytes, const std::string& what) {
+  DeviceBuffer buf;
+  absl::Status s = buf.Allocate(bytes, what);
+  if (!s.ok()) return s;
+  if (bytes > 0 && data != nullptr) {
+    s = ChunkedMemcpy(buf.get(), data, bytes, cudaMemcpyHostToDevice,
+                      absl::StrCat("copy ", what, " to GPU ", device_));
+    if (!s.ok()) return s;
+  }
+  void* p = buf.get();
+  buffers_.push_back(std::move(buf));
+  return p;
+}
+
+namespace {
+
+// Copies a table's `n` loaded keys into `dst` (device). The keys are
+// page-locked for the copy, which then runs at DMA speed instead of through
+// the driver's pageable staging: in place when they are an allocation of
+// their own (made at load); when they are a view into the read-only mapped
+// weights file, the whole pages that hold them, read-only. Sets *pinned to
+// whether that worked (a failed registration only costs speed).
+absl::Status CopyKeysToDevice(const EmbeddingTable& t, int64_t n, void* dst, bool* pinned) {
+  void* keys_host = const_cast<uint8_t*>(t.keys.data);
+  size_t keys_span = static_cast<size_t>(8 * n);
+  unsigned int flags = cudaHostRegisterDefault;
+  if (!t.keys.pinnable) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(t.keys.data) / page * page;
+    const uintptr_t end =
+        (reinterpret_cast<uintptr_t>(t.keys.data) + keys_span + page - 1) / page * page;
+    keys_host = reinterpret_cast<void*>(begin);
+    keys_span = end - begin;
+    flags = cudaHostRegisterReadOnly;
+  }
+  const bool registered = cudaHostRegister(keys_host, keys_span, flags) == cudaSuccess;
+  if (!registered) cudaGetLastError();
+  const cudaError_t copy = cudaMemcpy(dst, t.keys.data, 8 * n, cudaMemcpyHostToDevice);
+  if (registered) cudaHostUnregister(keys_host);
+  *pinned = registered;
+  RANKD_RETURN_IF_CUDA_ERROR(copy, absl::StrCat("copy keys of ", t.name, " to the GPU"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DeviceModel::BuildDynamicTable(int ti, void* rows, kernels::cuda::DeviceTable* d) {
+  const EmbeddingTable& t = model_->tables[ti];
+  // At least one row: the kernels need a table to exist (max_keys 0 = none).
+  const int64_t max_keys = std::max<int64_t>(t.capacity_rows(), 1);
+  if (rows == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DYNAMIC table ", t.name, " in HOST placement has no rows (max_keys 0)"));
+  }
+  const int64_t capacity =
+      (static_cast<size_t>(model_->config.tables_size()) == model_->tables.size() &&
+       model_->config.tables(ti).capacity() > 0)
+          ? model_->config.tables(ti).capacity()
+          : 2 * max_keys;
+  const int64_t slots = kernels::HashTable::SlotsFor(std::max<int64_t>(capacity, max_keys));
+  const auto start = std::chrono::steady_clock::now();
+  kernels::DynamicTableView v;
+  v.num_buckets = slots / kernels::kBucketSlots;
+  v.max_keys = max_keys;
+  v.rows = rows;
+  v.row_bytes = t.row_bytes();
+  struct Array {
+    void** out;
+    size_t bytes;
+    const char* what;
+  };
+  const Array arrays[] = {
+      {reinterpret_cast<void**>(&v.slot_keys), size_t(8) * slots, "hash keys"},
+      {reinterpret_cast<void**>(&v.slot_rows), size_t(8) * slots, "hash rows"},
+      {reinterpret_cast<void**>(&v.row_keys), size_t(8) * max_keys, "row keys"},
+      {reinterpret_cast<void**>(&v.scores), size_t(8) * max_keys, "eviction scores"},
+      {reinterpret_cast<void**>(&v.free_rows), size_t(8) * max_keys, "free rows"},
+      {reinterpret_cast<void**>(&v.counters), sizeof(kernels::DynamicTableCounters), "counters"},
+  };
+  for (const Array& a : arrays) {
+    auto p = Upload(nullptr, a.bytes, absl::StrCat(a.what, " of ", t.name));
+    if (!p.ok()) return p.status();
+    *a.out = *p;
+  }
+  DeviceBuffer input, stats;
+  absl::Status s = input.Allocate(std::max<int64_t>(8, 8 * t.num_rows),
+                                  absl::StrCat("keys of ", t.name, " (build input)"));
+  if (s.ok()) s = stats.Allocate(sizeof(kernels::DynamicStats), "dynamic table build status");
+  if (!s.ok()) return s;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(stats.get(), 0, sizeof(kernels::DynamicStats)),
+                             "zero build status");
+  if (t.num_rows > 0) {
+    bool pinned = false;
+    s = CopyKeysToDevice(t, t.num_rows, input.get(), &pinned);
+    if (!s.ok()) return s;
+    hash_keys_pinned_ = hash_keys_pinned_ && pinned;
+  }
+  const auto copied = std::chrono::steady_clock::now();
+  RANKD_RETURN_IF_CUDA_ERROR(
+      kernels::cuda::LaunchDynamicInit(v, input.as<int64_t>(), t.num_rows,
+                                       stats.as<kernels::DynamicStats>(), nullptr),
+      absl::StrCat("build the hash table of ", t.name));
+  kernels::DynamicStats result;
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemcpy(&result, stats.get(), sizeof(result), cudaMemcpyDeviceToHost),
+      absl::StrCat("build the hash table of ", t.name));
+  if (result.failed > 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "DYNAMIC table %s: %d keys of its keys tensor cannot be stored (duplicates of an "
+        "earlier key, or a reserved key: INT64_MIN, INT64_MIN + 1)",
+        t.name, result.failed));
+  }
+  const auto end = std::chrono::steady_clock::now();
+  hash_build_keys_ += t.num_rows;
+  hash_build_seconds_ += std::chrono::duration<double>(end - start).count();
+  hash_insert_seconds_ += std::chrono::duration<double>(end - copied).count();
+  d->num_rows = max_keys;
+  d->hash = kernels::AsHashTableView(v);
+  d->scores = reinterpret_cast<unsigned long long*>(v.scores);
+  d->score_policy = static_cast<int32_t>(t.eviction_policy());
+  dynamic_[ti] = v;
+  any_scored_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status DeviceModel::EnsureUpdateStaging(size_t bytes) const {
+  if (update_staging_.bytes() >= bytes) return absl::OkStatus();
+  // Grow geometrically: a stream of messages of slowly rising size
+  // reallocates a few times, not per message.
+  return update_staging_.Allocate(std::max(bytes, 2 * update_staging_.bytes()),
+                                  "embedding update staging");
+}
+
+absl::Status DeviceModel::ApplyDynamic(int table, absl::Span<const int64_t> delete_keys,
+                                       absl::Span<const int64_t> keys,
+                                       absl::Span<const uint8_t> rows, uint64_t now,
+                                       kernels::DynamicStats* erased,
+                                       kernels::DynamicStats* upserted) const {
+  const kernels::DynamicTableView& v = dynamic_[table];
+  const EmbeddingTable& t = model_->tables[table];
+  if (v.max_keys == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("table ", t.name, " is not DYNAMIC"));
+  }
+  const kernels::cuda::DeviceTable& d = host_tables_[table];
+  const int64_t n = static_cast<int64_t>(keys.size());
+  const int64_t m = static_cast<int64_t>(delete_keys.size());
+  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+  // Staging layout: keys | delete keys | rows | stats[2] | row of each key | upsert scratch.
+  const size_t off_delete = align(8 * n);
+  const size_t off_rows = off_delete + align(8 * m);
+  const size_t off_stats = off_rows + align(rows.size());
+  const size_t off_rowidx = off_stats + align(2 * sizeof(kernels::DynamicStats));
+  const size_t off_scratch = off_rowidx + align(8 * n);
+  const int64_t scratch_bytes = kernels::cuda::DynamicUpsertScratchBytes(v.max_keys, n);
+  absl::MutexLock lock(&refresh_mu_);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
+  absl::Status s = EnsureUpdateStaging(off_scratch + align(scratch_bytes));
+  if (!s.ok()) return s;
+  uint8_t* base = update_staging_.as<uint8_t>();
+  const auto* dev_keys = reinterpret_cast<const int64_t*>(base);
+  const auto* dev_delete = reinterpret_cast<const int64_t*>(base + off_delete);
+  const uint8_t* dev_rows = base + off_rows;
+  auto* dev_stats = reinterpret_cast<kernels::DynamicStats*>(base + off_stats);
+  auto* dev_rowidx = reinterpret_cast<int64_t*>(base + off_rowidx);
+  const cudaStream_t st = refresh_stream_;
+  if (n > 0) {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(base, keys.data(), 8 * n, cudaMemcpyHostToDevice, st), "copy update keys");
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(base + off_rows, rows.data(), rows.size(),
+                                               cudaMemcpyHostToDevice, st),
+                               "copy update rows");
+  }
+  if (m > 0) {
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(base + off_delete, delete_keys.data(), 8 * m,
+                                               cudaMemcpyHostToDevice, st),
+                               "copy keys to delete");
+  }
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemsetAsync(dev_stats, 0, 2 * sizeof(kernels::DynamicStats), st), "zero update stats");
+  RANKD_RETURN_IF_CUDA_ERROR(
+      kernels::cuda::LaunchDynamicErase(v, dev_delete, m, dev_stats, st), "erase keys");
+  RANKD_RETURN_IF_CUDA_ERROR(
+      kernels::cuda::LaunchDynamicUpsert(v, dev_keys, n, dev_rows, t.eviction_policy(), now,
+                                         base + off_scratch, scratch_bytes, dev_stats + 1,
+                                         /*evicted_keys=*/nullptr, st),
+      "upsert keys");
+  if (n > 0 && d.cache_slot != nullptr) {
+    // Rows freed by erases or evictions may be cached with their old bytes;
+    // a key that now takes such a row must not be served them.
+    RANKD_RETURN_IF_CUDA_ERROR(
+        kernels::cuda::LaunchHashLookup(d.hash, dev_keys, n, dev_rowidx, st),
+        "rows of the upserted keys");
+    RANKD_RETURN_IF_CUDA_ERROR(
+        kernels::cuda::LaunchCacheWriteThrough(d.cache_slot, const_cast<void*>(d.cache_rows),
+                                               v.row_bytes, dev_rowidx, n, dev_rows, st),
+        "write upserted rows through the cache");
+  }
+  kernels::DynamicStats out[2];
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(out, dev_stats, sizeof(out), cudaMemcpyDeviceToHost, st), "update stats");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(st), "apply an update");
+  *erased = out[0];
+  *upserted = out[1];
+  return absl::OkStatus();
+}
+
+absl::Status DeviceModel::ReadDynamicRows(int table, int64_t first, int64_t n, int64_t* keys,
+                                          uint8_t* rows) const {
+  const kernels::DynamicTableView& v = dynamic_[table];
+  if (v.max_keys == 0 || first < 0 || n < 0 || first + n > v.max_keys) {
+    return absl::InvalidArgumentError(absl::StrCat("ReadDynamicRows: rows [", first, ", ",
+                                                   first + n, ") of table ", table));
+  }
+  absl::MutexLock lock(&refresh_mu_);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(keys, v.row_keys + first, 8 * n, cudaMemcpyDefault,
+                                             refresh_stream_),
+                             "read row keys");
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(rows, static_cast<const uint8_t*>(v.rows) + first * v.row_bytes,
+                      n * v.row_bytes, cudaMemcpyDefault, refresh_stream_),
       "read table rows");
   RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(refresh_stream_), "read table rows");
   return absl::OkStatus();
@@ -235,19 +458,7 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
   dm->gate_ = std::make_unique<ReaderGate>();
   dm->cache_of_table_.assign(model->tables.size(), {-1, 0});
   std::vector<CachedTable> cached;  // HOST tables with a cache, in table order
-  auto upload = [&](const void* data, size_t bytes, const std::string& what) -> absl::StatusOr<void*> {
-    DeviceBuffer buf;
-    absl::Status s = buf.Allocate(bytes, what);
-    if (!s.ok()) return s;
-    if (bytes > 0 && data != nullptr) {  // data == nullptr: allocate only
-      absl::Status copied = ChunkedMemcpy(buf.get(), data, bytes, cudaMemcpyHostToDevice,
-                                          absl::StrCat("copy ", what, " to GPU ", options.device));
-      if (!copied.ok()) return copied;
-    }
-    void* p = buf.get();
-    dm->buffers_.push_back(std::move(buf));
-    return p;
-  };
+  dm->dynamic_.assign(model->tables.size(), kernels::DynamicTableView{});
   for (size_t ti = 0; ti < model->tables.size(); ++ti) {
     const EmbeddingTable& t = model->tables[ti];
     const TablePlan& tp = plan->tables[ti];
@@ -258,116 +469,42 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
       d.rows = *rows;
       d.host = 1;
       d.host_offset = dm->host_span_bytes_;  // HOST tables back to back, for the fetch order
-      dm->host_span_bytes_ += t.num_rows * t.row_bytes();
+      if (t.rows.size < t.capacity_rows() * t.row_bytes()) {
+        return absl::InternalError(absl::StrCat("HOST table ", t.name, ": ", t.rows.size,
+                                                " bytes of rows, fewer than its ",
+                                                t.capacity_rows(), " rows"));
+      }
+      dm->host_span_bytes_ += t.capacity_rows() * t.row_bytes();
       if (tp.cache_rows > 0) {
         // Caches are made after this loop (tables of one row size may share one).
         cached.push_back({static_cast<int>(ti), t.row_bytes(),
-                          EmbeddingCache::Member{t.name, t.num_rows, *rows, tp.cache_rows}});
+                          EmbeddingCache::Member{t.name, t.capacity_rows(), *rows, tp.cache_rows}});
       }
     } else {
-      auto rows = upload(t.rows.data, t.rows.size, absl::StrCat("table ", t.name));
+      // A DYNAMIC table's rows have room for max_keys keys (capacity_rows).
+      const int64_t bytes = std::max<int64_t>(
+          t.rows.size, std::max<int64_t>(t.capacity_rows(), t.dynamic ? 1 : 0) * t.row_bytes());
+      auto rows = dm->Upload(nullptr, bytes, absl::StrCat("table ", t.name));
       if (!rows.ok()) return rows.status();
+      absl::Status copied = ChunkedMemcpy(*rows, t.rows.data, t.rows.size, cudaMemcpyHostToDevice,
+                                          absl::StrCat("copy table ", t.name, " to GPU ",
+                                                       options.device));
+      if (!copied.ok()) return copied;
       d.rows = *rows;
     }
     d.row_type = t.row_type;
     d.pooling = t.pooling;
     d.dim = t.dim;
-    d.num_rows = t.num_rows;
+    d.num_rows = t.capacity_rows();  // a DYNAMIC table's keys take any of max_keys rows
     if (!t.default_vector.empty()) {
-      auto dv = upload(t.default_vector.data(), 4 * t.default_vector.size(),
+      auto dv = dm->Upload(t.default_vector.data(), 4 * t.default_vector.size(),
                        absl::StrCat("default vector of ", t.name));
       if (!dv.ok()) return dv.status();
       d.default_vector = static_cast<const float*>(*dv);
     }
-    if (t.dynamic && t.hash.num_slots() == 0) {
-      // No host hash table (LoadOptions::build_hash_tables = false): build
-      // the device table from the keys on the GPU.
-      const int64_t capacity =
-          (static_cast<size_t>(model->config.tables_size()) == model->tables.size() &&
-           model->config.tables(ti).capacity() > 0)
-              ? model->config.tables(ti).capacity()
-              : 2 * t.num_rows;
-      const int64_t slots = kernels::HashTable::SlotsFor(std::max<int64_t>(capacity, 1));
-      const auto start = std::chrono::steady_clock::now();
-      auto keys = upload(nullptr, 8 * slots, absl::StrCat("hash keys of ", t.name));
-      if (!keys.ok()) return keys.status();
-      auto hrows = upload(nullptr, 8 * slots, absl::StrCat("hash rows of ", t.name));
-      if (!hrows.ok()) return hrows.status();
-      DeviceBuffer input, bad;
-      absl::Status s = input.Allocate(std::max<int64_t>(8, 8 * t.num_rows),
-                                      absl::StrCat("keys of ", t.name, " (build input)"));
-      if (s.ok()) s = bad.Allocate(16, "hash build status");
-      if (!s.ok()) return s;
-      const unsigned long long init[2] = {0, static_cast<unsigned long long>(INT64_MAX)};
-      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(bad.get(), init, 16, cudaMemcpyHostToDevice),
-                                 "hash build status");
-      if (t.num_rows > 0) {
-        // The keys are page-locked for the copy, which then runs at DMA speed
-        // instead of through the driver's pageable staging (measured
-        // 0.07-0.11 s for 0.8 GB): in place when they are an allocation of
-        // their own (made at load); when they are a view into the read-only
-        // mapped weights file, the whole pages that hold them, read-only.
-        void* keys_host = const_cast<uint8_t*>(t.keys.data);
-        size_t keys_span = static_cast<size_t>(8 * t.num_rows);
-        unsigned int flags = cudaHostRegisterDefault;
-        if (!t.keys.pinnable) {
-          const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-          const uintptr_t begin = reinterpret_cast<uintptr_t>(t.keys.data) / page * page;
-          const uintptr_t end =
-              (reinterpret_cast<uintptr_t>(t.keys.data) + keys_span + page - 1) / page * page;
-          keys_host = reinterpret_cast<void*>(begin);
-          keys_span = end - begin;
-          flags = cudaHostRegisterReadOnly;
-        }
-        const bool registered = cudaHostRegister(keys_host, keys_span, flags) == cudaSuccess;
-        if (!registered) cudaGetLastError();  // a failed registration only costs speed
-        const cudaError_t copy =
-            cudaMemcpy(input.get(), t.keys.data, 8 * t.num_rows, cudaMemcpyHostToDevice);
-        if (registered) cudaHostUnregister(keys_host);
-        dm->hash_keys_pinned_ = dm->hash_keys_pinned_ && registered;
-        RANKD_RETURN_IF_CUDA_ERROR(copy,
-                                   absl::StrCat("copy keys of ", t.name, " to GPU ", options.device));
-      }
-      const int64_t num_buckets = slots / kernels::kBucketSlots;
-      const auto copied = std::chrono::steady_clock::now();
-      RANKD_RETURN_IF_CUDA_ERROR(
-          kernels::cuda::LaunchHashClear(static_cast<int64_t*>(*keys), slots, nullptr),
-          "hash clear");
-      RANKD_RETURN_IF_CUDA_ERROR(
-          kernels::cuda::LaunchHashInsert(static_cast<int64_t*>(*keys),
-                                          static_cast<int64_t*>(*hrows), num_buckets,
-                                          input.as<int64_t>(), t.num_rows,
-                                          bad.as<unsigned long long>(), nullptr),
-          "hash insert");
-      unsigned long long result[2];
-      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(result, bad.get(), 16, cudaMemcpyDeviceToHost),
-                                 absl::StrCat("build the hash table of ", t.name));
-      if (result[0] > 0) {
-        const int64_t row = static_cast<int64_t>(result[1]);
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "DYNAMIC table %s: %d keys of its keys tensor cannot be stored (duplicates of an "
-            "earlier key, or the reserved key INT64_MIN), the first at row %d (key %d)",
-            t.name, result[0], row,
-            row >= 0 && row < t.num_rows ? reinterpret_cast<const int64_t*>(t.keys.data)[row]
-                                         : 0));
-      }
-      const auto end = std::chrono::steady_clock::now();
-      dm->hash_build_keys_ += t.num_rows;
-      dm->hash_build_seconds_ += std::chrono::duration<double>(end - start).count();
-      dm->hash_insert_seconds_ += std::chrono::duration<double>(end - copied).count();
-      d.hash.keys = static_cast<const int64_t*>(*keys);
-      d.hash.rows = static_cast<const int64_t*>(*hrows);
-      d.hash.num_buckets = num_buckets;
-    } else if (t.dynamic) {
-      const kernels::HashTableView h = t.hash.view();
-      const size_t slots = static_cast<size_t>(t.hash.num_slots());
-      auto keys = upload(h.keys, 8 * slots, absl::StrCat("hash keys of ", t.name));
-      if (!keys.ok()) return keys.status();
-      auto hrows = upload(h.rows, 8 * slots, absl::StrCat("hash rows of ", t.name));
-      if (!hrows.ok()) return hrows.status();
-      d.hash.keys = static_cast<const int64_t*>(*keys);
-      d.hash.rows = static_cast<const int64_t*>(*hrows);
-      d.hash.num_buckets = h.num_buckets;
+    if (t.dynamic) {
+      absl::Status built = dm->BuildDynamicTable(static_cast<int>(ti), const_cast<void*>(d.rows), &d);
+      if (!built.ok()) return built;
     }
     dm->host_tables_.push_back(d);
   }
@@ -383,9 +520,9 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
   }
   auto linear = [&](const Linear& l, const std::string& what)
       -> absl::StatusOr<kernels::cuda::DeviceLinear> {
-    auto w = upload(l.weight.data(), 4 * l.weight.size(), what + ".weight");
+    auto w = dm->Upload(l.weight.data(), 4 * l.weight.size(), what + ".weight");
     if (!w.ok()) return w.status();
-    auto b = upload(l.bias.data(), 4 * l.bias.size(), what + ".bias");
+    auto b = dm->Upload(l.bias.data(), 4 * l.bias.size(), what + ".bias");
     if (!b.ok()) return b.status();
     return kernels::cuda::DeviceLinear{static_cast<const float*>(*w),
                                        static_cast<const float*>(*b), l.in, l.out};
@@ -408,9 +545,9 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
   }
   for (size_t i = 0; i < model->cross.size(); ++i) {
     const CrossLayer& c = model->cross[i];
-    auto v = upload(c.v.data(), 4 * c.v.size(), absl::StrCat("cross[", i, "].V"));
-    auto w = upload(c.w.data(), 4 * c.w.size(), absl::StrCat("cross[", i, "].W"));
-    auto b = upload(c.bias.data(), 4 * c.bias.size(), absl::StrCat("cross[", i, "].bias"));
+    auto v = dm->Upload(c.v.data(), 4 * c.v.size(), absl::StrCat("cross[", i, "].V"));
+    auto w = dm->Upload(c.w.data(), 4 * c.w.size(), absl::StrCat("cross[", i, "].W"));
+    auto b = dm->Upload(c.bias.data(), 4 * c.bias.size(), absl::StrCat("cross[", i, "].bias"));
     if (!v.ok()) return v.status();
     if (!w.ok()) return w.status();
     if (!b.ok()) return b.status();
@@ -420,10 +557,10 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     dc.w = {static_cast<const float*>(*w), static_cast<const float*>(*b), c.rank, c.n};
     dm->cross_.push_back(dc);
   }
+  // Cache refreshes and online updates.
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&dm->refresh_stream_, cudaStreamNonBlocking),
+                             "cache refresh stream");
   if (!dm->caches_.empty()) {
-    RANKD_RETURN_IF_CUDA_ERROR(
-        cudaStreamCreateWithFlags(&dm->refresh_stream_, cudaStreamNonBlocking),
-        "cache refresh stream");
     if (options.refresh_interval_ms > 0) {
       DeviceModel* raw = dm.get();
       const int interval = options.refresh_interval_ms;

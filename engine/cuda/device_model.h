@@ -28,6 +28,7 @@
 #include "engine/cuda/reader_gate.h"
 #include "engine/model/model.h"
 #include "engine/model/placement_plan.h"
+#include "kernels/cpu/dynamic_table.h"
 #include "kernels/cuda/cublaslt.h"
 #include "kernels/cuda/embedding_lookup.h"
 
@@ -135,6 +136,31 @@ class DeviceModel {
   // Copies rows [first, first + n) of a STATIC table into host memory `out`.
   absl::Status ReadStaticRows(int table, int64_t first, int64_t n, uint8_t* out) const;
 
+  // DYNAMIC tables live on the GPU as kernels/cuda/dynamic_table.h's
+  // tables: hash slots sized by the config's capacity, rows / row keys /
+  // eviction scores / free stack for max_keys keys (HBM, or rows in pinned
+  // host memory behind the cache), built from the loaded keys at Create.
+  // Lookups touch the scores (LRU / LFU) at the time the workers put in
+  // PooledLookupArgs::score_now_ptr.
+  bool any_scored() const { return any_scored_; }
+  // Online update of a DYNAMIC table: erases `delete_keys`, then upserts
+  // `keys` -> `rows` (keys.size() rows of the table's row type; validated by
+  // the caller: unique keys, no sentinel) at logical time `now`, evicting
+  // the lowest-scored keys when the table is full; rows of the upserted keys
+  // that are in the HBM cache are written through. Adds the kernels' counts
+  // to *erased / *upserted. Same caller guarantees as WriteStaticRows.
+  absl::Status ApplyDynamic(int table, absl::Span<const int64_t> delete_keys,
+                            absl::Span<const int64_t> keys, absl::Span<const uint8_t> rows,
+                            uint64_t now, kernels::DynamicStats* erased,
+                            kernels::DynamicStats* upserted) const;
+  // Copies row slots [first, first + n) of a DYNAMIC table (of max_keys):
+  // each row's key (kernels::kEmptyKey: a free row) into `keys` and its bytes
+  // into `rows`.
+  absl::Status ReadDynamicRows(int table, int64_t first, int64_t n, int64_t* keys,
+                               uint8_t* rows) const;
+  // The table's dynamic view (device pointers); max_keys == 0 for STATIC.
+  const kernels::DynamicTableView& dynamic_view(int table) const { return dynamic_[table]; }
+
  private:
   DeviceModel() = default;
   void MaintenanceLoop(int interval_ms);
@@ -146,6 +172,12 @@ class DeviceModel {
   // Makes the caches of `cached` (see Options::shared_cache) and points the
   // tables' descriptors at them.
   absl::Status MakeCaches(std::vector<CachedTable> cached, const Options& options);
+  // Allocates `bytes` of device memory kept for the model's life, copying
+  // `data` into it unless it is null.
+  absl::StatusOr<void*> Upload(const void* data, size_t bytes, const std::string& what);
+  // Builds DYNAMIC table `ti`'s update state and hash slots on the GPU from
+  // its loaded keys (rows already at `rows`) and fills `d`'s hash / scores.
+  absl::Status BuildDynamicTable(int ti, void* rows, kernels::cuda::DeviceTable* d);
   std::shared_ptr<const Model> model_;
   int device_ = 0;
   std::vector<DeviceBuffer> buffers_;  // everything allocated for this model
@@ -159,6 +191,8 @@ class DeviceModel {
   double hash_build_seconds_ = 0;
   double hash_insert_seconds_ = 0;
   bool hash_keys_pinned_ = true;
+  std::vector<kernels::DynamicTableView> dynamic_;  // per table; max_keys 0: STATIC
+  bool any_scored_ = false;
 
   std::shared_ptr<const PlacementPlan> plan_;
   int64_t host_span_bytes_ = 0;
@@ -170,7 +204,9 @@ class DeviceModel {
   mutable absl::Mutex refresh_mu_;  // one refresh at a time (thread or RefreshCachesNow)
   mutable cudaStream_t refresh_stream_ = nullptr;
   mutable absl::Status maintenance_status_;  // guarded by refresh_mu_
-  mutable DeviceBuffer update_staging_;       // ids + rows of one update; guarded by refresh_mu_
+  mutable DeviceBuffer update_staging_;       // one update's inputs; guarded by refresh_mu_
+  // Grows update_staging_ to `bytes` (refresh_mu_ held).
+  absl::Status EnsureUpdateStaging(size_t bytes) const;
   absl::Notification stop_;
   std::thread maintenance_;
 };

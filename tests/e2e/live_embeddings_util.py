@@ -87,27 +87,30 @@ def cmd_grow(model_dir, table, extra):
             set_table_field(model_dir, table, "max_keys", rows + int(extra))
 
 
-def cmd_make_delta(model_dir, out, side, seed):
+def cmd_make_delta(model_dir, out, side, seed, all_dynamic="0"):
+    """6 rows of the largest STATIC table; of the first DYNAMIC table (every
+    one with all_dynamic=1): 5 updated keys, 6 new keys, 3 deleted keys."""
     rng = np.random.default_rng(int(seed))
     tensors = read_st(os.path.join(model_dir, "weights.safetensors"))
     tables = tables_of(model_dir)
     static = max((t for t in tables if t[1] == "STATIC"), key=lambda t: t[2])
-    dyn_k = [i for i, t in enumerate(tables) if t[1] == "DYNAMIC"][0]
-    dyn = tables[dyn_k]
+    dynamic = [i for i, t in enumerate(tables) if t[1] == "DYNAMIC"]
     delta, touched = {}, {}
     ids = rng.choice(static[2], size=6, replace=False).astype(np.int64)
     delta[f"{static[0]}.ids"] = ids
     delta[f"{static[0]}.rows"] = rng.uniform(-1, 1, (6, static[3])).astype(np.float32)
     touched[static[0]] = [int(i) for i in ids]
-    keys = tensors[f"emb_l.{dyn_k}.keys"]
-    pick = rng.choice(len(keys), size=8, replace=False)
-    updated, deleted = keys[pick[:5]], keys[pick[5:]]
-    new = rng.integers(1 << 50, 1 << 60, size=6, dtype=np.int64)
-    dyn_ids = np.concatenate([updated, new]).astype(np.int64)
-    delta[f"{dyn[0]}.ids"] = dyn_ids
-    delta[f"{dyn[0]}.rows"] = rng.uniform(-1, 1, (len(dyn_ids), dyn[3])).astype(np.float32)
-    delta[f"{dyn[0]}.delete"] = deleted.astype(np.int64)
-    touched[dyn[0]] = [int(k) for k in np.concatenate([dyn_ids, deleted])]
+    for dyn_k in dynamic if all_dynamic == "1" else dynamic[:1]:
+        dyn = tables[dyn_k]
+        keys = tensors[f"emb_l.{dyn_k}.keys"]
+        pick = rng.choice(len(keys), size=8, replace=False)
+        updated, deleted = keys[pick[:5]], keys[pick[5:]]
+        new = rng.integers(1 << 50, 1 << 60, size=6, dtype=np.int64)
+        dyn_ids = np.concatenate([updated, new]).astype(np.int64)
+        delta[f"{dyn[0]}.ids"] = dyn_ids
+        delta[f"{dyn[0]}.rows"] = rng.uniform(-1, 1, (len(dyn_ids), dyn[3])).astype(np.float32)
+        delta[f"{dyn[0]}.delete"] = deleted.astype(np.int64)
+        touched[dyn[0]] = [int(k) for k in np.concatenate([dyn_ids, deleted])]
     write_st(out, delta)
     json.dump(touched, open(side, "w"))
 

@@ -703,9 +703,67 @@ PYEOF
   else
     row "live cuda exactness" "FAIL: not serving: $(tail -2 "$out/live.log" | tr '\n' ' ')"
   fi
+  # Dynamic tables on the GPU: two DYNAMIC tables with room for 100 more
+  # keys, one in HBM, one in pinned host memory behind the cache (with a
+  # STATIC HOST table); a delta of updated, new and deleted keys; served
+  # scores vs the CPU on the delta applied by the test, then a snapshot
+  # written from the GPU vs the CPU scoring that snapshot.
+  dm="$work/lived/d/1"
+  rm -rf "$work/lived" "$work/lived_exp"
+  run rankd gen-model --preset kaggle --scale 0.01 --name d --seed 6 --dynamic_tables 2 --out "$dm" > /dev/null 2>&1
+  dyns=$(grep -B2 'kind: DYNAMIC' "$dm/model.pbtxt" | sed -n 's/.*name: "\(.*\)"/\1/p')
+  for t in $dyns; do python3 $util grow "$dm" "$t" 100; done
+  python3 - "$dm/model.pbtxt" <<'PYEOF'
+import re, sys
+p = sys.argv[1]
+blocks = re.split(r"(?m)^tables \{", open(p).read())
+dyn = [i for i in range(1, len(blocks)) if "kind: DYNAMIC" in blocks[i]]
+stat = sorted((i for i in range(1, len(blocks)) if "kind: DYNAMIC" not in blocks[i]),
+              key=lambda i: -int(re.search(r"num_rows: (\d+)", blocks[i]).group(1)))
+for i in [dyn[-1], stat[1]]:  # the last DYNAMIC and the 2nd largest STATIC: HOST
+    blocks[i] = blocks[i].replace("\n  dim:", "\n  placement: HOST\n  dim:", 1)
+for i in [dyn[0]]:  # the first DYNAMIC: HBM
+    blocks[i] = blocks[i].replace("\n  dim:", "\n  placement: DEVICE\n  dim:", 1)
+open(p, "w").write("tables {".join(blocks))
+PYEOF
+  python3 $util make-delta "$dm" "$work/lived_delta.safetensors" "$work/lived_side.json" 8 1
+  python3 $util apply-delta "$dm" "$work/lived_delta.safetensors" "$work/lived_exp" 2> "$out/lived_apply.err"
+  run rankd gen-requests --model "$dm" --count 30 --candidates 16 --seed 7 --output "$work/lived_req0.jsonl"
+  python3 $util touch-requests "$work/lived_req0.jsonl" "$work/lived_side.json" "$work/lived_req.jsonl"
+  run rankd score --model "$work/lived_exp" --input "$work/lived_req.jsonl" --output "$work/lived_want.jsonl" 2> "$out/lived_score.err"
+  maxerr() {  # want got -> PASS/FAIL line (fp32 within 1e-5)
+    python3 - "$1" "$2" <<'PYEOF'
+import json, sys
+w = [json.loads(l)["scores"] for l in open(sys.argv[1])]
+g = [json.loads(l)["scores"] for l in open(sys.argv[2])]
+if len(w) != len(g) or not w:
+    print(f"FAIL responses {len(g)} of {len(w)}"); sys.exit()
+err = max(abs(a - b) for x, y in zip(w, g) for a, b in zip(x, y))
+print(("PASS" if err <= 1e-5 else "FAIL") + f" max |err| {err:.2e} over {sum(map(len, w))} scores")
+PYEOF
+  }
+  if serve_up lived "$work/lived" --device_memory_budget 64M --log_level info; then
+    run rankctl update --admin_target "127.0.0.1:$srv_aport" --model d \
+      --input "$work/lived_delta.safetensors" --producer_id gpu --rows_per_message 4 > "$out/lived_update.txt" 2>&1
+    urc=$?
+    run rankctl score --target "127.0.0.1:$srv_port" --input "$work/lived_req.jsonl" \
+      --output "$work/lived_got.jsonl" > "$out/lived_rankctl_score.txt" 2>&1
+    row "live cuda dynamic exactness (HBM + HOST/cache)" "update rc $urc; $(maxerr "$work/lived_want.jsonl" "$work/lived_got.jsonl")"
+    run rankctl snapshot --admin_target "127.0.0.1:$srv_aport" --model d > "$out/lived_snapshot.txt" 2>&1
+    src=$?
+    run rankd score --model "$work/lived/d/2" --input "$work/lived_req.jsonl" --output "$work/lived_snap.jsonl" 2> "$out/lived_snap_score.err"
+    row "live cuda snapshot vs CPU on it" "snapshot rc $src; $(maxerr "$work/lived_snap.jsonl" "$work/lived_got.jsonl")"
+    grep -E 'DYNAMIC|inserted|evict|total' "$out/lived_update.txt" | head -5 > "$out/lived_update_summary.txt"
+    kill -TERM $srv_pid; wait $srv_pid
+  else
+    row "live cuda dynamic exactness" "FAIL: not serving: $(tail -2 "$out/lived.log" | tr '\n' ' ')"
+  fi
   if [ -x "$bundle/bin/dynamic_table_bench" ]; then
     run dynamic_table_bench > "$out/dynamic_table_bench.txt" 2>&1
-    while IFS= read -r line; do row "dyn: ${line:0:42}" "${line:42}"; done < <(grep -E '/s|ratio' "$out/dynamic_table_bench.txt")
+    while IFS= read -r line; do row "dyn: ${line:0:42}" "${line:42}"; done < <(grep -E '/s|%' "$out/dynamic_table_bench.txt")
+    # The same lookups and upserts with dim 128 rows (the issue's row size).
+    run dynamic_table_bench --scatter=false --dim 128 > "$out/dynamic_table_bench_128.txt" 2>&1
+    while IFS= read -r line; do row "dyn128: ${line:0:42}" "${line:42}"; done < <(grep -E '%|evicting' "$out/dynamic_table_bench_128.txt")
   fi
   rows=${LIVE_ROWS:-1000000}
   rm -rf "$work/livebig"
