@@ -341,15 +341,19 @@ TEST(DynamicTableGpuTest, LookupTouchesScores) {
     gpu.Upload(v);
     const std::vector<uint64_t> before(v.scores, v.scores + kKeys);
 
-    // Bags: ids of stored, erased and unknown keys, repeats included.
+    // Bags: ids of stored, erased and unknown keys, repeats included: a
+    // few hot keys recur within a warp's ids (the kernel combines a warp's
+    // touches of one row), and some bags are long (pooled by a whole warp).
     constexpr int64_t kBags = 700;
     std::vector<int64_t> ids, bag_ids = {0};
     std::vector<int32_t> bag_rows = {0};
     for (int64_t b = 0; b < kBags; ++b) {
-      const int len = static_cast<int>(rng() % 40);
+      const int len = static_cast<int>(b % 50 == 7 ? 300 + rng() % 100 : rng() % 40);
       for (int i = 0; i < len; ++i) {
         const int pick = static_cast<int>(rng() % 10);
-        ids.push_back(pick == 0 ? static_cast<int64_t>(rng()) : keys[rng() % kKeys]);
+        ids.push_back(pick == 0   ? static_cast<int64_t>(rng())
+                      : pick <= 3 ? keys[2 + rng() % 4]
+                                  : keys[rng() % kKeys]);
       }
       bag_ids.push_back(static_cast<int64_t>(ids.size()));
       bag_rows.push_back(static_cast<int32_t>(b + 1));

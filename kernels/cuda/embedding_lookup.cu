@@ -188,15 +188,35 @@ struct SegmentJob {
   unsigned long long score_now;
 };
 
-// Score touch of a serving lookup (twin of kernels::TouchScoreForLookup):
-// fire-and-forget reductions (RED), so the lookup never waits on them.
-__device__ __forceinline__ void TouchScore(unsigned long long* scores, int64_t row, int policy,
-                                           unsigned long long now) {
+// Score touches of a warp's resolved rows, one per id (twin of
+// kernels::TouchScoreForLookup): every lane of the warp calls it, converged;
+// `row` kMissingRow touches nothing. Lanes holding the same row are combined
+// and the lowest of them issues one fire-and-forget reduction (LFU adds their
+// count), so a hot key costs one atomic per warp rather than one per id
+// (under skewed traffic those atomics contend for one address). LRU also
+// skips a row whose score, read earlier by the caller (`seen`, through the
+// read-only cache: maybe older than the truth, never newer), is already >=
+// now; scores only grow during lookups, so the result is the same.
+__device__ __forceinline__ void TouchScoresWarp(unsigned long long* scores, int64_t row,
+                                                int policy, unsigned long long now,
+                                                unsigned long long seen, int lane) {
+  const bool want = row != kMissingRow && (policy == 2 || (policy == 1 && seen < now));
+  if (__ballot_sync(kFullMask, want) == 0) return;
+  const unsigned long long key = want ? static_cast<unsigned long long>(row) : ~0ull;
+  const unsigned peers = __match_any_sync(kFullMask, key);
+  if (!want || lane != __ffs(peers) - 1) return;
   if (policy == 1) {
     atomicMax(scores + row, now);
-  } else if (policy == 2) {
-    atomicAdd(scores + row, 1ull);
+  } else {
+    atomicAdd(scores + row, static_cast<unsigned long long>(__popc(peers)));
   }
+}
+
+// What a lane's touch reads before the row's loads (LRU: the current score,
+// so the later compare does not wait on it).
+__device__ __forceinline__ unsigned long long SeenScore(const unsigned long long* scores,
+                                                        int64_t row, int policy) {
+  return (policy == 1 && row != kMissingRow) ? __ldg(scores + row) : 0ull;
 }
 
 // Whether the id at position `pos` of the batch's id array is sampled into
@@ -347,6 +367,7 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
       const int64_t batch = begin + static_cast<int64_t>(t) * batch_width;
       int64_t my_row = kMissingRow;  // also for slots past the end: never loaded
       float my_w = 1.0f;
+      unsigned long long seen = 0;  // score of my_row read for the touch (LRU)
       if (batch + my_slot < end) {
         const float* weights = job.weights;
         if (weights != nullptr) my_w = __ldg(weights + batch + my_slot);
@@ -367,10 +388,10 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
           miss_wmin = fminf(miss_wmin, my_w);
         } else {
           if constexpr (!kIndirect) {
-            // Once per id (first column pass); HOST tables touch in the
-            // resolve pass. Warp-uniform test of a shared-memory pointer.
+            // Once per id (first column pass), after this batch's loads;
+            // HOST tables touch in the resolve pass.
             if (col0 == 0 && job.scores != nullptr) {
-              TouchScore(job.scores, my_row, job.score_policy, job.score_now);
+              seen = SeenScore(job.scores, my_row, job.score_policy);
             }
           }
           if (prefetch) {
@@ -422,6 +443,12 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
           for (int i = 0; i < kVec; ++i) {
             acc[i] = kMax ? fmaxf(acc[i], w[u] * f[i]) : fmaf(w[u], f[i], acc[i]);
           }
+        }
+      }
+      if constexpr (!kIndirect) {
+        // Warp-uniform test of a shared-memory pointer; the warp is converged.
+        if (col0 == 0 && job.scores != nullptr) {
+          TouchScoresWarp(job.scores, my_row, job.score_policy, job.score_now, seen, lane);
         }
       }
     }
@@ -837,10 +864,6 @@ __global__ void __launch_bounds__(kStageThreads)
       int64_t loc = 0;
       if (active) {
         row = ResolveTableRow(table, __ldg(args.ids + pos));
-        if (row != kMissingRow && table.scores != nullptr && table.hash.num_buckets > 0) {
-          TouchScore(table.scores, row, table.score_policy,
-                     args.score_now_ptr != nullptr ? *args.score_now_ptr : args.score_now);
-        }
         if (row != kMissingRow) {
           const int32_t cached = table.cache_slot != nullptr ? __ldg(table.cache_slot + row) : -1;
           if (cached >= 0) {
@@ -862,6 +885,12 @@ __global__ void __launch_bounds__(kStageThreads)
           }
         }
         st.locations[pos] = loc;
+      }
+      // Warp-uniform (per table); the warp is converged here.
+      if (table.scores != nullptr && table.hash.num_buckets > 0) {
+        TouchScoresWarp(table.scores, row, table.score_policy,
+                        args.score_now_ptr != nullptr ? *args.score_now_ptr : args.score_now,
+                        SeenScore(table.scores, row, table.score_policy), lane);
       }
       // Sample resolved accesses into the access log (one atomic per warp).
       int64_t* access_log = table.access_log;
