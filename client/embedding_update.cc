@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "absl/status/status.h"
@@ -150,6 +153,115 @@ std::string DefaultProducerId(absl::string_view prefix) {
     std::strncpy(host, "localhost", sizeof(host) - 1);
   }
   return absl::StrCat(prefix, "@", host);
+}
+
+void NextPass(std::vector<rankd::v1::EmbeddingUpdate>* messages, int64_t timestamp_unix_us) {
+  std::unordered_map<std::string, uint64_t> per_table;
+  for (const rankd::v1::EmbeddingUpdate& m : *messages) {
+    if (m.sequence() > 0) ++per_table[m.table()];
+  }
+  const int64_t timestamp =
+      timestamp_unix_us != 0 ? timestamp_unix_us : absl::ToUnixMicros(absl::Now());
+  for (rankd::v1::EmbeddingUpdate& m : *messages) {
+    if (m.sequence() > 0) m.set_sequence(m.sequence() + per_table[m.table()]);
+    m.set_timestamp_unix_us(timestamp);
+  }
+}
+
+void MergeUpdateSummary(const rankd::v1::UpdateSummary& from, rankd::v1::UpdateSummary* into) {
+  into->set_messages(into->messages() + from.messages());
+  for (const rankd::v1::TableUpdateSummary& t : from.tables()) {
+    rankd::v1::TableUpdateSummary* to = nullptr;
+    for (rankd::v1::TableUpdateSummary& u : *into->mutable_tables()) {
+      if (u.model() == t.model() && u.version() == t.version() && u.table() == t.table()) {
+        to = &u;
+        break;
+      }
+    }
+    if (to == nullptr) {
+      *into->add_tables() = t;
+      continue;
+    }
+    to->set_messages(to->messages() + t.messages());
+    to->set_duplicates(to->duplicates() + t.duplicates());
+    to->set_rows_applied(to->rows_applied() + t.rows_applied());
+    to->set_keys_inserted(to->keys_inserted() + t.keys_inserted());
+    to->set_keys_updated(to->keys_updated() + t.keys_updated());
+    to->set_keys_deleted(to->keys_deleted() + t.keys_deleted());
+    to->set_keys_not_found(to->keys_not_found() + t.keys_not_found());
+    to->set_keys_evicted(to->keys_evicted() + t.keys_evicted());
+  }
+}
+
+int64_t MessageRows(const rankd::v1::EmbeddingUpdate& message) {
+  return static_cast<int64_t>(message.ids_size()) + message.delete_keys_size();
+}
+
+namespace {
+
+class SteadyPacerClock final : public PacerClock {
+ public:
+  absl::Duration Now() override {
+    return absl::FromChrono(std::chrono::steady_clock::now().time_since_epoch());
+  }
+  void SleepUntil(absl::Duration t) override {
+    // SleepFor can return early by a hair on some systems: loop on the clock.
+    for (absl::Duration left = t - Now(); left > absl::ZeroDuration(); left = t - Now()) {
+      absl::SleepFor(left);
+    }
+  }
+};
+
+}  // namespace
+
+PacerClock* PacerClock::Real() {
+  static PacerClock* const clock = new SteadyPacerClock();
+  return clock;
+}
+
+absl::StatusOr<RowPacer> RowPacer::Create(const Options& options, PacerClock* clock) {
+  if (!std::isfinite(options.max_rows_per_second) || options.max_rows_per_second < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_rows_per_second: must be >= 0 (0 = unlimited), got ", options.max_rows_per_second));
+  }
+  if (options.max_catch_up < absl::ZeroDuration() ||
+      options.max_catch_up == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("max_catch_up: must be finite and >= 0, got ",
+                                                   absl::FormatDuration(options.max_catch_up)));
+  }
+  return RowPacer(options, clock != nullptr ? clock : PacerClock::Real());
+}
+
+absl::Duration RowPacer::Pace(int64_t rows) {
+  rows_ += rows;
+  if (options_.max_rows_per_second == 0) return absl::ZeroDuration();
+  // The time `n` rows take at the rate, in whole nanoseconds: the schedule is
+  // origin_ + Offset(rows booked since origin_), so it never drifts.
+  auto offset = [this](int64_t n) {
+    return absl::Nanoseconds(
+        std::llround(static_cast<double>(n) * 1e9 / options_.max_rows_per_second));
+  };
+  const absl::Duration now = clock_->Now();
+  if (!started_) {
+    started_ = true;
+    origin_ = now;
+    booked_ = 0;
+    next_ = now;
+  }
+  // Behind by more than the catch-up allowance: forget the rest of the lag.
+  if (now - next_ > options_.max_catch_up) {
+    origin_ = now - options_.max_catch_up;
+    booked_ = 0;
+    next_ = origin_;
+  }
+  absl::Duration waited = absl::ZeroDuration();
+  if (next_ > now) {
+    clock_->SleepUntil(next_);
+    waited = next_ - now;
+  }
+  booked_ += rows;
+  next_ = origin_ + offset(booked_);
+  return waited;
 }
 
 }  // namespace rankd::client

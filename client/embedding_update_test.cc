@@ -1,9 +1,12 @@
 // Splitting deltas into messages, sequence numbers, resuming from
-// ListModels, UpdateEmbeddings against the fake (de-duplication, retries,
-// errors), SaveSnapshot and the replica fan-out.
+// ListModels, repeated passes, pacing on a fake clock, UpdateEmbeddings
+// against the fake (de-duplication, retries, errors, pacing), SaveSnapshot and
+// the replica fan-out.
 #include "client/embedding_update.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <set>
 #include <string>
@@ -200,6 +203,222 @@ TEST(LastSequencesTest, MaxOverTargetedVersionsOfThisProducer) {
   EXPECT_TRUE(LastSequences(model, 0, "nobody").empty());
 }
 
+// --- repeated passes and merged summaries -----------------------------------------
+
+TEST(NextPassTest, SequencesMoveOnByTheTablesMessagesPerPass) {
+  SplitOptions options = Split(7);
+  options.rows_per_message = 2;
+  auto user = SplitTableDelta(F32Delta("t_user", Range(0, 5), 3), options);  // 7, 8, 9
+  options.start_sequence = 40;
+  auto item = SplitTableDelta(F32Delta("t_item", Range(0, 2), 3), options);  // 40
+  options.start_sequence = 0;
+  auto unnumbered = SplitTableDelta(F32Delta("t_ad", Range(0, 3), 3), options);  // 0, 0
+  ASSERT_TRUE(user.ok() && item.ok() && unnumbered.ok());
+  std::vector<EmbeddingUpdate> pass = *user;
+  pass.insert(pass.begin() + 1, item->begin(), item->end());  // tables interleaved
+  pass.insert(pass.end(), unnumbered->begin(), unnumbered->end());
+  auto sequences = [&] {
+    std::vector<uint64_t> s;
+    for (const EmbeddingUpdate& m : pass) s.push_back(m.sequence());
+    return s;
+  };
+  ASSERT_THAT(sequences(), ElementsAre(7, 40, 8, 9, 0, 0));
+  NextPass(&pass, 5555);
+  EXPECT_THAT(sequences(), ElementsAre(10, 41, 11, 12, 0, 0));
+  for (const EmbeddingUpdate& m : pass) EXPECT_EQ(m.timestamp_unix_us(), 5555);
+  NextPass(&pass, 6666);
+  EXPECT_THAT(sequences(), ElementsAre(13, 42, 14, 15, 0, 0));
+  // The rows are the same every pass.
+  EXPECT_EQ(pass[2].ids(0), 2);
+  EXPECT_EQ(pass[2].rows(0), 2.0f);  // row i of the delta is {i, i + 0.5, i + 1}
+  EXPECT_EQ(pass[2].rows(3), 3.0f);
+  NextPass(&pass);  // now
+  EXPECT_GT(pass[0].timestamp_unix_us(), 6666);
+}
+
+TEST(MergeUpdateSummaryTest, AddsPerVersionAndTable) {
+  rankd::v1::UpdateSummary total;
+  rankd::v1::UpdateSummary one;
+  one.set_messages(3);
+  auto* t = one.add_tables();
+  t->set_model("mini");
+  t->set_version(2);
+  t->set_table("t_user");
+  t->set_messages(3);
+  t->set_rows_applied(5);
+  t->set_duplicates(1);
+  t->set_keys_inserted(1);
+  t->set_keys_updated(2);
+  t->set_keys_deleted(3);
+  t->set_keys_not_found(4);
+  t->set_keys_evicted(6);
+  MergeUpdateSummary(one, &total);
+  MergeUpdateSummary(one, &total);
+  rankd::v1::UpdateSummary other = one;
+  other.mutable_tables(0)->set_version(1);
+  MergeUpdateSummary(other, &total);
+  EXPECT_EQ(total.messages(), 9);
+  ASSERT_THAT(total.tables(), SizeIs(2));
+  const auto& v2 = total.tables(0);
+  EXPECT_EQ(v2.version(), 2);
+  EXPECT_EQ(v2.messages(), 6);
+  EXPECT_EQ(v2.rows_applied(), 10);
+  EXPECT_EQ(v2.duplicates(), 2);
+  EXPECT_EQ(v2.keys_inserted(), 2);
+  EXPECT_EQ(v2.keys_updated(), 4);
+  EXPECT_EQ(v2.keys_deleted(), 6);
+  EXPECT_EQ(v2.keys_not_found(), 8);
+  EXPECT_EQ(v2.keys_evicted(), 12);
+  EXPECT_EQ(total.tables(1).version(), 1);
+  EXPECT_EQ(total.tables(1).rows_applied(), 5);
+}
+
+// --- pacing on a fake clock ----------------------------------------------------------
+
+// Moves only when told to or when slept on; a sleep ends `late` after its
+// target (a late wake-up). Records every sleep's target.
+class FakePacerClock final : public PacerClock {
+ public:
+  absl::Duration Now() override { return now_; }
+  void SleepUntil(absl::Duration t) override {
+    sleeps.push_back(t);
+    now_ = std::max(now_, t + late);
+  }
+  void Advance(absl::Duration d) { now_ += d; }
+
+  absl::Duration late;
+  std::vector<absl::Duration> sleeps;
+
+ private:
+  absl::Duration now_ = absl::Hours(100);  // not zero, so "zero" times stand out
+};
+
+RowPacer Pacer(double rate, FakePacerClock* clock,
+               absl::Duration catch_up = absl::Milliseconds(100)) {
+  RowPacer::Options o;
+  o.max_rows_per_second = rate;
+  o.max_catch_up = catch_up;
+  auto pacer = RowPacer::Create(o, clock);
+  EXPECT_TRUE(pacer.ok()) << pacer.status();
+  return *std::move(pacer);
+}
+
+constexpr absl::Duration kT0 = absl::Hours(100);
+
+TEST(RowPacerTest, UnlimitedNeverWaits) {
+  FakePacerClock clock;
+  RowPacer pacer = Pacer(0, &clock);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(pacer.Pace(4096), absl::ZeroDuration());
+  EXPECT_TRUE(clock.sleeps.empty());
+  EXPECT_EQ(pacer.rows(), 409600);
+}
+
+TEST(RowPacerTest, FirstMessageAtOnceThenEachWhenTheRowsBeforeItHadTheirTime) {
+  FakePacerClock clock;
+  RowPacer pacer = Pacer(1000, &clock);  // 1 row per ms
+  std::vector<absl::Duration> sent;
+  for (int64_t rows : {100, 300, 50, 1, 0, 200}) {
+    pacer.Pace(rows);
+    sent.push_back(clock.Now() - kT0);
+  }
+  EXPECT_THAT(
+      sent, ElementsAre(absl::ZeroDuration(), absl::Milliseconds(100), absl::Milliseconds(400),
+                        absl::Milliseconds(450), absl::Milliseconds(451), absl::Milliseconds(451)));
+  EXPECT_EQ(pacer.rows(), 651);
+  EXPECT_EQ(pacer.next_send() - kT0, absl::Milliseconds(651));
+}
+
+TEST(RowPacerTest, TimeSpentSendingCountsTowardTheNextMessage) {
+  FakePacerClock clock;
+  RowPacer pacer = Pacer(1'000'000, &clock);  // 4096 rows = 4.096 ms
+  EXPECT_EQ(pacer.Pace(4096), absl::ZeroDuration());
+  for (int i = 1; i <= 1000; ++i) {
+    clock.Advance(absl::Microseconds(1500));  // writing the message
+    EXPECT_EQ(pacer.Pace(4096), absl::Microseconds(4096 - 1500)) << i;
+    EXPECT_EQ(clock.Now() - kT0, absl::Microseconds(4096) * i);
+  }
+  // 1001 messages, the last one leaving at 1000 x 4.096 ms: 1 M rows/s.
+  EXPECT_EQ(pacer.rows(), 4096 * 1001);
+}
+
+TEST(RowPacerTest, LateWakeUpsDoNotSlowTheStream) {
+  FakePacerClock clock;
+  clock.late = absl::Milliseconds(3);  // every sleep ends 3 ms late
+  RowPacer pacer = Pacer(1000, &clock);
+  for (int i = 0; i < 500; ++i) {
+    pacer.Pace(10);  // due every 10 ms
+    const absl::Duration due = absl::Milliseconds(10) * i;
+    EXPECT_GE(clock.Now() - kT0, due) << i;
+    EXPECT_LE(clock.Now() - kT0, due + absl::Milliseconds(3)) << i;  // no drift
+  }
+}
+
+TEST(RowPacerTest, SmallLagsAreCaughtUpSoTheRateHolds) {
+  // Sleeps end 3 ms late and each write takes 9 ms, so a message often
+  // finds itself 2 ms behind its time. With the default catch-up it goes at
+  // once and the stream keeps its 10 ms per message; without any catch-up
+  // each lag is lost and the stream runs 10% slow.
+  for (absl::Duration catch_up : {absl::Milliseconds(100), absl::ZeroDuration()}) {
+    FakePacerClock clock;
+    clock.late = absl::Milliseconds(3);
+    RowPacer pacer = Pacer(1000, &clock, catch_up);
+    absl::Duration last;
+    for (int i = 0; i < 100; ++i) {
+      pacer.Pace(10);
+      last = clock.Now() - kT0;
+      clock.Advance(absl::Milliseconds(9));
+    }
+    EXPECT_EQ(last,
+              catch_up > absl::ZeroDuration() ? absl::Milliseconds(991) : absl::Milliseconds(1091));
+  }
+}
+
+TEST(RowPacerTest, AStallIsCaughtUpByAtMostMaxCatchUp) {
+  FakePacerClock clock;
+  RowPacer pacer = Pacer(1000, &clock);  // 10-row messages every 10 ms
+  for (int i = 0; i < 6; ++i) pacer.Pace(10);
+  EXPECT_EQ(clock.Now() - kT0, absl::Milliseconds(50));
+  clock.Advance(absl::Seconds(1));  // the server stalled the stream for 1 s
+  std::vector<absl::Duration> sent;
+  for (int i = 0; i < 14; ++i) {
+    pacer.Pace(10);
+    sent.push_back(clock.Now() - kT0);
+  }
+  // 100 ms of rows (10 messages) plus the one due now go back to back, then
+  // the rate again; the 940 ms behind before that are not made up.
+  const absl::Duration at = absl::Milliseconds(1050);
+  EXPECT_THAT(sent,
+              ElementsAre(at, at, at, at, at, at, at, at, at, at, at, at + absl::Milliseconds(10),
+                          at + absl::Milliseconds(20), at + absl::Milliseconds(30)));
+}
+
+TEST(RowPacerTest, OptionsAreValidated) {
+  FakePacerClock clock;
+  RowPacer::Options o;
+  o.max_rows_per_second = -1;
+  EXPECT_THAT(RowPacer::Create(o, &clock).status().message(),
+              HasSubstr("max_rows_per_second: must be >= 0"));
+  o.max_rows_per_second = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_FALSE(RowPacer::Create(o, &clock).ok());
+  o.max_rows_per_second = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(RowPacer::Create(o, &clock).ok());
+  o.max_rows_per_second = 10;
+  o.max_catch_up = -absl::Milliseconds(1);
+  EXPECT_THAT(RowPacer::Create(o, &clock).status().message(), HasSubstr("max_catch_up"));
+  o.max_catch_up = absl::ZeroDuration();
+  EXPECT_TRUE(RowPacer::Create(o, &clock).ok());
+  EXPECT_TRUE(RowPacer::Create(o).ok());  // the real clock
+}
+
+TEST(MessageRowsTest, IdsAndDeleteKeys) {
+  EmbeddingUpdate m;
+  m.add_ids(1);
+  m.add_ids(2);
+  m.add_delete_keys(9);
+  EXPECT_EQ(MessageRows(m), 3);
+  EXPECT_EQ(MessageRows(EmbeddingUpdate()), 0);
+}
+
 TEST(DefaultProducerIdTest, PrefixAtHost) {
   const std::string id = DefaultProducerId("rankctl");
   EXPECT_EQ(id.rfind("rankctl@", 0), 0u);
@@ -366,6 +585,25 @@ TEST_F(UpdateEmbeddingsTest, DynamicTableCountsAndListModels) {
   EXPECT_EQ(v2.dynamic_tables(0).keys(), 3);  // 2, 3, 4
   EXPECT_EQ(LastSequences(list->models(0), 2, "trainer-0")["t_item"], 2u);
   EXPECT_EQ(LastSequences(list->models(0), 1, "trainer-0")["t_item"], 1u);
+}
+
+TEST_F(UpdateEmbeddingsTest, APacerSpacesTheWrites) {
+  auto messages = Messages(F32Delta("t_user", Range(0, 5), 4), 1);  // 2, 2, 1 rows
+  FakePacerClock clock;
+  RowPacer pacer = Pacer(10, &clock);  // 10 rows/s: a 2-row message per 200 ms
+  rankd::v1::UpdateSummary summary;
+  ASSERT_TRUE(client_->UpdateEmbeddings(messages, &summary, {}, nullptr, &pacer).ok());
+  EXPECT_THAT(clock.sleeps,
+              ElementsAre(kT0 + absl::Milliseconds(200), kT0 + absl::Milliseconds(400)));
+  EXPECT_EQ(pacer.rows(), 5);
+  EXPECT_EQ(fake_.service->applied("mini", 2), 3);
+  // The next pass of the same delta continues the schedule (and is applied).
+  NextPass(&messages);
+  ASSERT_TRUE(client_->UpdateEmbeddings(messages, &summary, {}, nullptr, &pacer).ok());
+  EXPECT_EQ(clock.sleeps.back(), kT0 + absl::Milliseconds(900));
+  EXPECT_EQ(Find(summary, 2, "t_user")->messages(), 3);
+  EXPECT_EQ(Find(summary, 2, "t_user")->duplicates(), 0);
+  EXPECT_EQ(fake_.service->applied("mini", 2), 6);
 }
 
 TEST_F(UpdateEmbeddingsTest, SaveSnapshot) {

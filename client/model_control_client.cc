@@ -138,7 +138,7 @@ absl::StatusOr<rankd::v1::SetVersionLabelResponse> ModelControlClient::SetVersio
 
 absl::Status ModelControlClient::UpdateEmbeddings(
     const std::vector<rankd::v1::EmbeddingUpdate>& messages, rankd::v1::UpdateSummary* out,
-    const CallOptions& call, int* attempts) const {
+    const CallOptions& call, int* attempts, RowPacer* pacer) const {
   absl::Duration backoff = absl::Milliseconds(options_.retry_backoff_ms);
   absl::Status status;
   int attempt = 0;
@@ -153,6 +153,7 @@ absl::Status ModelControlClient::UpdateEmbeddings(
     std::unique_ptr<grpc::ClientWriter<rankd::v1::EmbeddingUpdate>> writer =
         stub_->UpdateEmbeddings(&context, &summary);
     for (const rankd::v1::EmbeddingUpdate& m : messages) {
+      if (pacer != nullptr) pacer->Pace(MessageRows(m));
       // false: the stream is broken (the server ended it, or the network);
       // Finish says why.
       if (!writer->Write(m)) break;

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "client/call_options.h"
+#include "client/embedding_update.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "rankd/v1/model_control.grpc.pb.h"
@@ -109,10 +110,13 @@ class ModelControlClient {
   // `attempts` (optional) gets the number of streams sent. An error keeps the
   // server's code and message (which names the table, the message and how
   // many before it were applied); after retries, UNAVAILABLE or
-  // DEADLINE_EXCEEDED say how many attempts were made.
+  // DEADLINE_EXCEEDED say how many attempts were made. With `pacer` (not
+  // owned; client/embedding_update.h), each message waits for
+  // pacer->Pace(MessageRows(message)) before it is written, the messages of
+  // a retry too: the stream keeps to the pacer's rate.
   absl::Status UpdateEmbeddings(const std::vector<rankd::v1::EmbeddingUpdate>& messages,
                                 rankd::v1::UpdateSummary* out, const CallOptions& call = {},
-                                int* attempts = nullptr) const;
+                                int* attempts = nullptr, RowPacer* pacer = nullptr) const;
 
   // Writes `version` of `model` (0 = its newest READY one) as a new version
   // directory, `new_version` (0 = one above the repository's highest), that

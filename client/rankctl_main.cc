@@ -37,6 +37,7 @@ constexpr char kUsage[] =
     "            rankctl label --model mini --label stable --version 3\n"
     "  update  stream an embedding delta (safetensors: <table>.ids, .rows, .delete)\n"
     "            rankctl update --model mini --input delta.safetensors [--all_replicas]\n"
+    "              [--max_rows_per_second 1000000] [--repeat 10] [--repeat_for_s 30]\n"
     "  snapshot  write a version's live tables as a new version and serve it\n"
     "            rankctl snapshot --model mini [--version 2] [--new_version 5]\n"
     "\n"

@@ -270,6 +270,28 @@ expect_grep "models positions" "$TMP/out" '^  mini 2: dynamic table t_item: 3 of
 expect_rc 0 "update default producer" "$RANKCTL" "${U[@]}" --input="$TMP/bf16.safetensors"
 expect_grep "update default producer" "$TMP/out" "producer rankctl@$(hostname), sequences 1\.\.1$"
 expect_grep "update default producer" "$TMP/out" '(BF16, dim 4)'
+# Throttled and repeated: each pass with the next sequences, applied again.
+expect_rc 0 "update --repeat" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --rows_per_message=4 --producer_id=rep --repeat=3 --max_rows_per_second=500
+expect_grep "update --repeat" "$TMP/out" '^table t_user: 10 rows, 0 deletes (F32, dim 4) in 3 messages, producer rep, sequences 1\.\.3$'
+expect_grep "update --repeat" "$TMP/out" '^stream: 4 messages (14 rows and deletes) per pass, 3 passes, at most 500 rows/s, to each replica$'
+expect_grep "update --repeat" "$TMP/out" "^127.0.0.1:$ADMIN_PORT: OK, 3 passes, 12 messages in .* (3 streams), .* rows/s$"
+expect_grep "update --repeat" "$TMP/out" '^  1  *t_user  *9  *0  *30 '
+expect_grep "update --repeat" "$TMP/out" '^  2  *t_item  *3  *0  *9 '
+expect_grep "update --repeat" "$TMP/out" '^total: 39 rows in 3 passes to 1 of 1 replicas in .* rows/s)$'
+expect_rc 0 "models after --repeat" "$RANKCTL" models "$A" --model=mini
+expect_grep "models after --repeat" "$TMP/out" '^  mini 2: updates from rep to t_user: last sequence 9 at 20'
+expect_rc 0 "update --repeat_for_s" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --producer_id=rep --repeat=0 --repeat_for_s=0.2 --max_rows_per_second=200
+expect_grep "update --repeat_for_s" "$TMP/out" 'producer rep, sequences 10\.\.10$'
+expect_grep "update --repeat_for_s" "$TMP/out" '^stream: 2 messages (14 rows and deletes) per pass, passes for 0.2 s, at most 200 rows/s, to each replica$'
+expect_grep "update --repeat_for_s" "$TMP/out" "^127.0.0.1:$ADMIN_PORT: OK, [0-9]* passes\?, .* rows/s$"
+expect_rc 2 "update bad --max_rows_per_second" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --max_rows_per_second=-1
+expect_grep "update bad --max_rows_per_second" "$TMP/err" '^rankctl update: --max_rows_per_second: must be >= 0'
+expect_rc 2 "update bad --repeat" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --repeat=-1
+expect_grep "update bad --repeat" "$TMP/err" '--repeat: must be >= 0'
+expect_rc 2 "update --repeat 0 alone" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --repeat=0
+expect_grep "update --repeat 0 alone" "$TMP/err" '--repeat 0 .* needs --repeat_for_s'
+expect_rc 2 "update bad --repeat_for_s" "$RANKCTL" "${U[@]}" --input="$TMP/delta.safetensors" --repeat_for_s=-2
+expect_grep "update bad --repeat_for_s" "$TMP/err" '--repeat_for_s: must be >= 0'
 # Errors: the server's (final, not retried), the file's, the flags'.
 expect_rc 1 "update server error" "$RANKCTL" "${U[@]}" --input="$TMP/out_of_range.safetensors"
 expect_grep "update server error" "$TMP/err" 'INVALID_ARGUMENT: table "t_user", message 0 (sequence [0-9]*): id 1000 is out of range \[0, 1000) (0 messages before it applied)'

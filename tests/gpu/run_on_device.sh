@@ -7,7 +7,10 @@
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch;
 #   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor sweep
-#   cachesweep hostread lifecycle live)
+#   cachesweep hostread lifecycle live liveload)
+# RANKD_BACKEND (default cuda) is the backend of the servers that serve_up starts:
+# RANKD_BACKEND=cpu dry-runs such a section (e.g. liveload at a small scale) off the
+# GPU machine, with a bundle whose run script starts bazel-bin's binaries.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/rankd_gpu}
@@ -251,8 +254,8 @@ fi
 serve_up() {  # name root [flags]
   local name=$1 root=$2; shift 2
   rm -f "$work/$name.ports"
-  "$bundle/run" rankd serve --model_root "$root" --backend cuda --host 127.0.0.1 --grpc_port 0 \
-    --metrics_port 0 --admin_port 0 --port_file "$work/$name.ports" "$@" > "$out/$name.log" 2>&1 &
+  "$bundle/run" rankd serve --model_root "$root" --backend "${RANKD_BACKEND:-cuda}" --host 127.0.0.1 \
+    --grpc_port 0 --metrics_port 0 --admin_port 0 --port_file "$work/$name.ports" "$@" > "$out/$name.log" 2>&1 &
   srv_pid=$!
   for _ in $(seq 1500); do [ -s "$work/$name.ports" ] && break; kill -0 $srv_pid 2>/dev/null || break; sleep 0.2; done
   srv_port=$(sed -n 's/grpc_port=//p' "$work/$name.ports" 2>/dev/null)
@@ -776,6 +779,144 @@ PYEOF
     kill -TERM $srv_pid; wait $srv_pid
   fi
   rm -rf "$work/livebig" "$work/livebig_delta.safetensors"
+fi
+
+# --- liveload: serving p99 under a concurrent update stream (issue 16) ------
+# "p99 at 50% of measured capacity with and without a concurrent update stream of
+# 1 M rows/s" (target: p99 up by <= 20%). An mlperf-shaped model (x LIVELOAD_SCALE,
+# default 0.05, init random: dim 128 fp32 tables), LIVELOAD_CANDIDATES (64)
+# candidates per request from `rankd gen-requests` (Zipf 1.05, LIVELOAD_REQUESTS
+# distinct ones) replayed by rankload. Capacity: rankload closed loop at
+# LIVELOAD_CONCURRENCY (64,256) in flight, LIVELOAD_CAPACITY_S (5) s each: the
+# highest achieved req/s (LIVELOAD_CAPACITY_RPS=R skips the measurement). Then
+# open loop at LIVELOAD_FRACTION (0.5) of it, LIVELOAD_DURATION_S (20) s measured
+# after LIVELOAD_WARMUP_S (2): alone ("base"), then with `rankctl update
+# --max_rows_per_second LIVELOAD_UPDATE_RPS (1000000) --repeat 0 --repeat_for_s ...`
+# sending a LIVELOAD_DELTA_ROWS (262144) row delta of the largest table over and
+# over (new sequence numbers each pass) from before the warm-up to after the window
+# ("update"), then alone again ("base2", drift check; LIVELOAD_BASE_AFTER=0 skips
+# it). Also, first, the unpaced rate of LIVELOAD_UNPACED_PASSES (4) passes of that
+# delta on the idle server. Rows/s in the window: rankd_embedding_updates_total
+# sampled at the window's ends. LIVELOAD_RANKLOAD_FLAGS: more rankload flags for the
+# open-loop runs (e.g. "--arrival poisson"); LIVELOAD_UPDATE_FLAGS: more rankctl update
+# flags (e.g. "--rows_per_message 6000": fewer, larger messages, each of which
+# pauses the version's batches once). LIVELOAD_CLIENT_CPUS (e.g. 12-15) runs
+# rankload and rankctl under taskset (rankd keeps every core). Raw outputs:
+# $out/liveload_*.
+if want liveload; then
+  util=tests/e2e/live_embeddings_util.py
+  ll="$work/liveload"
+  rm -rf "$ll"
+  mkdir -p "$ll"
+  ll_client=()
+  [ -n "${LIVELOAD_CLIENT_CPUS:-}" ] && ll_client=(taskset -c "$LIVELOAD_CLIENT_CPUS")
+  ll_warm=${LIVELOAD_WARMUP_S:-2} ll_dur=${LIVELOAD_DURATION_S:-20}
+  ll_urate=${LIVELOAD_UPDATE_RPS:-1000000}
+  run rankd gen-model --preset "${LIVELOAD_PRESET:-mlperf}" --scale "${LIVELOAD_SCALE:-0.05}" \
+    --init random --name m --out "$ll/root/m/1" > "$out/liveload_gen.txt" 2>&1
+  python3 $util make-delta-static "$ll/root/m/1" "$ll/delta.safetensors" "$ll/side.json" 9 \
+    "${LIVELOAD_DELTA_ROWS:-262144}" 1
+  run rankd gen-requests --model "$ll/root/m/1" --count "${LIVELOAD_REQUESTS:-200}" \
+    --candidates "${LIVELOAD_CANDIDATES:-64}" --zipf 1.05 --seed 21 --output "$ll/req.jsonl" \
+    >> "$out/liveload_gen.txt" 2>&1
+  if serve_up liveload "$ll/root" --log_level info; then
+    # One step of rankload (flags after the tag), its JSON and report under $out.
+    ll_rankload() {  # tag [flags]
+      local tag=$1; shift
+      "${ll_client[@]}" "$bundle/run" rankload --target "127.0.0.1:$srv_port" --requests "$ll/req.jsonl" \
+        --connections "${LIVELOAD_CONNECTIONS:-16}" --threads "${LIVELOAD_THREADS:-4}" --quiet \
+        --metrics_url "http://127.0.0.1:$srv_mport/metrics" --json "$out/liveload_$tag.json" "$@" \
+        > "$out/liveload_$tag.txt" 2>&1
+    }
+    ll_update() {  # tag [flags]: rankctl update of the delta, output in $out
+      local tag=$1; shift
+      "${ll_client[@]}" "$bundle/run" rankctl update --admin_target "127.0.0.1:$srv_aport" --model m \
+        --input "$ll/delta.safetensors" --producer_id liveload ${LIVELOAD_UPDATE_FLAGS:-} "$@" \
+        > "$out/liveload_$tag.txt" 2>&1
+    }
+    # p50 / p99 (us), achieved req/s, errors, client behind, from a rankload JSON.
+    ll_summary() {
+      python3 - "$1" <<'PYEOF'
+import json, sys
+st = json.load(open(sys.argv[1]))["steps"][-1]
+l = st["latency_us"]
+sw = st.get("server_window") or {}
+print("%.1f %.1f %.0f %d %s %.0f" % (l["p50"], l["p99"], st["achieved_rps"], st["errors"],
+      "yes" if st["client_behind"] else "no", sw.get("p99_request_us") or 0))
+PYEOF
+    }
+    # The unpaced end-to-end rate of the delta on the idle server.
+    ll_update unpaced --repeat "${LIVELOAD_UNPACED_PASSES:-4}"
+    urc=$?
+    row "liveload update unpaced, idle (rc $urc)" "$(grep -m1 -E '^table ' "$out/liveload_unpaced.txt" | grep -oE '[0-9]+ rows, .*dim [0-9]+\)'); $(grep -E '^total' "$out/liveload_unpaced.txt")"
+    cap=${LIVELOAD_CAPACITY_RPS:-}
+    if [ -z "$cap" ]; then
+      ll_rankload capacity --mode closed --concurrency "${LIVELOAD_CONCURRENCY:-64,256}" \
+        --duration_s "${LIVELOAD_CAPACITY_S:-5}" --warmup_s 1 --csv "$out/liveload_capacity.csv"
+      cap=$(python3 -c '
+import json, sys
+print("%.0f" % max(s["achieved_rps"] for s in json.load(open(sys.argv[1]))["steps"]))' "$out/liveload_capacity.json" 2>/dev/null)
+      row "liveload capacity (closed loop)" "$(python3 -c '
+import json, sys
+print("; ".join("%s in flight: %.0f req/s p99 %.0f us" % (s.get("concurrency"), s["achieved_rps"], s["latency_us"]["p99"])
+                for s in json.load(open(sys.argv[1]))["steps"]))' "$out/liveload_capacity.json" 2>&1 | head -c 300)"
+    fi
+    rate=$(python3 -c "print('%.0f' % (float('${cap:-0}') * ${LIVELOAD_FRACTION:-0.5}))")
+    if [ -z "$cap" ] || [ "$rate" = 0 ]; then
+      row "liveload" "FAIL: no capacity measured: $(tail -2 "$out/liveload_capacity.txt" | tr '\n' ' ')"
+    else
+      # shellcheck disable=SC2206
+      ll_open=(--mode open --rate "$rate" --duration_s "$ll_dur" --warmup_s "$ll_warm" ${LIVELOAD_RANKLOAD_FLAGS:-})
+      ll_rankload base "${ll_open[@]}"
+      base=$(ll_summary "$out/liveload_base.json")
+      # The stream starts (delta read and split: the `stream:` line) before the
+      # load and runs past the window's end.
+      ll_update stream --max_rows_per_second "$ll_urate" --repeat 0 --repeat_for_s $((ll_warm + ll_dur + 2)) &
+      upid=$!
+      for _ in $(seq 600); do
+        grep -q '^stream:' "$out/liveload_stream.txt" 2>/dev/null && break
+        kill -0 $upid 2>/dev/null || break
+        sleep 0.1
+      done
+      # Rows applied (and when) at the measured window's start and end.
+      ( sleep "$ll_warm"; echo "$(date +%s.%N) $(metric_sum rankd_embedding_updates_total)" > "$ll/rows0"
+        sleep "$ll_dur"; echo "$(date +%s.%N) $(metric_sum rankd_embedding_updates_total)" > "$ll/rows1" ) &
+      spid=$!
+      ll_rankload update "${ll_open[@]}"
+      with=$(ll_summary "$out/liveload_update.json")
+      wait $spid
+      wait $upid
+      urc=$?
+      window_rps=$(python3 -c '
+import sys
+(t0, r0), (t1, r1) = (map(float, open(f).read().split()) for f in sys.argv[1:])
+print("%.0f" % ((r1 - r0) / (t1 - t0)))' "$ll/rows0" "$ll/rows1" 2>/dev/null)
+      base2=""
+      if [ "${LIVELOAD_BASE_AFTER:-1}" = 1 ]; then
+        ll_rankload base2 "${ll_open[@]}"
+        base2=$(ll_summary "$out/liveload_base2.json")
+      fi
+      read -r b50 b99 brps berr bbehind bs99 <<< "$base"
+      read -r w50 w99 wrps werr wbehind ws99 <<< "$with"
+      read -r a50 a99 arps aerr abehind as99 <<< "$base2"
+      row "liveload rate (${LIVELOAD_FRACTION:-0.5} x $cap req/s)" "$rate req/s open loop, ${LIVELOAD_CANDIDATES:-64} candidates, ${ll_dur} s"
+      row "liveload without updates" "p50 $b50 us p99 $b99 us; achieved $brps req/s; errors $berr; client behind $bbehind; server p99 ~$bs99 us"
+      row "liveload with updates" "p50 $w50 us p99 $w99 us; achieved $wrps req/s; errors $werr; client behind $wbehind; server p99 ~$ws99 us"
+      [ -n "$base2" ] &&
+        row "liveload without updates, again after" "p50 $a50 us p99 $a99 us; achieved $arps req/s; errors $aerr; client behind $abehind; server p99 ~$as99 us"
+      row "liveload p99 increase (target <= 20%)" "$(python3 -c "
+b, w, a = float('${b99:-0}'), float('${w99:-0}'), float('${a99:-0}')
+print(('%+.1f%%' % (100 * (w - b) / b) if b > 0 else 'n/a') +
+      (' (%+.1f%% vs the run after)' % (100 * (w - a) / a) if a > 0 else ''))")"
+      row "liveload update stream (rc $urc, asked $ll_urate rows/s)" "in the window ${window_rps:-?} rows/s (rankd_embedding_updates_total); rankctl: $(grep -m1 -oE 'OK, .*' "$out/liveload_stream.txt")"
+    fi
+    curl -s "127.0.0.1:$srv_mport/metrics" | grep -E '^rankd_(embedding_update|request_duration_seconds_count|requests_total)' > "$out/liveload_metrics.txt"
+    kill -TERM $srv_pid; wait $srv_pid
+  else
+    row "liveload" "FAIL: not serving: $(tail -2 "$out/liveload.log" | tr '\n' ' ')"
+    kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
+  fi
+  rm -rf "$ll"
 fi
 
 if want reference; then
