@@ -36,8 +36,8 @@ uint32_t Crc32c(absl::string_view data, uint32_t crc) {
   uint32_t c = ~crc;
   while (n >= 8) {
     // Little-endian byte order by construction (no unaligned loads).
-    const uint32_t lo = c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
-                             uint32_t{p[3]} << 24);
+    const uint32_t lo =
+        c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
     c = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24] ^
         t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
     p += 8;

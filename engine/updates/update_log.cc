@@ -149,13 +149,12 @@ absl::StatusOr<Probe> ProbeRecord(int fd, const std::string& path, int64_t offse
 }
 
 // The offset of the first valid record that starts after `from` (-1: none).
-absl::StatusOr<int64_t> FindValidRecord(int fd, const std::string& path, int64_t from,
-                                        int64_t size, int64_t max_record_bytes) {
+absl::StatusOr<int64_t> FindValidRecord(int fd, const std::string& path, int64_t from, int64_t size,
+                                        int64_t max_record_bytes) {
   char magic[4];
   PutU32(UpdateLog::kRecordMagic, magic);
   std::vector<char> buf(kChunkBytes + 3);
-  for (int64_t base = from + 1; base + UpdateLog::kRecordHeaderBytes <= size;
-       base += kChunkBytes) {
+  for (int64_t base = from + 1; base + UpdateLog::kRecordHeaderBytes <= size; base += kChunkBytes) {
     absl::StatusOr<int64_t> got = PReadUpTo(fd, path, buf.data(), kChunkBytes + 3, base);
     if (!got.ok()) return got.status();
     for (int64_t i = 0; i + 4 <= *got && i < kChunkBytes; ++i) {
@@ -192,9 +191,10 @@ absl::StatusOr<std::unique_ptr<UpdateLog>> UpdateLog::Open(const Options& option
   if (fd < 0) return IoError(options.path, "open");
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const bool held = errno == EWOULDBLOCK;
-    absl::Status s = held ? absl::FailedPreconditionError(absl::StrCat(
-                                options.path, ": locked by another update log (another rankd "
-                                              "serving with the same --update_log_dir?)"))
+    absl::Status s = held ? absl::FailedPreconditionError(
+                                absl::StrCat(options.path,
+                                             ": locked by another update log (another rankd "
+                                             "serving with the same --update_log_dir?)"))
                           : IoError(options.path, "flock");
     close(fd);
     return s;
@@ -240,9 +240,9 @@ absl::Status UpdateLog::Recover(int64_t size) {
     if (absl::Status s = WriteFileHeader(); !s.ok()) return s;
     size = 0;
   } else if (GetU32(header + 8) != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": update log format version ", GetU32(header + 8), " (this rankd reads ",
-        kFormatVersion, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": update log format version ",
+                                                      GetU32(header + 8), " (this rankd reads ",
+                                                      kFormatVersion, ")"));
   }
   int64_t offset = kFileHeaderBytes;
   int64_t records = 0;
@@ -264,8 +264,9 @@ absl::Status UpdateLog::Recover(int64_t size) {
     if (!next.ok()) return next.status();
     if (*next >= 0) {
       return absl::DataLossError(absl::StrCat(
-          path, ": ", Describe(*p), " at offset ", offset, ", but a valid record follows at offset ",
-          *next, ": the file is damaged (not a crash during an append); refusing to replay it"));
+          path, ": ", Describe(*p), " at offset ", offset,
+          ", but a valid record follows at offset ", *next,
+          ": the file is damaged (not a crash during an append); refusing to replay it"));
     }
     // A crash in the middle of the last append: that record was never
     // acknowledged. Cut it off.
@@ -347,8 +348,8 @@ absl::StatusOr<int64_t> UpdateLog::ForEach(
     if (!got.ok()) return got.status();
     const uint32_t length = *got == kRecordHeaderBytes ? GetU32(h + 4) : 0;
     if (*got != kRecordHeaderBytes || GetU32(h) != kRecordMagic ||
-        GetU32(h + 16) != Crc32c(absl::string_view(h, 16)) ||
-        length > options_.max_record_bytes || offset + kRecordHeaderBytes + length > end) {
+        GetU32(h + 16) != Crc32c(absl::string_view(h, 16)) || length > options_.max_record_bytes ||
+        offset + kRecordHeaderBytes + length > end) {
       return absl::DataLossError(
           absl::StrCat(path(), ": record at offset ", offset, ": bad header (changed on disk)"));
     }

@@ -67,7 +67,8 @@ std::string RecordHeader(uint32_t length, int64_t target, uint32_t payload_crc) 
   };
   put32(0, UpdateLog::kRecordMagic);
   put32(4, length);
-  for (int i = 0; i < 8; ++i) h[8 + i] = static_cast<char>(static_cast<uint64_t>(target) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    h[8 + i] = static_cast<char>(static_cast<uint64_t>(target) >> (8 * i));
   put32(16, Crc32c(absl::string_view(h.data(), 16)));
   put32(20, payload_crc);
   return h;
@@ -161,12 +162,10 @@ TEST_F(UpdateLogTest, ForEachFromAnEarlierEndReadsOnlyWhatFollows) {
   EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(*end2, log->size_bytes());
   // The callback's error stops the walk and comes back.
-  absl::StatusOr<int64_t> stopped = log->ForEach(0, [](const UpdateLog::Record&) {
-    return absl::CancelledError("enough");
-  });
+  absl::StatusOr<int64_t> stopped =
+      log->ForEach(0, [](const UpdateLog::Record&) { return absl::CancelledError("enough"); });
   EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled);
-  EXPECT_EQ(log->ForEach(*end2 + 1, collect).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(log->ForEach(*end2 + 1, collect).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(UpdateLogTest, EmptyFileGetsAHeader) {
@@ -219,7 +218,8 @@ TEST_F(UpdateLogTest, TornTailIsTruncated) {
       {"half the payload", header + payload.substr(0, 2500)},
       {"a payload CRC mismatch", bad_crc},
       {"zeros (size grew, data never written)", std::string(4096, '\0')},
-      {"a huge length in a header whose CRC does not match", [] {
+      {"a huge length in a header whose CRC does not match",
+       [] {
          std::string h = RecordHeader(0xFFFFFFF0u, 0, 0);
          h[17] ^= 1;
          return h + "garbage";
@@ -297,8 +297,7 @@ TEST_F(UpdateLogTest, HugeLengthFieldIsRefused) {
   std::remove(path_.c_str());
   small = UpdateLog::Open(o);
   ASSERT_TRUE(small.ok()) << small.status();
-  EXPECT_EQ((*small)->Append(0, std::string(4097, 'x')).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*small)->Append(0, std::string(4097, 'x')).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*small)->size_bytes(), UpdateLog::kFileHeaderBytes);
 }
 

@@ -310,10 +310,11 @@ class ModelManager {
   absl::Status AppendToUpdateLog(const std::string& model, int64_t version,
                                  const std::string& payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);
-  // Empties the model's log after a snapshot of its only READY version
-  // (errors logged: the log then stays, which is harmless). Returns what
-  // the snapshot's log line says about the log.
-  std::string TruncateUpdateLog(const std::string& model)
+  // After a snapshot whose source was one of `ready_versions` READY
+  // versions of the model: empties the model's log when it was the only
+  // one (errors logged: the log then stays, which is harmless), else keeps
+  // it. Returns what the snapshot's log line says about the log.
+  std::string UpdateLogAfterSnapshot(const std::string& model, int ready_versions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);
   // Waits for the holders of `served`, shuts it down and destroys it.
   void DrainAndRelease(std::shared_ptr<ServedVersion> served);

@@ -93,7 +93,11 @@ absl::Status ModelManager::AppendToUpdateLog(const std::string& model, int64_t v
   return absl::OkStatus();
 }
 
-std::string ModelManager::TruncateUpdateLog(const std::string& model) {
+std::string ModelManager::UpdateLogAfterSnapshot(const std::string& model, int ready_versions) {
+  if (ready_versions > 1) {
+    return absl::StrCat("; update log kept (", ready_versions - 1,
+                        " other READY version(s) would replay it after a restart)");
+  }
   absl::StatusOr<engine::UpdateLog*> log = update_logs_->Get(model, /*create=*/false);
   if (log.ok() && *log == nullptr) return "; no update log to truncate";
   absl::Status s = log.ok() ? (*log)->Truncate() : log.status();
@@ -211,13 +215,8 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
   }
   // Still under the update lock: no message lands between the cut and the
   // truncation.
-  std::string log_note;
-  if (update_logs_ != nullptr) {
-    log_note = ready_versions == 1
-                   ? TruncateUpdateLog(model)
-                   : absl::StrCat("; update log kept (", ready_versions - 1,
-                                  " other READY version(s) would replay it after a restart)");
-  }
+  const std::string log_note =
+      update_logs_ != nullptr ? UpdateLogAfterSnapshot(model, ready_versions) : "";
   spdlog::info("model {} version {}: snapshot of version {} written to {} ({} bytes, {:.3f} s) "
                "and adopted in place{}",
                model, new_version, source->version(), final_dir, stats->bytes, stats->seconds,

@@ -51,9 +51,10 @@ absl::StatusOr<engine::UpdateLog*> UpdateLogs::Get(const std::string& model, boo
   if (!log.ok()) return log.status();
   const engine::UpdateLog::Recovery& r = (*log)->recovery();
   if (r.torn_offset >= 0) {
-    spdlog::warn("update log {}: cut off a torn tail of {} bytes at offset {} ({}): an append "
-                 "interrupted by a crash, never acknowledged",
-                 o.path, r.torn_bytes, r.torn_offset, r.torn_reason);
+    spdlog::warn(
+        "update log {}: cut off a torn tail of {} bytes at offset {} ({}): an append "
+        "interrupted by a crash, never acknowledged",
+        o.path, r.torn_bytes, r.torn_offset, r.torn_reason);
   }
   spdlog::info("update log {}: {} records, {} bytes", o.path, r.records, r.bytes);
   return logs_.emplace(model, *std::move(log)).first->second.get();
