@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "engine/updates/delta_validation.h"
 #include "engine/updates/live_tables.h"
+#include "server/lifecycle/update_message.h"
 
 namespace rankd::server {
 
@@ -25,14 +25,10 @@ struct EmbeddingUpdateStream::Tally {
 
 namespace {
 
-// Names are echoed into errors at most this long.
+// Producer ids are at most this long (they are echoed into errors).
 constexpr size_t kMaxEchoBytes = 128;
 // Longer model or table names cannot exist (model names are directories).
 constexpr size_t kMaxNameBytes = 255;
-
-std::string Echo(const std::string& s) {
-  return s.size() <= kMaxEchoBytes ? s : absl::StrCat(s.substr(0, kMaxEchoBytes), "...");
-}
 
 // Shape checks that need no model.
 absl::Status CheckMessage(const rankd::v1::EmbeddingUpdate& m) {
@@ -68,21 +64,6 @@ absl::Status CheckMessage(const rankd::v1::EmbeddingUpdate& m) {
   return absl::OkStatus();
 }
 
-int TableIndex(const engine::Model& model, const std::string& name) {
-  for (size_t t = 0; t < model.tables.size(); ++t) {
-    if (model.tables[t].name == name) return static_cast<int>(t);
-  }
-  return -1;
-}
-
-absl::Status UnknownTable(const engine::Model& model, const std::string& name) {
-  std::vector<std::string> names;
-  for (const engine::EmbeddingTable& t : model.tables) names.push_back(t.name);
-  return absl::NotFoundError(absl::StrCat("table: model \"", model.name, "\" version ",
-                                          model.version, " has no table \"", Echo(name),
-                                          "\"; tables: ", absl::StrJoin(names, ", ")));
-}
-
 }  // namespace
 
 EmbeddingUpdateStream::EmbeddingUpdateStream(ModelManager* manager,
@@ -101,42 +82,12 @@ absl::Status EmbeddingUpdateStream::Apply(rankd::v1::EmbeddingUpdate message) {
   // Runs on every version the message reaches, now or (a version that was
   // loading) before that version takes traffic.
   UpdateFn apply = [msg, tally, listener](ServedVersion& version) -> absl::Status {
-    engine::LiveTables* live = version.live_tables();
-    if (live == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("model \"", version.name(), "\" version ", version.version(),
-                       " cannot take embedding updates (its backend keeps fixed tables)"));
-    }
-    const engine::Model& model = live->model();
-    const int t = TableIndex(model, msg->table());
-    if (t < 0) return UnknownTable(model, msg->table());
-    const engine::EmbeddingTable& table = model.tables[t];
-    engine::TableDelta delta;
-    delta.table = t;
-    delta.ids = absl::MakeConstSpan(msg->ids().data(), msg->ids_size());
-    delta.delete_keys = absl::MakeConstSpan(msg->delete_keys().data(), msg->delete_keys_size());
-    std::vector<uint8_t> encoded;
-    if (!msg->raw_rows().empty()) {
-      delta.rows = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(msg->raw_rows().data()),
-                                       msg->raw_rows().size());
-    } else if (table.row_type == kernels::RowType::kFp32) {
-      if (msg->rows_size() != msg->ids_size() * table.dim) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "table ", table.name, ": rows: ", msg->rows_size(), " values for ", msg->ids_size(),
-            " ids of dim ", table.dim, "; want ", int64_t{msg->ids_size()} * table.dim));
-      }
-      delta.rows = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(msg->rows().data()),
-                                       msg->rows_size() * sizeof(float));
-    } else {
-      absl::Status s = engine::EncodeRows(
-          table, absl::MakeConstSpan(msg->rows().data(), msg->rows_size()), msg->ids_size(),
-          &encoded);
-      if (!s.ok()) return s;
-      delta.rows = absl::MakeConstSpan(encoded);
-    }
-    engine::UpdateOrigin origin{msg->producer_id(), msg->sequence(), msg->timestamp_unix_us()};
-    absl::StatusOr<engine::LiveTables::Applied> applied = live->Apply(delta, origin);
+    absl::StatusOr<engine::LiveTables::Applied> applied =
+        ApplyUpdateMessage(*msg, version.name(), version.version(), version.live_tables());
     if (!applied.ok()) return applied.status();
+    engine::LiveTables* live = version.live_tables();
+    const engine::EmbeddingTable& table =
+        live->model().tables[TableIndex(live->model(), msg->table())];
     {
       absl::MutexLock lock(&tally->mu);
       rankd::v1::TableUpdateSummary& s =
@@ -173,7 +124,7 @@ absl::Status EmbeddingUpdateStream::Apply(rankd::v1::EmbeddingUpdate message) {
     }
     return absl::OkStatus();
   };
-  absl::Status s = manager_->ApplyUpdate(msg->model(), msg->version(), apply);
+  absl::Status s = manager_->ApplyUpdate(msg->model(), msg->version(), apply, msg.get());
   if (!s.ok()) return prefix(s);
   absl::MutexLock lock(&tally_->mu);
   ++tally_->messages;

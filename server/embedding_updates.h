@@ -1,7 +1,9 @@
 // One UpdateEmbeddings stream on the server side: each wire message is
 // checked, converted into engine::TableDelta (zero-copy for fp32 tables and
-// raw rows) and applied through ModelManager::ApplyUpdate to the versions it
-// names; the per-table summary and the metrics are kept here.
+// raw rows; server/lifecycle/update_message.h) and applied through
+// ModelManager::ApplyUpdate to the versions it names (which, with
+// --update_log_dir, also logs it durably before Apply returns); the
+// per-table summary and the metrics are kept here.
 //
 // Ownership: borrows the manager and the listener (both outlive the
 // stream). Threading: one stream is used by one thread (its RPC handler);

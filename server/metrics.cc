@@ -153,6 +153,11 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
                                 .Name("rankd_dynamic_table_max_keys")
                                 .Help("Most keys a dynamic table may hold (max_keys).")
                                 .Register(*registry_);
+  update_log_bytes_ = &BuildGauge()
+                          .Name("rankd_update_log_bytes")
+                          .Help("Size of a model's update log (--update_log_dir): updates "
+                                "since its last truncating snapshot.")
+                          .Register(*registry_);
   model_versions_ = &BuildGauge()
                          .Name("rankd_model_versions")
                          .Help("Versions of a model in each state (loading, ready, draining, "
@@ -277,6 +282,10 @@ void Metrics::OnDynamicTableKeys(const std::string& model, const std::string& ta
   const prometheus::Labels l = {{"model", model}, {"table", table}};
   dynamic_table_keys_->Add(l).Set(static_cast<double>(keys));
   dynamic_table_max_keys_->Add(l).Set(static_cast<double>(max_keys));
+}
+
+void Metrics::SetUpdateLogBytes(const std::string& model, int64_t bytes) {
+  update_log_bytes_->Add({{"model", model}}).Set(static_cast<double>(bytes));
 }
 
 void Metrics::AddVersion(const std::string& name, int64_t version) {

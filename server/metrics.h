@@ -93,6 +93,8 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
                        const engine::DeltaResult& result, double lag_seconds) override;
   void OnDynamicTableKeys(const std::string& model, const std::string& table, int64_t keys,
                           int64_t max_keys) override;
+  // rankd_update_log_bytes (--update_log_dir).
+  void SetUpdateLogBytes(const std::string& model, int64_t bytes);
   prometheus::Registry& registry() { return *registry_; }
 
  private:
@@ -162,6 +164,7 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   prometheus::Family<prometheus::Histogram>* embedding_update_lag_;
   prometheus::Family<prometheus::Gauge>* dynamic_table_keys_;
   prometheus::Family<prometheus::Gauge>* dynamic_table_max_keys_;
+  prometheus::Family<prometheus::Gauge>* update_log_bytes_;
 
   // Guards the maps (series are added and removed while serving); readers
   // take it shared. Series objects are owned by the registry's families.

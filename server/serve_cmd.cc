@@ -100,6 +100,11 @@ ABSL_FLAG(std::string, admin_host, "127.0.0.1",
           "serve: address of the admin listener (rankd.v1.ModelControl); keep it on loopback "
           "unless the network in front of it is trusted");
 ABSL_FLAG(int, admin_port, 8503, "serve: admin gRPC port (0 = any free port, -1 = off)");
+ABSL_FLAG(std::string, update_log_dir, "",
+          "serve: directory of the models' update logs (<model>.updlog; created if missing): "
+          "every embedding update is synced there before it is acknowledged and replayed when "
+          "a version loads, so a restart loses none; a snapshot truncates it. Empty = off: "
+          "updates since the last snapshot are lost at a restart");
 
 namespace rankd::server {
 namespace {
@@ -224,6 +229,7 @@ ModelManager::Options ManagerOptionsFromFlags() {
   }
   o.exit_on_load_error = absl::GetFlag(FLAGS_exit_on_load_error);
   o.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  o.update_log_dir = absl::GetFlag(FLAGS_update_log_dir);
   return o;
 }
 
@@ -275,6 +281,9 @@ class ServerLifecycle final : public ModelManager::Listener {
       named[absl::AsciiStrToLower(VersionStateName(state))] = n;
     }
     metrics_->SetVersionStates(model, named);
+  }
+  void OnUpdateLogBytes(const std::string& model, int64_t bytes) override {
+    metrics_->SetUpdateLogBytes(model, bytes);
   }
   void OnModelServing(const std::string& model, bool serving) override {
     absl::MutexLock lock(&mu_);

@@ -38,13 +38,24 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const Options
       if (name.empty()) return absl::InvalidArgumentError("--load_model: an empty model name");
     }
   }
-  return std::unique_ptr<ModelManager>(new ModelManager(
-      options, loader, listener, clock != nullptr ? clock : engine::RealClock::Get()));
+  std::unique_ptr<UpdateLogs> update_logs;
+  if (!options.update_log_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<UpdateLogs>> logs = UpdateLogs::Create(options.update_log_dir);
+    if (!logs.ok()) return logs.status();
+    update_logs = *std::move(logs);
+  }
+  return std::unique_ptr<ModelManager>(
+      new ModelManager(options, loader, listener, clock != nullptr ? clock : engine::RealClock::Get(),
+                       std::move(update_logs)));
 }
 
 ModelManager::ModelManager(const Options& options, VersionLoader* loader, Listener* listener,
-                           const engine::Clock* clock)
-    : options_(options), loader_(loader), listener_(listener), clock_(clock) {}
+                           const engine::Clock* clock, std::unique_ptr<UpdateLogs> update_logs)
+    : options_(options),
+      loader_(loader),
+      listener_(listener),
+      clock_(clock),
+      update_logs_(std::move(update_logs)) {}
 
 ModelManager::~ModelManager() { Shutdown(); }
 

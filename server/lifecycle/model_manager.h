@@ -51,6 +51,7 @@
 #include "rankd/v1/model_control.pb.h"
 #include "rankd/v1/model_serving.pb.h"
 #include "server/lifecycle/model_repository.h"
+#include "server/lifecycle/update_logs.h"
 #include "server/lifecycle/version_loader.h"
 #include "server/lifecycle/version_state.h"
 
@@ -113,6 +114,12 @@ class ModelManager {
     // Longest wait of an unload for the requests still holding the version;
     // past it the instance is shut down anyway (its queue is still drained).
     absl::Duration drain_timeout = absl::Seconds(30);
+    // Directory of the models' update logs (update_logs.h); empty = none
+    // (default): updates since a model's last snapshot are lost at a
+    // restart. With it, every update message accepted is appended to its
+    // model's log (synced) before it is acknowledged, and replayed onto
+    // each version of the model that loads, before it takes traffic.
+    std::string update_log_dir;
   };
 
   // What the server does with lifecycle events (metrics, health). Every
@@ -132,6 +139,9 @@ class ModelManager {
                                  const std::map<VersionState, int>& counts) {}
     // The model gained its first READY version (true) or lost its last.
     virtual void OnModelServing(const std::string& model, bool serving) {}
+    // The model's update log has this many bytes (after an append, a
+    // replay or a truncation). Runs under the update lock: keep it short.
+    virtual void OnUpdateLogBytes(const std::string& model, int64_t bytes) {}
   };
 
   // INVALID_ARGUMENT naming the option for bad options. `listener` may be
@@ -182,7 +192,15 @@ class ModelManager {
   // Updates run one at a time (server-wide), never while a version is being
   // published. Returns the first error of `apply` (the versions before it
   // keep the message).
-  absl::Status ApplyUpdate(const std::string& model, int64_t version, const UpdateFn& apply);
+  // With Options::update_log_dir, `message` (the message as received; null
+  // = not logged, for tests) is then appended to the model's update log
+  // and synced before ApplyUpdate returns, so it is acknowledged only once
+  // durable; duplicates too (a retry of a message whose earlier append
+  // failed makes it durable that way). If the append fails: UNAVAILABLE
+  // naming the file; the message stays applied in memory, and the sender
+  // should send it again (its sequence number makes that safe).
+  absl::Status ApplyUpdate(const std::string& model, int64_t version, const UpdateFn& apply,
+                           const rankd::v1::EmbeddingUpdate* message = nullptr);
 
   // Writes a READY version's tables and dense weights as version
   // `new_version` (0 = one above the highest) of the model, through the
@@ -192,6 +210,12 @@ class ModelManager {
   // policy is applied (SaveSnapshotAndReconcile). Errors: NOT_FOUND,
   // FAILED_PRECONDITION (not READY, fixed tables, an empty dynamic table),
   // ALREADY_EXISTS (new_version taken), INTERNAL naming the file.
+  // With an update log: when the source was the model's only READY version,
+  // the snapshot holds everything the log says, and the log is truncated
+  // (durably, before SaveSnapshot returns). With other READY versions the
+  // log is kept: a restart loads them from their own directories, and they
+  // need it (replaying it onto the snapshot is harmless: its
+  // update_positions skip what it holds).
   absl::StatusOr<rankd::v1::SaveSnapshotResponse> SaveSnapshotAndReconcile(
       const std::string& model, int64_t version, int64_t new_version);
 
@@ -239,7 +263,7 @@ class ModelManager {
   };
 
   ModelManager(const Options& options, VersionLoader* loader, Listener* listener,
-               const engine::Clock* clock);
+               const engine::Clock* clock, std::unique_ptr<UpdateLogs> update_logs);
 
   // Scan bookkeeping (control lock held).
   void ApplyScan(const RepositoryScan& scan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
@@ -266,6 +290,32 @@ class ModelManager {
   // Runs the updates recorded while `served` loaded on it (errors logged).
   void ReplayJournal(const std::string& name, const UpdateJournal& journal,
                      ServedVersion* served) ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);
+  // What replaying the update log did to one loading version.
+  struct LogReplay {
+    int64_t end = 0;  // offset read up to (0: nothing read yet)
+    int64_t applied = 0, duplicates = 0, other_versions = 0, failed = 0;
+    absl::Status first_failure;
+  };
+  // Replays the model's update log from replay->end onto `served` (not yet
+  // routable): records for version 0 or served's version, in log order,
+  // without appending them again. A record that does not apply is counted
+  // (and logged by the caller); errors only for a log that cannot be read
+  // (DATA_LOSS / INTERNAL naming the file): the version must not serve.
+  absl::Status ReplayUpdateLog(const std::string& name, ServedVersion* served,
+                               LogReplay* replay);
+  // One info line for a replay (a warning for records that did not apply).
+  static void LogReplayed(const std::string& name, int64_t version, const LogReplay& replay);
+  // Appends an applied message to its model's log (UNAVAILABLE naming the
+  // file if that fails).
+  absl::Status AppendToUpdateLog(const std::string& model, int64_t version,
+                                 const std::string& payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);
+  // After a snapshot whose source was one of `ready_versions` READY
+  // versions of the model: empties the model's log when it was the only
+  // one (errors logged: the log then stays, which is harmless), else keeps
+  // it. Returns what the snapshot's log line says about the log.
+  std::string UpdateLogAfterSnapshot(const std::string& model, int ready_versions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);
   // Waits for the holders of `served`, shuts it down and destroys it.
   void DrainAndRelease(std::shared_ptr<ServedVersion> served);
   // Resident versions' memory, for an out-of-memory load's reason.
@@ -285,6 +335,7 @@ class ModelManager {
   VersionLoader* const loader_;
   Listener* const listener_;
   const engine::Clock* const clock_;
+  const std::unique_ptr<UpdateLogs> update_logs_;  // null: no --update_log_dir
 
   absl::Mutex control_mu_;  // one control operation at a time
   bool shut_down_ ABSL_GUARDED_BY(control_mu_) = false;

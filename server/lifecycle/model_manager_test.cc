@@ -11,7 +11,9 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/serving/cpu_worker.h"
 #include "engine/testing/test_models.h"
+#include "engine/updates/host_table_store.h"
 #include "gtest/gtest.h"
+#include "server/lifecycle/update_message.h"
 
 namespace rankd::server {
 namespace {
@@ -48,6 +50,11 @@ class FakeLoader final : public VersionLoader {
     LoadedVersion out;
     out.instance = std::move(*instance);
     out.host_bytes = 1000 * version;
+    if (live_tables) {
+      out.live_tables = std::make_shared<engine::LiveTables>(
+          model, std::vector<std::shared_ptr<engine::TableStore>>{
+                     std::make_shared<engine::HostTableStore>(model)});
+    }
     ++alive_;
     return out;
   }
@@ -60,6 +67,7 @@ class FakeLoader final : public VersionLoader {
     return alive_at_load_;
   }
   void Released() { --alive_; }
+  bool live_tables = false;  // give versions LiveTables (embedding updates)
 
  private:
   absl::Mutex mu_;
@@ -128,6 +136,7 @@ class ModelManagerTest : public ::testing::Test {
     o.mode = mode;
     o.transition = transition;
     o.load_models = std::move(load_models);
+    o.update_log_dir = update_log_dir_;
     auto m = ModelManager::Create(o, &loader_, &recorder_, &clock_);
     EXPECT_TRUE(m.ok()) << m.status();
     manager_ = *std::move(m);
@@ -146,6 +155,33 @@ class ModelManagerTest : public ::testing::Test {
     return v.ok() ? (*v)->version() : -1;
   }
 
+  // One update of row 1 of table t0 (every value `sequence`) from producer
+  // "p", sent like the UpdateEmbeddings stream sends it.
+  absl::Status SendUpdate(const std::string& model, int64_t version, uint64_t sequence) {
+    rankd::v1::EmbeddingUpdate msg;
+    msg.set_model(model);
+    msg.set_version(version);
+    msg.set_table("t0");
+    msg.add_ids(1);
+    for (int i = 0; i < 4; ++i) msg.add_rows(static_cast<float>(sequence));
+    msg.set_producer_id("p");
+    msg.set_sequence(sequence);
+    UpdateFn apply = [msg](ServedVersion& v) {
+      return ApplyUpdateMessage(msg, v.name(), v.version(), v.live_tables()).status();
+    };
+    return manager_->ApplyUpdate(model, version, apply, &msg);
+  }
+  // The last sequence of producer "p" on table t0 that `version` applied.
+  uint64_t PositionOf(const std::string& model, int64_t version) {
+    auto v = manager_->Find(model, version, "");
+    if (!v.ok() || (*v)->live_tables() == nullptr) return 999;
+    for (const engine::ProducerPosition& p : (*v)->live_tables()->Positions()) {
+      if (p.producer_id == "p" && p.table == "t0") return p.last_sequence;
+    }
+    return 0;
+  }
+
+  std::string update_log_dir_;  // Make's Options::update_log_dir
   fs::path root_;
   engine::FakeClock clock_;
   FakeLoader loader_;
@@ -406,6 +442,72 @@ TEST_F(ModelManagerTest, HealthFollowsReadyVersions) {
   ASSERT_TRUE(m.Poll().ok());
   // Serving from the start through the swap; not serving once nothing is left.
   EXPECT_EQ(recorder_.serving, (std::vector<bool>{true, false}));
+}
+
+TEST_F(ModelManagerTest, UpdateLogIsReplayedOntoLoadingVersionsByTarget) {
+  loader_.live_tables = true;
+  update_log_dir_ = (root_ / "logs").string();
+  Publish("m", 1);
+  ModelManager& m = Make(ModelManager::Mode::kPoll);
+  ASSERT_TRUE(m.Start().ok());
+  ASSERT_TRUE(SendUpdate("m", 0, 1).ok());  // every live version
+  ASSERT_TRUE(SendUpdate("m", 1, 2).ok());  // version 1 only
+  EXPECT_EQ(PositionOf("m", 1), 2u);
+  EXPECT_TRUE(fs::exists(root_ / "logs" / "m.updlog"));
+  // A new version replays what was sent to every live version, not what
+  // was sent to version 1.
+  Publish("m", 2);
+  ASSERT_TRUE(m.Poll().ok());
+  ASSERT_EQ(Served("m"), 2);
+  EXPECT_EQ(PositionOf("m", 2), 1u);
+  ASSERT_TRUE(SendUpdate("m", 0, 3).ok());
+  EXPECT_EQ(PositionOf("m", 2), 3u);
+  // A restart (a new manager over the same directories) replays it all.
+  manager_.reset();
+  ModelManager& again = Make(ModelManager::Mode::kPoll);
+  ASSERT_TRUE(again.Start().ok());
+  EXPECT_EQ(Served("m"), 2);
+  EXPECT_EQ(PositionOf("m", 2), 3u);
+  // Replayed messages are not logged again.
+  const uintmax_t size = fs::file_size(root_ / "logs" / "m.updlog");
+  manager_.reset();
+  ASSERT_TRUE(Make(ModelManager::Mode::kPoll).Start().ok());
+  EXPECT_EQ(PositionOf("m", 2), 3u);
+  EXPECT_EQ(fs::file_size(root_ / "logs" / "m.updlog"), size);
+}
+
+TEST_F(ModelManagerTest, ADamagedUpdateLogFailsTheLoadNamingTheFile) {
+  loader_.live_tables = true;
+  update_log_dir_ = (root_ / "logs").string();
+  Publish("m", 1);
+  ASSERT_TRUE(Make(ModelManager::Mode::kPoll).Start().ok());
+  for (uint64_t seq = 1; seq <= 3; ++seq) ASSERT_TRUE(SendUpdate("m", 0, seq).ok());
+  manager_.reset();
+  // Flip a byte of the first record's payload: valid records follow it.
+  const fs::path log = root_ / "logs" / "m.updlog";
+  std::fstream f(log, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(16 + 24 + 3);
+  f.put('\x7f');
+  f.close();
+  ModelManager& m = Make(ModelManager::Mode::kPoll);
+  ASSERT_TRUE(m.Start().ok());
+  EXPECT_EQ(StateOf("m", 1), rankd::v1::FAILED);
+  auto list = m.List("m");
+  ASSERT_TRUE(list.ok());
+  const std::string reason = list->models(0).versions(0).reason();
+  EXPECT_NE(reason.find("m.updlog"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("offset 16"), std::string::npos) << reason;
+}
+
+TEST_F(ModelManagerTest, BadUpdateLogDirIsRefusedNamingTheFlag) {
+  std::ofstream(root_ / "a_file") << "x";
+  update_log_dir_ = (root_ / "a_file" / "logs").string();
+  ModelManager::Options o;
+  o.model_root = root_.string();
+  o.update_log_dir = update_log_dir_;
+  auto m = ModelManager::Create(o, &loader_, &recorder_, &clock_);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("--update_log_dir"), std::string::npos) << m.status();
 }
 
 }  // namespace

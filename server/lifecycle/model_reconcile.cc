@@ -9,6 +9,7 @@
 #include "engine/model/host_memory.h"
 #include "server/lifecycle/model_manager.h"
 #include "server/lifecycle/serving_config.h"
+#include "server/lifecycle/update_message.h"
 #include "spdlog/spdlog.h"
 
 namespace rankd::server {
@@ -208,16 +209,31 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
   const absl::Time start = absl::Now();
   absl::StatusOr<LoadedVersion> loaded = loader_->Load(name, version, directory, while_serving);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  std::shared_ptr<ServedVersion> old;
-  // Held from replaying the journal until the version is published, so no
-  // update falls between the two.
-  absl::ReleasableMutexLock updates(&updates_mu_);
-  UpdateJournal& journal = journals_[name];
+  absl::Status outcome = loaded.status();
+  std::shared_ptr<ServedVersion> served;
+  LogReplay replay;
   if (loaded.ok()) {
-    auto served = std::make_shared<ServedVersion>(
+    served = std::make_shared<ServedVersion>(
         name, version, std::shared_ptr<engine::ModelInstance>(std::move(loaded->instance)),
         std::move(loaded->live_tables));
-    ReplayJournal(name, journal, served.get());
+    // The update log up to now, while updates go on (they are appended
+    // after what this reads; the rest is read below, under the lock).
+    if (update_logs_ != nullptr) outcome = ReplayUpdateLog(name, served.get(), &replay);
+  }
+  std::shared_ptr<ServedVersion> old, discarded;
+  // Held from replaying the journal (or the log's last records) until the
+  // version is published, so no update falls between the two.
+  absl::ReleasableMutexLock updates(&updates_mu_);
+  UpdateJournal& journal = journals_[name];
+  if (outcome.ok()) {
+    if (update_logs_ == nullptr) {
+      ReplayJournal(name, journal, served.get());
+    } else {
+      outcome = ReplayUpdateLog(name, served.get(), &replay);
+      if (outcome.ok()) LogReplayed(name, version, replay);
+    }
+  }
+  if (outcome.ok()) {
     if (listener_ != nullptr) listener_->OnVersionReady(name, version);
     absl::MutexLock lock(&mu_);
     VersionSlot& v = models_[name].versions.at(version);
@@ -229,9 +245,11 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
     v.host_bytes = loaded->host_bytes;
     v.held_fingerprint = 0;
   } else {
-    std::string reason(loaded.status().message());
+    discarded = std::move(served);  // loaded, but its update log could not be replayed
+    std::string reason(outcome.message());
+    if (loaded.ok()) reason = absl::StrCat("update log replay: ", reason);
     absl::MutexLock lock(&mu_);
-    if (loaded.status().code() == absl::StatusCode::kResourceExhausted) {
+    if (outcome.code() == absl::StatusCode::kResourceExhausted) {
       absl::StrAppend(&reason, "; resident versions: ", ResidentSummary());
     }
     spdlog::error("model {} version {} FAILED: {}", name, version, reason);
@@ -240,10 +258,11 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
   }
   if (--journal.loading == 0) journal.entries.clear();
   updates.Release();
-  if (listener_ != nullptr) listener_->OnLoadFinished(name, version, loaded.ok(), seconds);
+  if (listener_ != nullptr) listener_->OnLoadFinished(name, version, outcome.ok(), seconds);
   NotifyStates(name);
   if (old != nullptr) DrainAndRelease(std::move(old));
-  return loaded.ok();
+  if (discarded != nullptr) DrainAndRelease(std::move(discarded));
+  return outcome.ok();
 }
 
 void ModelManager::UnloadVersion(const std::string& name, int64_t version) {
@@ -291,6 +310,58 @@ void ModelManager::ReplayJournal(const std::string& name, const UpdateJournal& j
     spdlog::warn("model {} version {}: {} updates that arrived while it loaded do not apply to "
                  "it (first: {})",
                  name, served->version(), failed, first.ToString());
+  }
+}
+
+absl::Status ModelManager::ReplayUpdateLog(const std::string& name, ServedVersion* served,
+                                           LogReplay* replay) {
+  absl::StatusOr<engine::UpdateLog*> log = update_logs_->Get(name, /*create=*/false);
+  if (!log.ok()) return log.status();
+  if (*log == nullptr) return absl::OkStatus();  // no update was ever logged
+  rankd::v1::EmbeddingUpdate message;
+  absl::StatusOr<int64_t> end =
+      (*log)->ForEach(replay->end, [&](const engine::UpdateLog::Record& r) -> absl::Status {
+        if (r.target_version != 0 && r.target_version != served->version()) {
+          ++replay->other_versions;
+          return absl::OkStatus();
+        }
+        if (!message.ParseFromArray(r.payload.data(), static_cast<int>(r.payload.size())) ||
+            message.model() != name) {
+          return absl::DataLossError(absl::StrCat(
+              (*log)->path(), ": record at offset ", r.offset,
+              " is not an update message of model \"", name, "\""));
+        }
+        absl::StatusOr<engine::LiveTables::Applied> applied =
+            ApplyUpdateMessage(message, name, served->version(), served->live_tables());
+        if (!applied.ok()) {
+          if (replay->failed++ == 0) {
+            replay->first_failure = absl::Status(
+                applied.status().code(),
+                absl::StrCat("record at offset ", r.offset, ": ", applied.status().message()));
+          }
+        } else if (applied->duplicate) {
+          ++replay->duplicates;
+        } else {
+          ++replay->applied;
+        }
+        return absl::OkStatus();
+      });
+  if (!end.ok()) return end.status();
+  replay->end = *end;
+  if (listener_ != nullptr) listener_->OnUpdateLogBytes(name, (*log)->size_bytes());
+  return absl::OkStatus();
+}
+
+void ModelManager::LogReplayed(const std::string& name, int64_t version,
+                               const LogReplay& replay) {
+  if (replay.end == 0) return;  // the model has no log
+  spdlog::info("model {} version {}: update log replayed: {} messages applied, {} skipped as "
+               "already held (sequence <= the version's update position), {} for other "
+               "versions",
+               name, version, replay.applied, replay.duplicates, replay.other_versions);
+  if (replay.failed > 0) {
+    spdlog::warn("model {} version {}: {} logged updates do not apply to it (first: {})", name,
+                 version, replay.failed, replay.first_failure.ToString());
   }
 }
 

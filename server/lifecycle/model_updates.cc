@@ -18,7 +18,14 @@
 namespace rankd::server {
 
 absl::Status ModelManager::ApplyUpdate(const std::string& model, int64_t version,
-                                       const UpdateFn& apply) {
+                                       const UpdateFn& apply,
+                                       const rankd::v1::EmbeddingUpdate* message) {
+  // Serialized before the lock: it copies every row of the message.
+  const bool log = update_logs_ != nullptr && message != nullptr;
+  std::string payload;
+  if (log && !message->SerializeToString(&payload)) {
+    return absl::InternalError("update log: cannot serialize the message");
+  }
   absl::MutexLock updates(&updates_mu_);
   std::vector<std::shared_ptr<ServedVersion>> targets;
   {
@@ -63,8 +70,45 @@ absl::Status ModelManager::ApplyUpdate(const std::string& model, int64_t version
     absl::Status s = apply(*target);
     if (!s.ok()) return s;
   }
-  if (record) journals_[model].entries.push_back(apply);
+  // With a log, loading versions replay the log instead of the journal
+  // (it holds every message the journal would).
+  if (record && update_logs_ == nullptr) journals_[model].entries.push_back(apply);
+  // In the same critical section as the apply: log order == apply order.
+  if (log) return AppendToUpdateLog(model, version, payload);
   return absl::OkStatus();
+}
+
+absl::Status ModelManager::AppendToUpdateLog(const std::string& model, int64_t version,
+                                             const std::string& payload) {
+  absl::StatusOr<engine::UpdateLog*> log = update_logs_->Get(model, /*create=*/true);
+  absl::Status s = log.ok() ? (*log)->Append(version, payload) : log.status();
+  if (!s.ok()) {
+    // Applied in memory but not durable: not acknowledged. A retry is
+    // applied as a duplicate (or again, without a producer id) and logged.
+    return absl::UnavailableError(absl::StrCat(
+        "update log ", update_logs_->PathOf(model), ": cannot log the message (", s.message(),
+        "); it is not acknowledged: send it again"));
+  }
+  if (listener_ != nullptr) listener_->OnUpdateLogBytes(model, (*log)->size_bytes());
+  return absl::OkStatus();
+}
+
+std::string ModelManager::UpdateLogAfterSnapshot(const std::string& model, int ready_versions) {
+  if (ready_versions > 1) {
+    return absl::StrCat("; update log kept (", ready_versions - 1,
+                        " other READY version(s) would replay it after a restart)");
+  }
+  absl::StatusOr<engine::UpdateLog*> log = update_logs_->Get(model, /*create=*/false);
+  if (log.ok() && *log == nullptr) return "; no update log to truncate";
+  absl::Status s = log.ok() ? (*log)->Truncate() : log.status();
+  if (!s.ok()) {
+    spdlog::warn("model {}: update log {} not truncated after the snapshot: {} (harmless: a "
+                 "replay onto the snapshot skips what it holds)",
+                 model, update_logs_->PathOf(model), s.ToString());
+    return "; update log NOT truncated (see the warning)";
+  }
+  if (listener_ != nullptr) listener_->OnUpdateLogBytes(model, (*log)->size_bytes());
+  return "; update log truncated";
 }
 
 namespace {
@@ -88,11 +132,15 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
     return absl::InvalidArgumentError("version and new_version: must be >= 0");
   }
   std::shared_ptr<ServedVersion> source;
+  int ready_versions = 0;  // of the model, the source included
   {
     absl::ReaderMutexLock lock(&mu_);
     auto it = models_.find(model);
     if (it == models_.end()) return UnknownModel(model);
     const ModelSlot& slot = it->second;
+    for (const auto& [n, vs] : slot.versions) {
+      ready_versions += vs.record.state() == rankd::v1::READY && vs.served != nullptr;
+    }
     for (auto v = slot.versions.rbegin(); v != slot.versions.rend(); ++v) {
       if ((version == 0 || v->first == version) && v->second.served != nullptr) {
         source = v->second.served;
@@ -165,9 +213,14 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
     v.snapshot_of = source->version();
     if (options_.mode == Mode::kExplicit) slot.wanted.insert(new_version);
   }
+  // Still under the update lock: no message lands between the cut and the
+  // truncation.
+  const std::string log_note =
+      update_logs_ != nullptr ? UpdateLogAfterSnapshot(model, ready_versions) : "";
   spdlog::info("model {} version {}: snapshot of version {} written to {} ({} bytes, {:.3f} s) "
-               "and adopted in place",
-               model, new_version, source->version(), final_dir, stats->bytes, stats->seconds);
+               "and adopted in place{}",
+               model, new_version, source->version(), final_dir, stats->bytes, stats->seconds,
+               log_note);
   if (listener_ != nullptr) listener_->OnVersionReady(model, new_version);
   NotifyStates(model);
   rankd::v1::SaveSnapshotResponse out;
