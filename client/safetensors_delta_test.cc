@@ -31,7 +31,9 @@ std::string File(const std::string& header, size_t data_bytes) {
 std::string Error(const std::string& bytes) {
   auto parsed = ParseDelta(bytes, "d.safetensors");
   EXPECT_FALSE(parsed.ok());
-  if (!parsed.ok()) EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  if (!parsed.ok()) {
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  }
   return parsed.ok() ? "" : std::string(parsed.status().message());
 }
 
