@@ -52,12 +52,7 @@ absl::Status CudaTableStore::ApplyDynamic(const TableDelta& delta, uint64_t now,
                                     erased.failed + upserted.failed, " keys found no hash slot")));
     }
     if (g > 0) continue;  // the first GPU's figures (see the header)
-    result->rows_applied += upserted.inserted + upserted.updated;
-    result->keys_inserted += upserted.inserted;
-    result->keys_updated += upserted.updated;
-    result->keys_evicted += upserted.evicted;
-    result->keys_deleted += erased.deleted;
-    result->keys_not_found += erased.not_found;
+    AddDynamicStats(erased, upserted, result);
   }
   return absl::OkStatus();
 }

@@ -51,12 +51,7 @@ absl::Status HostTableStore::ApplyDynamic(const EmbeddingTable& t, const TableDe
                                             erased.failed + upserted.failed,
                                             " keys found no hash slot"));
   }
-  result->rows_applied += upserted.inserted + upserted.updated;
-  result->keys_inserted += upserted.inserted;
-  result->keys_updated += upserted.updated;
-  result->keys_evicted += upserted.evicted;
-  result->keys_deleted += erased.deleted;
-  result->keys_not_found += erased.not_found;
+  AddDynamicStats(erased, upserted, result);
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/updates/table_delta.h"
+#include "kernels/cpu/dynamic_table.h"
 
 namespace rankd::engine {
 
@@ -36,6 +37,18 @@ class TableStore {
                                                absl::Span<const uint8_t> rows)>;
   virtual absl::Status ReadTable(int table, const TableSink& sink) const = 0;
 };
+
+// Adds what a dynamic table's erase and upsert (CPU functions or GPU
+// launchers) did to `result`.
+inline void AddDynamicStats(const kernels::DynamicStats& erased,
+                            const kernels::DynamicStats& upserted, DeltaResult* result) {
+  result->rows_applied += upserted.inserted + upserted.updated;
+  result->keys_inserted += upserted.inserted;
+  result->keys_updated += upserted.updated;
+  result->keys_evicted += upserted.evicted;
+  result->keys_deleted += erased.deleted;
+  result->keys_not_found += erased.not_found;
+}
 
 }  // namespace rankd::engine
 
