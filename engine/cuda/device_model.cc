@@ -498,12 +498,13 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     d.num_rows = t.capacity_rows();  // a DYNAMIC table's keys take any of max_keys rows
     if (!t.default_vector.empty()) {
       auto dv = dm->Upload(t.default_vector.data(), 4 * t.default_vector.size(),
-                       absl::StrCat("default vector of ", t.name));
+                           absl::StrCat("default vector of ", t.name));
       if (!dv.ok()) return dv.status();
       d.default_vector = static_cast<const float*>(*dv);
     }
     if (t.dynamic) {
-      absl::Status built = dm->BuildDynamicTable(static_cast<int>(ti), const_cast<void*>(d.rows), &d);
+      absl::Status built =
+          dm->BuildDynamicTable(static_cast<int>(ti), const_cast<void*>(d.rows), &d);
       if (!built.ok()) return built;
     }
     dm->host_tables_.push_back(d);
