@@ -20,41 +20,84 @@ absl::Status OnGpu(int device, const absl::Status& s) {
 
 }  // namespace
 
-absl::Status CudaTableStore::Apply(const TableDelta& delta, uint64_t now, DeltaResult* result) {
-  const EmbeddingTable& t = devices_.at(0)->model().tables[delta.table];
-  if (t.dynamic) return ApplyDynamic(delta, now, result);
-  for (const auto& dm : devices_) {
-    absl::Status s = dm->WriteStaticRows(delta.table, delta.ids, delta.rows);
-    if (!s.ok()) return OnGpu(dm->device(), s);
-  }
-  result->rows_applied += static_cast<int64_t>(delta.ids.size());
-  return absl::OkStatus();
-}
+// One delta on every GPU: each GPU's DeviceModel::Update, committed in GPU
+// order; the result is the first GPU's (see the header).
+class CudaUpdate final : public TableStore::Update {
+ public:
+  CudaUpdate(const TableDelta& delta, bool dynamic) : delta_(delta), dynamic_(dynamic) {}
 
-absl::Status CudaTableStore::ApplyDynamic(const TableDelta& delta, uint64_t now,
-                                          DeltaResult* result) {
+  absl::Status Add(const DeviceModel& dm) {
+    absl::StatusOr<std::unique_ptr<DeviceModel::Update>> u =
+        dynamic_ ? dm.StageDynamic(delta_.table, delta_.delete_keys, delta_.ids, delta_.rows)
+                 : dm.StageStaticRows(delta_.table, delta_.ids, delta_.rows);
+    if (!u.ok()) return OnGpu(dm.device(), u.status());
+    devices_.push_back(dm.device());
+    updates_.push_back(*std::move(u));
+    return absl::OkStatus();
+  }
+
+  absl::Status Commit(uint64_t now) override {
+    for (size_t g = 0; g < updates_.size(); ++g) {
+      absl::Status s = updates_[g]->Commit(now);
+      if (!s.ok()) return OnGpu(devices_[g], s);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Wait(DeltaResult* result) override {
+    absl::Status first;
+    for (size_t g = 0; g < updates_.size(); ++g) {
+      kernels::DynamicStats erased, upserted;
+      absl::Status s = updates_[g]->Wait(&erased, &upserted);
+      if (s.ok() && (erased.failed > 0 || upserted.failed > 0)) {
+        // Only a corrupt table gets here (the delta was validated).
+        s = absl::InternalError(
+            absl::StrCat(erased.failed + upserted.failed, " keys found no hash slot"));
+      }
+      if (!s.ok()) {
+        if (first.ok()) first = OnGpu(devices_[g], s);
+        continue;
+      }
+      if (g > 0) continue;  // the first GPU's figures
+      if (dynamic_) {
+        AddDynamicStats(erased, upserted, result);
+      } else {
+        result->rows_applied += static_cast<int64_t>(delta_.ids.size());
+      }
+    }
+    return first;
+  }
+
+ private:
+  const TableDelta& delta_;
+  const bool dynamic_;
+  std::vector<int> devices_;
+  std::vector<std::unique_ptr<DeviceModel::Update>> updates_;
+};
+
+absl::StatusOr<std::unique_ptr<TableStore::Update>> CudaTableStore::Prepare(
+    const TableDelta& delta) {
   const EmbeddingTable& t = devices_.at(0)->model().tables[delta.table];
-  if (t.id_policy == rankd::v1::ERROR) {
+  if (t.dynamic && t.id_policy == rankd::v1::ERROR) {
     return absl::FailedPreconditionError(absl::StrCat(
         "table ", t.name, " is DYNAMIC with id_policy ERROR: on the CUDA backend requests are "
         "checked against the keys loaded with the version, so its keys cannot change online "
         "(use id_policy ZERO, or the CPU backend)"));
   }
-  for (size_t g = 0; g < devices_.size(); ++g) {
-    const DeviceModel& dm = *devices_[g];
-    kernels::DynamicStats erased, upserted;
-    absl::Status s = dm.ApplyDynamic(delta.table, delta.delete_keys, delta.ids, delta.rows, now,
-                                     &erased, &upserted);
-    if (!s.ok()) return OnGpu(dm.device(), s);
-    if (erased.failed > 0 || upserted.failed > 0) {
-      // Only a corrupt table gets here (the delta was validated).
-      return OnGpu(dm.device(), absl::InternalError(absl::StrCat(
-                                    erased.failed + upserted.failed, " keys found no hash slot")));
-    }
-    if (g > 0) continue;  // the first GPU's figures (see the header)
-    AddDynamicStats(erased, upserted, result);
+  auto update = std::make_unique<CudaUpdate>(delta, t.dynamic);
+  for (const auto& dm : devices_) {
+    absl::Status s = update->Add(*dm);
+    if (!s.ok()) return s;
   }
-  return absl::OkStatus();
+  return update;
+}
+
+absl::Status CudaTableStore::Apply(const TableDelta& delta, uint64_t now, DeltaResult* result) {
+  absl::StatusOr<std::unique_ptr<Update>> update = Prepare(delta);
+  if (!update.ok()) return update.status();
+  absl::Status s = (*update)->Commit(now);
+  absl::Status waited = (*update)->Wait(result);
+  return s.ok() ? waited : s;
 }
 
 absl::Status CudaTableStore::ReadTable(int table, const TableSink& sink) const {

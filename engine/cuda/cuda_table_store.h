@@ -11,6 +11,10 @@
 // updates (FAILED_PRECONDITION): requests are validated against the host
 // hash table built at load, which updates do not change on this backend.
 //
+// Updates are ordered on each GPU (DeviceModel::Update): Prepare copies the
+// delta to every GPU, Commit enqueues the writes behind the batches already
+// enqueued there, Wait waits for them. Apply runs all three (tests).
+//
 // Threading: TableStore's (LiveTables serializes calls and holds the gate).
 #ifndef RANKD_ENGINE_CUDA_CUDA_TABLE_STORE_H_
 #define RANKD_ENGINE_CUDA_CUDA_TABLE_STORE_H_
@@ -29,10 +33,10 @@ class CudaTableStore final : public TableStore {
       : devices_(std::move(devices)) {}
 
   absl::Status Apply(const TableDelta& delta, uint64_t now, DeltaResult* result) override;
+  absl::StatusOr<std::unique_ptr<Update>> Prepare(const TableDelta& delta) override;
   absl::Status ReadTable(int table, const TableSink& sink) const override;
 
  private:
-  absl::Status ApplyDynamic(const TableDelta& delta, uint64_t now, DeltaResult* result);
   absl::Status ReadDynamic(int table, const TableSink& sink) const;
 
   const std::vector<std::shared_ptr<const DeviceModel>> devices_;

@@ -29,6 +29,10 @@ CudaWorker::~CudaWorker() {
   cudaSetDevice(dm_->device());
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   DropGraphs();
+  if (batch_done_ != nullptr) {
+    dm_->RemoveBatchEvent(batch_done_);
+    cudaEventDestroy(batch_done_);
+  }
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -60,6 +64,9 @@ absl::Status CudaWorker::Init() {
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
   RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                              "cudaStreamCreate");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&batch_done_, cudaEventDisableTiming),
+                             "batch event");
+  dm_->AddBatchEvent(batch_done_);
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
@@ -372,7 +379,7 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
 
 absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
                                   const RequestOffsets& offsets, int64_t row_begin,
-                                  int64_t row_end) {
+                                  int64_t row_end, LiveTables* live) {
   const Model& m = dm_->model();
   const int64_t padded = Bucket(row_end - row_begin);
   absl::Status s =
@@ -381,6 +388,24 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
   layout_ = MakeLayout(m, padded, ids_capacity_, dm_->dense_ld());
   PackSlice(m, requests, offsets, row_begin, row_end, feat_col_, &layout_,
             host_arena_.as<uint8_t>());
+  {
+    // Updates (DeviceModel::Update): the slice's GPU work is enqueued under
+    // the version's gate, after the last committed update's writes; the
+    // batch event lets later updates wait for it.
+    LiveTables::BatchScope tables(live);
+    RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, dm_->updates_done(), 0),
+                               "wait for embedding updates");
+    s = EnqueueSlice(padded);
+    const cudaError_t recorded = cudaEventRecord(batch_done_, stream_);
+    if (!s.ok()) return s;
+    RANKD_RETURN_IF_CUDA_ERROR(recorded, "record the batch's event");
+  }
+  return CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
+}
+
+absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
+  const Model& m = dm_->model();
+  absl::Status s;
   uint8_t* host = host_arena_.as<uint8_t>();
   uint8_t* dev = device_arena_.as<uint8_t>();
   RANKD_RETURN_IF_CUDA_ERROR(
@@ -450,7 +475,7 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
                       8 * last_counts_.size(),
                       cudaMemcpyDeviceToHost, stream_),
       "counters device -> host");
-  return CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
+  return absl::OkStatus();
 }
 
 absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
@@ -489,10 +514,16 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
       if (gate != nullptr) gate->Exit(reader);
     }
   } gate_scope(dm_->gate(), reader_);
+  // Updates: a batch of several slices holds the gate from its first slice
+  // to its last (an update between them would split the batch); a batch of
+  // one slice holds it while the slice is enqueued.
+  const bool one_slice = total <= options_.max_rows;
+  std::optional<LiveTables::BatchScope> whole_batch;
+  if (!one_slice) whole_batch.emplace(live_);
   size_t r = 0;
   for (int64_t begin = 0; begin < total; begin += options_.max_rows) {
     const int64_t end = std::min<int64_t>(total, begin + options_.max_rows);
-    absl::Status s = RunSlice(requests, offsets, begin, end);
+    absl::Status s = RunSlice(requests, offsets, begin, end, one_slice ? live_ : nullptr);
     if (!s.ok()) return s;
     if (dm_->any_host()) {
       // Ids of each feature in this slice, from the packed bag offsets; the

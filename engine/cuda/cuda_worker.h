@@ -17,6 +17,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/device_model.h"
 #include "engine/serving/worker.h"
+#include "engine/updates/live_tables.h"
 #include "kernels/cuda/cublaslt.h"
 #include "kernels/cuda/tiny_dlrm.h"
 
@@ -77,6 +79,12 @@ class CudaWorker final : public Worker {
   absl::Status Execute(absl::Span<const Request* const> requests,
                        absl::Span<const absl::Span<float>> scores,
                        BatchStats* stats) override;
+  // Holds `live`'s gate only while a batch is enqueued: the CUDA store
+  // orders updates on the GPU (DeviceModel::Update).
+  bool AttachLiveTables(LiveTables* live) override {
+    live_ = live;
+    return true;
+  }
 
   // For benchmarks: runs the forward of the slice already in the device arena
   // (as last packed) once more on the stream, without copies or sync.
@@ -93,8 +101,12 @@ class CudaWorker final : public Worker {
   CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options, std::string name);
   absl::Status Init();
   absl::Status EnsureArena(int64_t padded_rows, int64_t ids);
+  // Packs, enqueues (holding `live`'s gate when not null) and waits for one
+  // slice.
   absl::Status RunSlice(absl::Span<const Request* const> requests, const RequestOffsets& offsets,
-                        int64_t row_begin, int64_t row_end);
+                        int64_t row_begin, int64_t row_end, LiveTables* live);
+  // The packed slice's copies and kernels, on stream_ (no sync).
+  absl::Status EnqueueSlice(int64_t padded_rows);
   absl::Status Forward(const PackedLayout& layout);  // kernels only, on stream_
   // The fused single-kernel forward, when the model is tiny and the slice has
   // no shared bags (the kernel takes per-candidate bags only).
@@ -107,6 +119,9 @@ class CudaWorker final : public Worker {
   const Options options_;
   const std::string name_;
   cudaStream_t stream_ = nullptr;
+  // Recorded after each enqueued slice (DeviceModel::AddBatchEvent).
+  cudaEvent_t batch_done_ = nullptr;
+  LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate
   std::unique_ptr<kernels::cuda::LinearRunner> linear_;
   // DCN cross layers always run in fp32: with TF32 their 3456-long
   // reductions put mlperf's scores 1.2e-3 off (measured), over the 1e-3 bound.

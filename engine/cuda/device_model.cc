@@ -73,6 +73,7 @@ DeviceModel::~DeviceModel() {
     cudaSetDevice(device_);
     cudaStreamDestroy(refresh_stream_);
   }
+  if (updates_done_ != nullptr) cudaEventDestroy(updates_done_);
 }
 
 std::vector<DeviceModel::CacheInfo> DeviceModel::cache_info() const {
@@ -125,40 +126,6 @@ absl::Status DeviceModel::MakeCaches(std::vector<CachedTable> cached, const Opti
 absl::Status DeviceModel::maintenance_status() const {
   absl::MutexLock lock(&refresh_mu_);
   return maintenance_status_;
-}
-
-absl::Status DeviceModel::WriteStaticRows(int table, absl::Span<const int64_t> ids,
-                                          absl::Span<const uint8_t> rows) const {
-  if (ids.empty()) return absl::OkStatus();
-  const kernels::cuda::DeviceTable& d = host_tables_[table];
-  const int64_t row_bytes = model_->tables[table].row_bytes();
-  const size_t ids_bytes = (ids.size() * 8 + 255) / 256 * 256;
-  const size_t need = ids_bytes + rows.size();
-  absl::MutexLock lock(&refresh_mu_);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
-  if (absl::Status s = EnsureUpdateStaging(need); !s.ok()) return s;
-  uint8_t* staging = update_staging_.as<uint8_t>();
-  const int64_t* dev_ids = reinterpret_cast<const int64_t*>(staging);
-  const uint8_t* dev_rows = staging + ids_bytes;
-  const int64_t n = static_cast<int64_t>(ids.size());
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging, ids.data(), ids.size() * 8,
-                                             cudaMemcpyHostToDevice, refresh_stream_),
-                             "copy update ids");
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging + ids_bytes, rows.data(), rows.size(),
-                                             cudaMemcpyHostToDevice, refresh_stream_),
-                             "copy update rows");
-  RANKD_RETURN_IF_CUDA_ERROR(kernels::cuda::LaunchScatterRows(const_cast<void*>(d.rows), row_bytes,
-                                                              dev_ids, n, dev_rows,
-                                                              refresh_stream_),
-                             "scatter update rows");
-  if (d.cache_slot != nullptr) {
-    RANKD_RETURN_IF_CUDA_ERROR(
-        kernels::cuda::LaunchCacheWriteThrough(d.cache_slot, const_cast<void*>(d.cache_rows),
-                                               row_bytes, dev_ids, n, dev_rows, refresh_stream_),
-        "write updated rows through the cache");
-  }
-  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(refresh_stream_), "apply an update");
-  return absl::OkStatus();
 }
 
 absl::Status DeviceModel::ReadStaticRows(int table, int64_t first, int64_t n, uint8_t* out) const {
@@ -305,79 +272,6 @@ absl::Status DeviceModel::EnsureUpdateStaging(size_t bytes) const {
   // reallocates a few times, not per message.
   return update_staging_.Allocate(std::max(bytes, 2 * update_staging_.bytes()),
                                   "embedding update staging");
-}
-
-absl::Status DeviceModel::ApplyDynamic(int table, absl::Span<const int64_t> delete_keys,
-                                       absl::Span<const int64_t> keys,
-                                       absl::Span<const uint8_t> rows, uint64_t now,
-                                       kernels::DynamicStats* erased,
-                                       kernels::DynamicStats* upserted) const {
-  const kernels::DynamicTableView& v = dynamic_[table];
-  const EmbeddingTable& t = model_->tables[table];
-  if (v.max_keys == 0) {
-    return absl::FailedPreconditionError(absl::StrCat("table ", t.name, " is not DYNAMIC"));
-  }
-  const kernels::cuda::DeviceTable& d = host_tables_[table];
-  const int64_t n = static_cast<int64_t>(keys.size());
-  const int64_t m = static_cast<int64_t>(delete_keys.size());
-  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
-  // Staging layout: keys | delete keys | rows | stats[2] | row of each key | upsert scratch.
-  const size_t off_delete = align(8 * n);
-  const size_t off_rows = off_delete + align(8 * m);
-  const size_t off_stats = off_rows + align(rows.size());
-  const size_t off_rowidx = off_stats + align(2 * sizeof(kernels::DynamicStats));
-  const size_t off_scratch = off_rowidx + align(8 * n);
-  const int64_t scratch_bytes = kernels::cuda::DynamicUpsertScratchBytes(v.max_keys, n);
-  absl::MutexLock lock(&refresh_mu_);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
-  absl::Status s = EnsureUpdateStaging(off_scratch + align(scratch_bytes));
-  if (!s.ok()) return s;
-  uint8_t* base = update_staging_.as<uint8_t>();
-  const auto* dev_keys = reinterpret_cast<const int64_t*>(base);
-  const auto* dev_delete = reinterpret_cast<const int64_t*>(base + off_delete);
-  const uint8_t* dev_rows = base + off_rows;
-  auto* dev_stats = reinterpret_cast<kernels::DynamicStats*>(base + off_stats);
-  auto* dev_rowidx = reinterpret_cast<int64_t*>(base + off_rowidx);
-  const cudaStream_t st = refresh_stream_;
-  if (n > 0) {
-    RANKD_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(base, keys.data(), 8 * n, cudaMemcpyHostToDevice, st), "copy update keys");
-    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(base + off_rows, rows.data(), rows.size(),
-                                               cudaMemcpyHostToDevice, st),
-                               "copy update rows");
-  }
-  if (m > 0) {
-    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(base + off_delete, delete_keys.data(), 8 * m,
-                                               cudaMemcpyHostToDevice, st),
-                               "copy keys to delete");
-  }
-  RANKD_RETURN_IF_CUDA_ERROR(
-      cudaMemsetAsync(dev_stats, 0, 2 * sizeof(kernels::DynamicStats), st), "zero update stats");
-  RANKD_RETURN_IF_CUDA_ERROR(
-      kernels::cuda::LaunchDynamicErase(v, dev_delete, m, dev_stats, st), "erase keys");
-  RANKD_RETURN_IF_CUDA_ERROR(
-      kernels::cuda::LaunchDynamicUpsert(v, dev_keys, n, dev_rows, t.eviction_policy(), now,
-                                         base + off_scratch, scratch_bytes, dev_stats + 1,
-                                         /*evicted_keys=*/nullptr, st),
-      "upsert keys");
-  if (n > 0 && d.cache_slot != nullptr) {
-    // Rows freed by erases or evictions may be cached with their old bytes;
-    // a key that now takes such a row must not be served them.
-    RANKD_RETURN_IF_CUDA_ERROR(
-        kernels::cuda::LaunchHashLookup(d.hash, dev_keys, n, dev_rowidx, st),
-        "rows of the upserted keys");
-    RANKD_RETURN_IF_CUDA_ERROR(
-        kernels::cuda::LaunchCacheWriteThrough(d.cache_slot, const_cast<void*>(d.cache_rows),
-                                               v.row_bytes, dev_rowidx, n, dev_rows, st),
-        "write upserted rows through the cache");
-  }
-  kernels::DynamicStats out[2];
-  RANKD_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(out, dev_stats, sizeof(out), cudaMemcpyDeviceToHost, st), "update stats");
-  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(st), "apply an update");
-  *erased = out[0];
-  *upserted = out[1];
-  return absl::OkStatus();
 }
 
 absl::Status DeviceModel::ReadDynamicRows(int table, int64_t first, int64_t n, int64_t* keys,
@@ -561,6 +455,8 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
   // Cache refreshes and online updates.
   RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&dm->refresh_stream_, cudaStreamNonBlocking),
                              "cache refresh stream");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&dm->updates_done_, cudaEventDisableTiming),
+                             "updates event");
   if (!dm->caches_.empty()) {
     if (options.refresh_interval_ms > 0) {
       DeviceModel* raw = dm.get();

@@ -125,14 +125,67 @@ class DeviceModel {
   // does this every refresh_interval_ms).
   absl::Status RefreshCachesNow() const;
 
-  // Online updates of a STATIC table (engine/updates): writes `ids`' rows
-  // (ids.size() rows of the table's row type, validated by the caller) into
-  // the table wherever it lives (HBM; or pinned host memory, written by the
-  // GPU) and into the HBM cache slots of those rows that are cached, on the
-  // maintenance stream (no cache refresh runs meanwhile), and waits for it.
-  // The caller guarantees that no batch runs (LiveTables' exclusive gate).
-  absl::Status WriteStaticRows(int table, absl::Span<const int64_t> ids,
-                               absl::Span<const uint8_t> rows) const;
+  // Online updates (engine/updates; TableStore::Update), ordered on this GPU
+  // rather than by draining its workers:
+  //   Stage*: takes this GPU's maintenance lock (held until the Update is
+  //     destroyed: no cache refresh or other update meanwhile) and copies the
+  //     inputs to device staging on the maintenance stream.
+  //   Commit, while the version's gate is held exclusively (no worker is
+  //     enqueueing): the maintenance stream waits on every worker's last
+  //     batch (AddBatchEvent), the writes are enqueued after it, and
+  //     updates_done() is recorded after them.
+  //   Wait: waits for the writes and reads the kernels' counts.
+  // Workers, under the shared gate, make each batch's stream wait on
+  // updates_done() before its first read and record their batch event after
+  // its last. So a batch enqueued before a commit never sees its writes and
+  // one enqueued after sees all of them.
+  class Update {
+   public:
+    ~Update();  // waits for committed writes; releases the lock
+    Update(const Update&) = delete;
+    Update& operator=(const Update&) = delete;
+    absl::Status Commit(uint64_t now);
+    // DYNAMIC tables: the erase's and the upsert's counts (STATIC: zeros).
+    absl::Status Wait(kernels::DynamicStats* erased, kernels::DynamicStats* upserted);
+
+   private:
+    friend class DeviceModel;
+    explicit Update(const DeviceModel* dm);
+    absl::Status WaitForBatches();
+    absl::Status CommitStatic();
+    absl::Status CommitDynamic(uint64_t now);
+    const DeviceModel* const dm_;
+    int table_ = 0;
+    bool dynamic_ = false;
+    int64_t n_ = 0;  // ids / keys to write
+    int64_t m_ = 0;  // keys to delete
+    // Offsets into the device staging buffer.
+    size_t off_delete_ = 0, off_rows_ = 0, off_stats_ = 0, off_rowidx_ = 0, off_scratch_ = 0;
+    int64_t scratch_bytes_ = 0;
+    bool committed_ = false;
+    bool waited_ = false;
+  };
+  // A STATIC table's `ids` (validated by the caller) get `rows` (ids.size()
+  // rows of the table's row type), wherever the table lives (HBM; or pinned
+  // host memory, written by the GPU) and in the HBM cache slots of those of
+  // them that are cached.
+  absl::StatusOr<std::unique_ptr<Update>> StageStaticRows(int table,
+                                                          absl::Span<const int64_t> ids,
+                                                          absl::Span<const uint8_t> rows) const;
+  // A DYNAMIC table: erases `delete_keys`, then upserts `keys` -> `rows`
+  // (validated by the caller: unique keys, no sentinel) at the Commit's
+  // logical time, evicting the lowest-scored keys when the table is full;
+  // rows of the upserted keys that are in the HBM cache are written through.
+  absl::StatusOr<std::unique_ptr<Update>> StageDynamic(int table,
+                                                       absl::Span<const int64_t> delete_keys,
+                                                       absl::Span<const int64_t> keys,
+                                                       absl::Span<const uint8_t> rows) const;
+  // A worker's batch event (on this GPU, recorded after each batch it
+  // enqueues): updates wait on it. Remove before destroying the event.
+  void AddBatchEvent(cudaEvent_t event) const;
+  void RemoveBatchEvent(cudaEvent_t event) const;
+  // Recorded after each committed update's writes.
+  cudaEvent_t updates_done() const { return updates_done_; }
   // Copies rows [first, first + n) of a STATIC table into host memory `out`.
   absl::Status ReadStaticRows(int table, int64_t first, int64_t n, uint8_t* out) const;
 
@@ -143,16 +196,6 @@ class DeviceModel {
   // Lookups touch the scores (LRU / LFU) at the time the workers put in
   // PooledLookupArgs::score_now_ptr.
   bool any_scored() const { return any_scored_; }
-  // Online update of a DYNAMIC table: erases `delete_keys`, then upserts
-  // `keys` -> `rows` (keys.size() rows of the table's row type; validated by
-  // the caller: unique keys, no sentinel) at logical time `now`, evicting
-  // the lowest-scored keys when the table is full; rows of the upserted keys
-  // that are in the HBM cache are written through. Adds the kernels' counts
-  // to *erased / *upserted. Same caller guarantees as WriteStaticRows.
-  absl::Status ApplyDynamic(int table, absl::Span<const int64_t> delete_keys,
-                            absl::Span<const int64_t> keys, absl::Span<const uint8_t> rows,
-                            uint64_t now, kernels::DynamicStats* erased,
-                            kernels::DynamicStats* upserted) const;
   // Copies row slots [first, first + n) of a DYNAMIC table (of max_keys):
   // each row's key (kernels::kEmptyKey: a free row) into `keys` and its bytes
   // into `rows`.
@@ -205,8 +248,12 @@ class DeviceModel {
   mutable cudaStream_t refresh_stream_ = nullptr;
   mutable absl::Status maintenance_status_;  // guarded by refresh_mu_
   mutable DeviceBuffer update_staging_;       // one update's inputs; guarded by refresh_mu_
+  mutable PinnedBuffer update_counts_;        // DynamicStats[2] read back; guarded by refresh_mu_
   // Grows update_staging_ to `bytes` (refresh_mu_ held).
   absl::Status EnsureUpdateStaging(size_t bytes) const;
+  cudaEvent_t updates_done_ = nullptr;
+  mutable absl::Mutex events_mu_;
+  mutable std::vector<cudaEvent_t> batch_events_ ABSL_GUARDED_BY(events_mu_);
   absl::Notification stop_;
   std::thread maintenance_;
 };

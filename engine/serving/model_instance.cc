@@ -190,6 +190,11 @@ void ModelInstance::RunWorker(Worker* worker) {
   std::vector<const Request*> requests;
   std::vector<absl::Span<float>> scores;
   BatchStats stats;
+  // Updates: the worker holds the gate itself while it enqueues a batch, or
+  // this thread holds it around each whole batch.
+  LiveTables* const live = options_.live_tables.get();
+  LiveTables* const scope_live =
+      live != nullptr && worker->AttachLiveTables(live) ? nullptr : live;
   while (std::optional<Batch> batch = batcher_->NextBatch()) {
     requests.clear();
     scores.clear();
@@ -206,7 +211,7 @@ void ModelInstance::RunWorker(Worker* worker) {
     const absl::Time start = clock_->Now();
     absl::Status status;
     {
-      LiveTables::BatchScope tables(options_.live_tables.get());
+      LiveTables::BatchScope tables(scope_live);
       status = worker->Execute(requests, scores, &stats);
     }
     const absl::Time end = clock_->Now();

@@ -66,9 +66,10 @@ class ModelInstance {
     // as above; at low load this saves a thread wake-up per request on the
     // latency path, when the worker has nothing else to do.
     bool complete_inline_when_idle = true;
-    // The version's update side (online embedding updates): each worker
-    // holds its gate shared for every batch it executes, so an update is
-    // applied between batches (live_tables.h). Null = tables never change.
+    // The version's update side (online embedding updates): each batch holds
+    // its gate shared, for the whole batch or, where the worker attaches it
+    // (Worker::AttachLiveTables), while the batch is enqueued, so an update
+    // is applied between batches (live_tables.h). Null = tables never change.
     std::shared_ptr<LiveTables> live_tables;
   };
 

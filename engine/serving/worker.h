@@ -13,6 +13,8 @@
 
 namespace rankd::engine {
 
+class LiveTables;  // engine/updates/live_tables.h
+
 // Threading: a ModelInstance calls Execute from one thread only (the thread
 // that owns this worker), one batch at a time, so implementations need no
 // locking of their own state. That thread is not the one that constructed the
@@ -32,6 +34,15 @@ class Worker {
   virtual absl::Status Execute(absl::Span<const Request* const> requests,
                                absl::Span<const absl::Span<float>> scores,
                                BatchStats* stats) = 0;
+
+  // Embedding updates (live_tables.h). A worker whose batches run on a
+  // device queue, and whose tables order each update on that queue after the
+  // batches enqueued before it, may hold `live`'s gate (a BatchScope) only
+  // while it enqueues a batch: it keeps `live` and returns true. Otherwise it
+  // returns false and the ModelInstance holds a BatchScope around each whole
+  // Execute. Called once, before the first Execute; `live` outlives the
+  // worker's batches.
+  virtual bool AttachLiveTables(LiveTables* live) { return false; }
 };
 
 }  // namespace rankd::engine

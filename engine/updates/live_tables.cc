@@ -24,9 +24,8 @@ absl::StatusOr<LiveTables::Applied> LiveTables::Apply(const TableDelta& delta,
   if (!valid.ok()) return valid;
   const std::string& table = model_->tables[delta.table].name;
   Applied applied;
-  // Exclusive gate: no batch runs and no other Apply or Close (so mu_ need
-  // not be held while the stores write; ListModels keeps answering).
-  absl::WriterMutexLock gate(&gate_);
+  // One update at a time, from staging to its result; Close waits for it.
+  absl::MutexLock one_at_a_time(&apply_mu_);
   {
     absl::MutexLock lock(&mu_);
     if (closed_) {
@@ -41,15 +40,33 @@ absl::StatusOr<LiveTables::Applied> LiveTables::Apply(const TableDelta& delta,
       }
     }
   }
+  auto on_table = [&table](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("table ", table, ": ", s.message()));
+  };
+  // Staging (copies to the devices) runs while batches go on.
+  std::vector<std::unique_ptr<TableStore::Update>> updates;
+  for (const auto& store : stores_) {
+    absl::StatusOr<std::unique_ptr<TableStore::Update>> update = store->Prepare(delta);
+    if (!update.ok()) return on_table(update.status());
+    updates.push_back(*std::move(update));
+  }
   const uint64_t now = model_->score_clock->fetch_add(1, std::memory_order_relaxed) + 1;
-  for (size_t s = 0; s < stores_.size(); ++s) {
-    DeltaResult result;
-    absl::Status status = stores_[s]->Apply(delta, now, &result);
-    if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("table ", table, ": ", status.message()));
+  absl::Status status;
+  size_t committed = 0;
+  {
+    // Exclusive gate: no batch runs on the host, none is being enqueued.
+    absl::WriterMutexLock gate(&gate_);
+    for (; committed < updates.size() && status.ok(); ++committed) {
+      status = updates[committed]->Commit(now);
     }
+  }
+  for (size_t s = 0; s < committed; ++s) {
+    DeltaResult result;
+    const absl::Status waited = updates[s]->Wait(&result);
+    if (status.ok()) status = waited;
     if (s == 0) applied.result = result;
   }
+  if (!status.ok()) return on_table(status);
   absl::MutexLock lock(&mu_);
   DynamicTableStats& stats = dynamic_[delta.table];
   stats.keys += applied.result.keys_inserted - applied.result.keys_deleted -
@@ -65,12 +82,8 @@ absl::StatusOr<LiveTables::Applied> LiveTables::Apply(const TableDelta& delta,
   return applied;
 }
 
-absl::Status LiveTables::WithTablesQuiet(const std::function<absl::Status()>& fn) {
-  absl::WriterMutexLock gate(&gate_);
-  return fn();
-}
-
 void LiveTables::Close() {
+  absl::MutexLock one_at_a_time(&apply_mu_);
   absl::WriterMutexLock gate(&gate_);
   absl::MutexLock lock(&mu_);
   closed_ = true;

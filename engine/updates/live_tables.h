@@ -4,15 +4,23 @@
 // to scoring, de-duplicates producers' retries, and keeps the logical clock
 // of dynamic tables' LRU scores.
 //
-// Consistency: a gate (a reader/writer lock with writer priority). Each
-// worker holds it shared for a whole batch (BatchScope, taken by
-// ModelInstance around Worker::Execute, which returns only when the batch's
-// GPU work is done); Apply holds it exclusively. So a message is applied
-// between batches: every batch sees all of it or none of it, in stream
-// order, and a batch that starts after Apply returned sees it. The cost is a
-// pause of scoring per message: the in-flight batches finish, the message is
-// applied (a memcpy / scatter of its rows, plus hash inserts), then batches
-// go on (docs/architecture.md, "Live embeddings").
+// Consistency: a gate (a reader/writer lock with writer priority) and the
+// stores' three-step updates (table_store.h). Scoring holds the gate shared
+// (BatchScope): the CPU workers for each whole batch (ModelInstance, around
+// Worker::Execute); the CUDA workers only while they enqueue a batch's GPU
+// work (Worker::AttachLiveTables), because their store orders each update
+// on the GPU after every batch enqueued before it and before every batch
+// enqueued after (DeviceModel: the update's stream waits on each worker's
+// last batch, each worker's next batch on the update). Apply stages the
+// message (copies to the GPUs) without the gate, holds the gate exclusively
+// only to commit it (CPU: the writes themselves; CUDA: enqueueing them),
+// then waits for the writes. So every batch sees all of a message or none of
+// it, messages apply in stream order, and a batch that starts after Apply
+// returned sees it. The cost per message: on the CPU backend scoring pauses
+// while in-flight batches finish and the rows are written; on the CUDA
+// backend batches are held back only while the update is enqueued, and on
+// the GPU the update's kernels wait for the batches in flight and the next
+// batches for them (docs/architecture.md, "Live embeddings").
 //
 // De-duplication: a message with a producer id and a sequence number > 0 is
 // applied only if the sequence is above the last one applied for that
@@ -20,7 +28,7 @@
 //
 // Ownership: shares the model and the stores; the stores must be the ones
 // the version's workers read. Threading: every method is thread-safe; Apply
-// calls run one at a time (the exclusive gate).
+// calls run one at a time (apply_mu_, from staging to the result).
 #ifndef RANKD_ENGINE_UPDATES_LIVE_TABLES_H_
 #define RANKD_ENGINE_UPDATES_LIVE_TABLES_H_
 
@@ -61,8 +69,7 @@ class LiveTables {
   // `stores`: at least one, each holding the version's tables.
   LiveTables(std::shared_ptr<const Model> model, std::vector<std::shared_ptr<TableStore>> stores);
 
-  // Held by a worker for one batch (shared gate). Reads the logical time the
-  // batch's lookups stamp on dynamic tables' LRU scores.
+  // Held by a worker for one batch, or while it enqueues one (shared gate).
   class BatchScope {
    public:
     explicit BatchScope(LiveTables* live) ABSL_NO_THREAD_SAFETY_ANALYSIS : live_(live) {
@@ -86,16 +93,13 @@ class LiveTables {
 
   // Validates `delta` (delta_validation.h; nothing applied on error), skips
   // it when `origin` repeats an applied sequence, else applies it to every
-  // store under the exclusive gate. INVALID_ARGUMENT for a bad delta or an
+  // store (committed under the exclusive gate) and returns once the writes
+  // are complete. INVALID_ARGUMENT for a bad delta or an
   // origin with a sequence and no producer id; FAILED_PRECONDITION once the
   // version is closed (Close); a store's error (INTERNAL) otherwise, after
   // which the version's tables may differ between stores: the server
   // should reload it.
   absl::StatusOr<Applied> Apply(const TableDelta& delta, const UpdateOrigin& origin);
-
-  // Runs `fn` under the exclusive gate (no batch running, no Apply): a
-  // consistent cut of every table (snapshots read the stores there).
-  absl::Status WithTablesQuiet(const std::function<absl::Status()>& fn);
 
   // Refuses every later Apply with FAILED_PRECONDITION (the version is being
   // unloaded). Waits for an Apply in progress.
@@ -125,7 +129,8 @@ class LiveTables {
   const std::vector<std::shared_ptr<TableStore>> stores_;
   bool validation_reads_tables_ = false;
 
-  absl::Mutex gate_;  // shared: batches; exclusive: Apply / WithTablesQuiet
+  absl::Mutex apply_mu_;  // one Apply or Close at a time
+  absl::Mutex gate_ ABSL_ACQUIRED_AFTER(apply_mu_);  // shared: batches; exclusive: commits
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(gate_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // (producer, table) -> position.

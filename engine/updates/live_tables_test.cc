@@ -297,6 +297,146 @@ TEST(LiveTablesDynamicTest, InsertsUpdatesDeletesAndReadsBack) {
       HasSubstr("also in ids"));
 }
 
+// A store that records the three steps of each update. Prepare and Wait
+// take the version's gate shared on the calling thread: they hang (the
+// test times out) if Apply held it exclusively around them.
+class RecordingStore final : public TableStore {
+ public:
+  RecordingStore(std::vector<std::string>* log, std::string name, LiveTables** live,
+                 bool fail_commit = false)
+      : log_(log), name_(std::move(name)), live_(live), fail_commit_(fail_commit) {}
+  absl::Status Apply(const TableDelta&, uint64_t, DeltaResult*) override {
+    return absl::InternalError("Apply is not the update path");
+  }
+  absl::StatusOr<std::unique_ptr<Update>> Prepare(const TableDelta& delta) override {
+    LiveTables::BatchScope batch(*live_);
+    log_->push_back(name_ + " prepare");
+    return std::make_unique<Steps>(this, static_cast<int64_t>(delta.ids.size()));
+  }
+  absl::Status ReadTable(int, const TableSink&) const override { return absl::OkStatus(); }
+
+ private:
+  class Steps final : public Update {
+   public:
+    Steps(RecordingStore* store, int64_t rows) : store_(store), rows_(rows) {}
+    absl::Status Commit(uint64_t now) override {
+      store_->log_->push_back(store_->name_ + " commit " + std::to_string(now));
+      if (store_->fail_commit_) return absl::InternalError("device lost");
+      return absl::OkStatus();
+    }
+    absl::Status Wait(DeltaResult* result) override {
+      LiveTables::BatchScope batch(*store_->live_);
+      store_->log_->push_back(store_->name_ + " wait");
+      result->rows_applied += rows_;
+      return absl::OkStatus();
+    }
+
+   private:
+    RecordingStore* const store_;
+    const int64_t rows_;
+  };
+  std::vector<std::string>* const log_;
+  const std::string name_;
+  LiveTables** const live_;
+  const bool fail_commit_;
+};
+
+TEST(LiveTablesTest, StagesAndWaitsOutsideTheGateCommitsInStoreOrder) {
+  auto model = StaticModel();
+  std::vector<std::string> log;
+  LiveTables* self = nullptr;
+  LiveTables live(model, {std::make_shared<RecordingStore>(&log, "a", &self),
+                          std::make_shared<RecordingStore>(&log, "b", &self)});
+  self = &live;
+  const std::vector<int64_t> ids = {1, 2};
+  const std::vector<float> rows(2 * model->tables[0].dim, 0.5f);
+  const uint64_t before = model->score_clock->load();
+  auto applied = live.Apply({0, ids, Bytes(rows), {}}, {"p", 1, 0});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_EQ(applied->result.rows_applied, 2);  // the first store's figures
+  const std::string now = std::to_string(before + 1);
+  EXPECT_EQ(log, (std::vector<std::string>{"a prepare", "b prepare", "a commit " + now,
+                                           "b commit " + now, "a wait", "b wait"}));
+  ASSERT_EQ(live.Positions().size(), 1u);
+  EXPECT_EQ(live.Positions()[0].last_sequence, 1u);
+}
+
+TEST(LiveTablesTest, FailedCommitWaitsForTheCommittedAndKeepsThePosition) {
+  auto model = StaticModel();
+  std::vector<std::string> log;
+  LiveTables* self = nullptr;
+  LiveTables live(model, {std::make_shared<RecordingStore>(&log, "a", &self),
+                          std::make_shared<RecordingStore>(&log, "b", &self, true),
+                          std::make_shared<RecordingStore>(&log, "c", &self)});
+  self = &live;
+  const std::vector<int64_t> ids = {1};
+  const std::vector<float> rows(model->tables[0].dim, 0.5f);
+  auto applied = live.Apply({0, ids, Bytes(rows), {}}, {"p", 1, 0});
+  ASSERT_FALSE(applied.ok());
+  EXPECT_EQ(applied.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(applied.status().message()), HasSubstr("device lost"));
+  EXPECT_THAT(std::string(applied.status().message()), HasSubstr("table "));
+  // "c" is never committed; "a" and "b" (its commit failed) are waited on.
+  EXPECT_EQ(log.size(), 7u);
+  EXPECT_EQ(log.back(), "b wait");
+  EXPECT_TRUE(live.Positions().empty());
+}
+
+// A worker that applies an update from inside Execute: possible only when
+// the ModelInstance does not hold the version's gate around Execute, which
+// is what a worker that attaches the live tables asks for.
+class UpdatingWorker final : public Worker {
+ public:
+  UpdatingWorker(LiveTables* live, bool attach) : live_(live), attach_(attach) {}
+  absl::string_view name() const override { return "updating"; }
+  bool AttachLiveTables(LiveTables* live) override {
+    attached_ = live;
+    return attach_;
+  }
+  absl::Status Execute(absl::Span<const Request* const> requests,
+                       absl::Span<const absl::Span<float>> scores, BatchStats*) override {
+    if (attached_ != live_) return absl::InternalError("live tables not attached");
+    const std::vector<int64_t> ids = {0};
+    const std::vector<float> rows(live_->model().tables[0].dim, 7.0f);
+    auto applied = live_->Apply({0, ids, Bytes(rows), {}}, {});
+    if (!applied.ok()) return applied.status();
+    for (size_t r = 0; r < requests.size(); ++r) scores[r][0] = 1.0f;
+    return absl::OkStatus();
+  }
+
+ private:
+  LiveTables* const live_;
+  const bool attach_;
+  LiveTables* attached_ = nullptr;
+};
+
+TEST(LiveTablesTest, AttachedWorkerRunsWithoutTheInstanceHoldingTheGate) {
+  auto model = StaticModel();
+  auto live = Live(model);
+  ModelInstance::Options options;
+  options.live_tables = live;
+  std::vector<std::unique_ptr<Worker>> workers;
+  workers.push_back(std::make_unique<UpdatingWorker>(live.get(), /*attach=*/true));
+  auto instance = ModelInstance::Create(model, options, std::move(workers));
+  ASSERT_TRUE(instance.ok()) << instance.status();
+  const testing::OwnedRequest owned = testing::MakeRandomRequest(*model, {});
+  std::vector<float> scores(owned.view().num_candidates, 0.0f);
+  absl::Notification done;
+  absl::Status result;
+  QueuedRequest q;
+  q.request = owned.view();
+  q.scores = absl::MakeSpan(scores);
+  q.done = [&](absl::Status s, const RequestTiming&) {
+    result = s;
+    done.Notify();
+  };
+  ASSERT_TRUE((*instance)->Submit(std::move(q)).ok());
+  done.WaitForNotification();
+  (*instance)->Shutdown();
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_EQ(Row(*model, 0, 0), std::vector<float>(model->tables[0].dim, 7.0f));
+}
+
 // A worker that pools one table's rows (the real CPU pooling kernel over the
 // model's memory) and reports, per request, whether every value of every
 // row it read carried the same update number: scores[0] = that number, or

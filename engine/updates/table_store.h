@@ -3,15 +3,24 @@
 // (host_table_store.h); the CUDA backend's is each GPU's DeviceModel (HBM
 // tables, pinned host tables and their HBM caches).
 //
-// Threading: LiveTables calls Apply and ReadTable only while it holds its
-// gate exclusively (no batch of the version is running), one call at a time.
+// An update reaches a store in three steps (Prepare, then the returned
+// Update's Commit and Wait), so that a store whose tables live on a device
+// can copy the inputs before and wait for the writes after the short time
+// in which LiveTables holds its gate exclusively (live_tables.h).
+//
+// Threading: LiveTables runs one update at a time, from Prepare to the
+// Update's destruction; it calls Commit only while it holds its gate
+// exclusively, and Apply (the default Commit) likewise. ReadTable runs while
+// no update is in progress.
 #ifndef RANKD_ENGINE_UPDATES_TABLE_STORE_H_
 #define RANKD_ENGINE_UPDATES_TABLE_STORE_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/updates/table_delta.h"
 #include "kernels/cpu/dynamic_table.h"
@@ -27,6 +36,23 @@ class TableStore {
   // e.g. a CUDA error: the version should then be reloaded). `now` is the
   // logical time of dynamic tables' LRU scores.
   virtual absl::Status Apply(const TableDelta& delta, uint64_t now, DeltaResult* result) = 0;
+
+  // One update in progress. Commit makes the delta visible to every batch
+  // that starts after it returns, and to none that started before (the
+  // caller holds the gate: batches that read the tables on the host are not
+  // running; batches queued on a device are ordered by the store). Wait
+  // returns once the writes are complete and adds what they did to
+  // `result`. Destroying an Update waits for committed writes too.
+  class Update {
+   public:
+    virtual ~Update() = default;
+    virtual absl::Status Commit(uint64_t now) = 0;
+    virtual absl::Status Wait(DeltaResult* result) = 0;
+  };
+  // Starts an update of a validated delta (which must outlive the Update):
+  // copies what can be copied before the gate. The default applies the
+  // whole delta in Commit, through Apply.
+  virtual absl::StatusOr<std::unique_ptr<Update>> Prepare(const TableDelta& delta);
 
   // Calls `sink` with the table's current content in pieces, in order:
   // for a STATIC table, rows [0, num_rows) (keys empty); for a DYNAMIC
