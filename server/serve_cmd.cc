@@ -285,6 +285,10 @@ class ServerLifecycle final : public ModelManager::Listener {
   void OnUpdateLogBytes(const std::string& model, int64_t bytes) override {
     metrics_->SetUpdateLogBytes(model, bytes);
   }
+  void OnDynamicTableKeys(const std::string& model, const std::string& table, int64_t keys,
+                          int64_t max_keys) override {
+    metrics_->OnDynamicTableKeys(model, table, keys, max_keys);
+  }
   void OnModelServing(const std::string& model, bool serving) override {
     absl::MutexLock lock(&mu_);
     if (health_ != nullptr && !stopping_) health_->SetServingStatus(model, serving);

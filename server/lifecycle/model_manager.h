@@ -142,6 +142,11 @@ class ModelManager {
     // The model's update log has this many bytes (after an append, a
     // replay or a truncation). Runs under the update lock: keep it short.
     virtual void OnUpdateLogBytes(const std::string& model, int64_t bytes) {}
+    // A DYNAMIC table's key count and maximum, once a loaded version has
+    // replayed the update log or journal (before it takes traffic). Runs
+    // under the update lock: keep it short.
+    virtual void OnDynamicTableKeys(const std::string& model, const std::string& table,
+                                    int64_t keys, int64_t max_keys) {}
   };
 
   // INVALID_ARGUMENT naming the option for bad options. `listener` may be

@@ -40,7 +40,12 @@ class FakeLoader final : public VersionLoader {
     }
     engine::testing::RandomModelSpec spec;
     spec.seed = static_cast<uint64_t>(version);
+    if (dynamic_t1) {
+      spec.dynamic_tables = {1};
+      spec.id_policy = rankd::v1::ZERO;
+    }
     std::shared_ptr<engine::Model> model = engine::testing::MakeRandomModel(spec);
+    if (dynamic_t1) engine::testing::MakeTableGrowable(model.get(), 1, 64);
     model->name = name;
     model->version = version;
     auto workers = engine::CreateCpuWorkers(model, 1, 1);
@@ -68,6 +73,7 @@ class FakeLoader final : public VersionLoader {
   }
   void Released() { --alive_; }
   bool live_tables = false;  // give versions LiveTables (embedding updates)
+  bool dynamic_t1 = false;   // table t1 DYNAMIC (room for 64 keys)
 
  private:
   absl::Mutex mu_;
@@ -91,8 +97,14 @@ class Recorder final : public ModelManager::Listener {
     absl::MutexLock lock(&mu_);
     serving.push_back(s);
   }
+  void OnDynamicTableKeys(const std::string&, const std::string& table, int64_t keys,
+                          int64_t max_keys) override {
+    absl::MutexLock lock(&mu_);
+    dynamic_keys.push_back(absl::StrCat(table, " ", keys, "/", max_keys));
+  }
   absl::Mutex mu_;
   FakeLoader* loader = nullptr;
+  std::vector<std::string> dynamic_keys;  // "table keys/max_keys" per report
   std::vector<int64_t> unloaded;
   int loads_ok = 0, loads_failed = 0;
   std::vector<bool> serving;
@@ -474,6 +486,33 @@ TEST_F(ModelManagerTest, UpdateLogIsReplayedOntoLoadingVersionsByTarget) {
   ASSERT_TRUE(Make(ModelManager::Mode::kPoll).Start().ok());
   EXPECT_EQ(PositionOf("m", 2), 3u);
   EXPECT_EQ(fs::file_size(root_ / "logs" / "m.updlog"), size);
+}
+
+TEST_F(ModelManagerTest, ReplayReportsDynamicKeyCounts) {
+  loader_.live_tables = true;
+  loader_.dynamic_t1 = true;
+  update_log_dir_ = (root_ / "logs").string();
+  Publish("m", 1);
+  ModelManager& m = Make(ModelManager::Mode::kPoll);
+  ASSERT_TRUE(m.Start().ok());
+  // Loaded with the spec's 11 keys.
+  EXPECT_EQ(recorder_.dynamic_keys, (std::vector<std::string>{"t1 11/64"}));
+  rankd::v1::EmbeddingUpdate msg;
+  msg.set_model("m");
+  msg.set_table("t1");
+  for (int64_t key : {900001, 900002, 900003}) {
+    msg.add_ids(key);
+    for (int i = 0; i < 4; ++i) msg.add_rows(0.5f);
+  }
+  UpdateFn apply = [msg](ServedVersion& v) {
+    return ApplyUpdateMessage(msg, v.name(), v.version(), v.live_tables()).status();
+  };
+  ASSERT_TRUE(manager_->ApplyUpdate("m", 0, apply, &msg).ok());
+  // A restart replays the three inserts before the version takes traffic.
+  manager_.reset();
+  recorder_.dynamic_keys.clear();
+  ASSERT_TRUE(Make(ModelManager::Mode::kPoll).Start().ok());
+  EXPECT_EQ(recorder_.dynamic_keys, (std::vector<std::string>{"t1 14/64"}));
 }
 
 TEST_F(ModelManagerTest, ADamagedUpdateLogFailsTheLoadNamingTheFile) {

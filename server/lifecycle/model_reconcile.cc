@@ -233,6 +233,12 @@ bool ModelManager::LoadVersion(const std::string& name, int64_t version) {
       if (outcome.ok()) LogReplayed(name, version, replay);
     }
   }
+  if (outcome.ok() && listener_ != nullptr && served->live_tables() != nullptr) {
+    // Replayed inserts and evictions changed the key counts since the load.
+    for (const auto& d : served->live_tables()->DynamicTables()) {
+      listener_->OnDynamicTableKeys(name, d.table, d.keys, d.max_keys);
+    }
+  }
   if (outcome.ok()) {
     if (listener_ != nullptr) listener_->OnVersionReady(name, version);
     absl::MutexLock lock(&mu_);
