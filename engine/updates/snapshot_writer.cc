@@ -92,6 +92,14 @@ absl::StatusOr<SnapshotStats> WriteSnapshot(const Model& model, const TableStore
   }
   const rankd::v1::ModelConfig config = SnapshotConfig(model, dynamic_keys);
   const ModelTensorLayout layout = ExpectedTensorLayout(config);
+  if (layout.tables.size() != model.tables.size() || layout.bottom.size() != model.bottom.size() ||
+      layout.cross.size() != model.cross.size() || layout.top.size() != model.top.size()) {
+    // Only a model built in memory (not loaded from a config) gets here.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model ", model.name, " version ", model.version,
+        ": its config does not describe its tensors (a model built in memory), so it cannot be "
+        "written as a model directory"));
+  }
 
   std::vector<Planned> plan;
   auto add = [&plan](const TensorSpec& spec, const void* data) {

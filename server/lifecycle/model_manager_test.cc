@@ -56,9 +56,14 @@ class FakeLoader final : public VersionLoader {
     out.instance = std::move(*instance);
     out.host_bytes = 1000 * version;
     if (live_tables) {
-      out.live_tables = std::make_shared<engine::LiveTables>(
-          model, std::vector<std::shared_ptr<engine::TableStore>>{
-                     std::make_shared<engine::HostTableStore>(model)});
+      if (share_live_tables && shared_live_ != nullptr) {
+        out.live_tables = shared_live_;
+      } else {
+        out.live_tables = std::make_shared<engine::LiveTables>(
+            model, std::vector<std::shared_ptr<engine::TableStore>>{
+                       std::make_shared<engine::HostTableStore>(model)});
+        shared_live_ = out.live_tables;
+      }
     }
     ++alive_;
     return out;
@@ -74,11 +79,15 @@ class FakeLoader final : public VersionLoader {
   void Released() { --alive_; }
   bool live_tables = false;  // give versions LiveTables (embedding updates)
   bool dynamic_t1 = false;   // table t1 DYNAMIC (room for 64 keys)
+  // Every version gets the first version's LiveTables (as an adopted
+  // snapshot shares its source's).
+  bool share_live_tables = false;
 
  private:
   absl::Mutex mu_;
   int loads_ = 0;
   std::vector<int> alive_at_load_;
+  std::shared_ptr<engine::LiveTables> shared_live_;
   std::atomic<int> alive_{0};  // loaded and not yet unloaded (via Recorder)
 };
 
@@ -513,6 +522,32 @@ TEST_F(ModelManagerTest, ReplayReportsDynamicKeyCounts) {
   recorder_.dynamic_keys.clear();
   ASSERT_TRUE(Make(ModelManager::Mode::kPoll).Start().ok());
   EXPECT_EQ(recorder_.dynamic_keys, (std::vector<std::string>{"t1 14/64"}));
+}
+
+// An adopted snapshot is a second version over the same tables (here: two
+// loaded versions given one LiveTables): an update of every live version
+// reaches those tables once, not once per version.
+TEST_F(ModelManagerTest, UpdateOfEveryVersionAppliesOnceToSharedTables) {
+  loader_.live_tables = true;
+  loader_.share_live_tables = true;
+  Publish("m", 1);
+  Publish("m", 2);
+  ModelManager& m = Make(ModelManager::Mode::kExplicit, ModelManager::Transition::kAvailability,
+                         {"m"});
+  ASSERT_TRUE(m.Start().ok());
+  ASSERT_TRUE(m.Load("m", {1}).ok());
+  ASSERT_EQ(StateOf("m", 1), rankd::v1::READY);
+  ASSERT_EQ(StateOf("m", 2), rankd::v1::READY);
+  std::vector<int64_t> applied_to;
+  UpdateFn record = [&applied_to](ServedVersion& v) {
+    applied_to.push_back(v.version());
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(m.ApplyUpdate("m", 0, record).ok());
+  EXPECT_EQ(applied_to.size(), 1u);
+  applied_to.clear();
+  ASSERT_TRUE(m.ApplyUpdate("m", 2, record).ok());  // one named version: as asked
+  EXPECT_EQ(applied_to, (std::vector<int64_t>{2}));
 }
 
 TEST_F(ModelManagerTest, ADamagedUpdateLogFailsTheLoadNamingTheFile) {

@@ -54,10 +54,13 @@ absl::Status ModelManager::ApplyUpdate(const std::string& model, int64_t version
       }
       targets.push_back(v->second.served);
     } else {
+      // An adopted snapshot shares its source's tables: update them once.
+      std::set<const engine::LiveTables*> tables;
       for (const auto& [n, vs] : slot.versions) {
-        if (vs.record.state() == rankd::v1::READY && vs.served != nullptr) {
-          targets.push_back(vs.served);
-        }
+        if (vs.record.state() != rankd::v1::READY || vs.served == nullptr) continue;
+        const engine::LiveTables* live = vs.served->live_tables();
+        if (live != nullptr && !tables.insert(live).second) continue;
+        targets.push_back(vs.served);
       }
     }
   }
