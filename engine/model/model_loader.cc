@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/model/error_list.h"
+#include "engine/model/error_text.h"
 #include "engine/model/host_memory.h"
 #include "engine/model/model_shapes.h"
 #include "engine/model/safetensors.h"
@@ -168,8 +169,14 @@ void CheckTensors(const ModelConfig& config, const SafetensorsFile& file,
   if (!unused.empty()) {
     constexpr size_t kMaxNames = 10;
     const size_t shown = std::min(unused.size(), kMaxNames);
+    // Names come from the file: each is quoted to kMaxQuotedBytes.
     std::string names = absl::StrCat(
-        "'", absl::StrJoin(unused.begin(), unused.begin() + shown, "', '"), "'");
+        "'",
+        absl::StrJoin(unused.begin(), unused.begin() + shown, "', '",
+                      [](std::string* out, const std::string& name) {
+                        out->append(TruncateForError(name));
+                      }),
+        "'");
     if (unused.size() > shown) {
       absl::StrAppend(&names, " and ", unused.size() - shown, " more");
     }

@@ -19,9 +19,15 @@
 
 namespace rankd::engine {
 
+// Largest model.pbtxt ReadModelConfig reads (a config of thousands of tables
+// is well under 1 MiB): a bigger file is refused before it is read.
+inline constexpr int64_t kMaxModelConfigBytes = int64_t{16} << 20;
+
 // Parses text-format `path` into a config, fills defaults and validates it
 // (ValidateModelConfig). INVALID_ARGUMENT with "<path>:<line>:<col>: ..." for a
-// syntax error, or "<path>: <field>: <reason>" for a semantic one.
+// syntax error, or "<path>: <field>: <reason>" for a semantic one; for a
+// path that is not a regular file (a FIFO is never opened for reading: see
+// regular_file.h) or is over kMaxModelConfigBytes.
 absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path);
 
 // Fills defaults (documented in model_config.proto) and checks the config on

@@ -954,6 +954,15 @@ TEST(ModelLoaderTest, ExtraTensorIsAnError) {
               HasSubstr("tensor 'bot_l.4.weight' not used by this DOT model"));
 }
 
+TEST(ModelLoaderTest, UnusedTensorNamesAreQuotedShort) {
+  auto tensors = ExpectedTensors(kMini);
+  const std::string name(1 << 20, 'x');
+  tensors[name] = MakeTensor(name, TensorDtype::kF32, {1});
+  const std::string msg = LoadError(kMini, tensors, "longname");
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("... (", name.size(), " bytes)' not used")));
+  EXPECT_LT(msg.size(), 1000u);
+}
+
 TEST(ModelLoaderTest, MisspeltTensorIsReportedBothWays) {
   auto tensors = ExpectedTensors(kMini);
   OwnedTensor t = tensors.at("top_l.2.bias");
