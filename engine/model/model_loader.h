@@ -5,6 +5,7 @@
 #ifndef RANKD_ENGINE_MODEL_MODEL_LOADER_H_
 #define RANKD_ENGINE_MODEL_MODEL_LOADER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,6 +67,12 @@ struct LoadOptions {
   // The CPU engine needs them: keep true for it. Tables with id_policy ERROR
   // always get one (request validation looks keys up on the host).
   bool build_hash_tables = true;
+  // Borrowed; null = the load cannot be cancelled. Once it reads true the
+  // load stops at its next check (between tables and dense layers, and
+  // before every 8 MiB chunk of rows or keys read or generated; a hash
+  // build runs to its end first), frees what it allocated and returns
+  // CANCELLED naming the model. `rankd serve` sets it on SIGTERM / SIGINT.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Loads one version directory. `expected_name` (if not empty) must equal the
@@ -78,7 +85,10 @@ struct LoadOptions {
 // any table memory is allocated, the host bytes the load needs (rows and
 // keys, generated or read, hash tables, dense weights) are checked against
 // MemAvailable: RESOURCE_EXHAUSTED naming the model, the bytes needed and
-// available.
+// available. Every value read is checked: a NaN or Inf in a FILE table's
+// rows (INVALID_ARGUMENT naming the file, tensor, table, row and element)
+// or in an MLP / cross-layer tensor (naming the tensor, row and column)
+// fails the load, since it would make scores NaN.
 absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
     const std::string& directory, int64_t version = 0,
     const std::string& expected_name = "");
