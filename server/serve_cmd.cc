@@ -274,7 +274,8 @@ void WritePortFile(int grpc_port, int metrics_port, int admin_port) {
 // The process's signals, handled on one thread for the process's whole life.
 // RunServe blocks them in every thread before any thread starts, so only
 // this thread's sigwait receives them:
-// - SIGHUP: poll the repository now (once a poller is set).
+// - SIGHUP: poll the repository now (`poll_mode`); one that arrives while
+//   the models load at start is kept and polls once the poller is set.
 // - SIGTERM / SIGINT: the first sets the stop flag, which every model load
 //   reads as its cancel flag (LoadOptions::cancel: a load in progress stops
 //   within one 8 MiB chunk, so a start-up load no longer delays the exit),
@@ -285,8 +286,8 @@ void WritePortFile(int grpc_port, int metrics_port, int admin_port) {
 // the process exits and uses nothing but this object.
 class SignalWatcher {
  public:
-  static SignalWatcher* Start(const sigset_t& signals) {
-    auto* watcher = new SignalWatcher(signals);  // lives until exit
+  static SignalWatcher* Start(const sigset_t& signals, bool poll_mode) {
+    auto* watcher = new SignalWatcher(signals, poll_mode);  // lives until exit
     std::thread(&SignalWatcher::Run, watcher).detach();
     return watcher;
   }
@@ -302,21 +303,33 @@ class SignalWatcher {
   void SetPoller(RepositoryPoller* poller) {
     absl::MutexLock lock(&mu_);
     poller_ = poller;
+    if (poller_ != nullptr && kick_pending_) poller_->Kick();
+    kick_pending_ = false;
   }
 
  private:
-  explicit SignalWatcher(const sigset_t& signals) : signals_(signals) {}
+  SignalWatcher(const sigset_t& signals, bool poll_mode)
+      : signals_(signals), poll_mode_(poll_mode) {}
+
+  void OnSighup() {
+    absl::MutexLock lock(&mu_);
+    if (!poll_mode_) {
+      spdlog::info("SIGHUP received: ignored (--model_control is not poll)");
+    } else if (poller_ == nullptr) {
+      kick_pending_ = true;
+      spdlog::info("SIGHUP received: the model repository is polled once serving");
+    } else {
+      spdlog::info("SIGHUP received: polling the model repository now");
+      poller_->Kick();
+    }
+  }
 
   void Run() {
     while (true) {
       int signal_number = 0;
       if (sigwait(&signals_, &signal_number) != 0) continue;
       if (signal_number == SIGHUP) {
-        absl::MutexLock lock(&mu_);
-        spdlog::info("SIGHUP received: {}", poller_ != nullptr
-                                                ? "polling the model repository now"
-                                                : "ignored (not polling the repository)");
-        if (poller_ != nullptr) poller_->Kick();
+        OnSighup();
         continue;
       }
       const char* name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
@@ -335,11 +348,13 @@ class SignalWatcher {
   }
 
   const sigset_t signals_;
+  const bool poll_mode_;
   std::atomic<bool> stop_{false};
   std::atomic<int> stop_signal_{0};
   absl::Notification stopped_;
   absl::Mutex mu_;
   RepositoryPoller* poller_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool kick_pending_ ABSL_GUARDED_BY(mu_) = false;  // SIGHUP before the poller
 };
 
 // Lifecycle events -> metrics and per-model health. Health calls arrive only
@@ -410,7 +425,8 @@ int RunServe() {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGHUP);  // poll the repository now
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  SignalWatcher* signals = SignalWatcher::Start(stop_signals);
+  SignalWatcher* signals =
+      SignalWatcher::Start(stop_signals, absl::GetFlag(FLAGS_model_control) == "poll");
 
   // Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
   // and gRPC's: gpr mutexes are absl::Mutex) runs the deadlock detector: a
