@@ -12,6 +12,17 @@ std::string FeatureField(const SparseFeature& f, const char* field) {
   return absl::StrCat("sparse feature \"", f.name, "\".", field);
 }
 
+// Why `v` is refused ("" = accepted): not finite, or beyond the bound.
+std::string BadValue(float v, const RequestLimits& limits) {
+  if (!std::isfinite(v)) return absl::StrCat(v, " is not a finite number");
+  if (limits.max_abs_input > 0 && std::fabs(v) > limits.max_abs_input) {
+    return absl::StrCat(v, " exceeds the server's bound of ", limits.max_abs_input,
+                        " on input magnitudes (--max_abs_input; larger values "
+                        "overflow the model's float32 arithmetic)");
+  }
+  return "";
+}
+
 absl::Status CheckIdsResolve(const EmbeddingTable& table,
                              const SparseFeature& feature,
                              absl::Span<const int64_t> ids) {
@@ -87,10 +98,9 @@ absl::Status ValidateFeature(const Model& model, const SparseFeature& feature,
           " values; expected none or one per id (", in.ids.size(), ")"));
     }
     for (size_t i = 0; i < in.weights.size(); ++i) {
-      if (!std::isfinite(in.weights[i])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            FeatureField(feature, "weights"), "[", i, "]: ", in.weights[i],
-            " is not a finite number"));
+      if (std::string why = BadValue(in.weights[i], limits); !why.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(FeatureField(feature, "weights"), "[", i, "]: ", why));
       }
     }
   }
@@ -118,11 +128,10 @@ absl::Status ValidateRequest(const Model& model, const Request& request,
         " (num_candidates ", b, " x num_dense ", model.num_dense, ")"));
   }
   for (size_t i = 0; i < request.dense.size(); ++i) {
-    if (!std::isfinite(request.dense[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dense[", i, "] (candidate ", i / model.num_dense, ", feature ",
-          i % model.num_dense, "): ", request.dense[i],
-          " is not a finite number"));
+    if (std::string why = BadValue(request.dense[i], limits); !why.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dense[", i, "] (candidate ", i / model.num_dense,
+                       ", feature ", i % model.num_dense, "): ", why));
     }
   }
   if (request.features.size() != model.features.size()) {

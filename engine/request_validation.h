@@ -18,14 +18,22 @@ struct RequestLimits {
   int32_t max_candidates = 0;
   // Most ids in one feature of one request; 0 = no limit.
   int64_t max_ids_per_feature = 0;
+  // Largest |value| of a dense feature or a per-id weight; 0 = no bound
+  // (values must still be finite). Finite but huge inputs (dense 3e38,
+  // weights 1e30) overflow the model's float32 arithmetic to Inf / NaN;
+  // bounding them refuses such requests up front, naming the field. It is
+  // not a proof against overflow (that depends on the model's weights):
+  // the serving path also refuses any non-finite score (ModelInstance).
+  float max_abs_input = 0;
 };
 
 // Checks: num_candidates in [1, max]; dense has num_candidates * num_dense
 // finite values; one input per model feature; lengths has num_candidates
 // entries (or 1; exactly 1 for request-level features), none negative, none
 // over the feature's max_ids_per_bag; ids count = sum of lengths and within
-// max_ids_per_feature; weights empty or one finite value per id; ids of
-// tables with the ERROR policy resolve (in range / key stored).
+// max_ids_per_feature; weights empty or one finite value per id; dense
+// values and weights within max_abs_input; ids of tables with the ERROR
+// policy resolve (in range / key stored).
 absl::Status ValidateRequest(const Model& model, const Request& request,
                              const RequestLimits& limits = {});
 

@@ -72,6 +72,27 @@ TEST_F(ValidationTest, DenseNaNAndInf) {
   EXPECT_THAT(Error(), HasSubstr("dense[19]"));
 }
 
+// Issue 17, defect 3: finite but huge inputs (dense 3e38, weights 1e30)
+// overflowed to NaN scores answered OK. With a bound they are refused,
+// naming the field, the position and the flag.
+TEST_F(ValidationTest, InputMagnitudeBound) {
+  RequestLimits limits;
+  limits.max_abs_input = 1e9f;
+  req_.dense[7] = 3e38f;
+  EXPECT_THAT(Error(limits),
+              HasSubstr("dense[7] (candidate 1, feature 2): 3e+38 exceeds the server's "
+                        "bound of 1e+09 on input magnitudes (--max_abs_input"));
+  req_.dense[7] = -2e9f;
+  EXPECT_THAT(Error(limits), HasSubstr("dense[7] (candidate 1, feature 2): -2e+09 exceeds"));
+  req_.dense[7] = -1e9f;  // the bound itself is allowed
+  EXPECT_TRUE(ValidateRequest(*model_, req_.view(), limits).ok());
+  req_.weights[0][2] = 1e30f;
+  EXPECT_THAT(Error(limits), HasSubstr("sparse feature \"f0\".weights[2]: 1e+30 exceeds the "
+                                       "server's bound of 1e+09"));
+  // No bound (the engine's default): finite values pass.
+  EXPECT_TRUE(ValidateRequest(*model_, req_.view()).ok());
+}
+
 TEST_F(ValidationTest, MissingFeature) {
   req_.ids.pop_back();
   req_.lengths.pop_back();

@@ -24,8 +24,9 @@ constexpr char kUsage[] =
     "                  rankd gen-requests --model models/mini/1 --count 100 --candidates 64\n"
     "  score         score ScoreRequest JSON lines without a server (CPU)\n"
     "                  rankd score --model models/mini/1 --input req.jsonl --output resp.jsonl\n"
-    "  inspect       print a model's tables, sizes and MLP shapes (--json: its config)\n"
-    "                  rankd inspect --model models/mini/1\n"
+    "  inspect       print a model's tables, sizes and MLP shapes (--json: its config;\n"
+    "                --check: also load and validate it as serve would, exit 1 on an error)\n"
+    "                  rankd inspect --model models/mini/1 --check\n"
     "\n"
     "Flags are listed per command by `rankd <command> --help`; `rankd --helpfull` lists all.";
 

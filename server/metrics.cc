@@ -81,6 +81,11 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
                         .Name("rankd_batches_total")
                         .Help("Batches executed.")
                         .Register(*registry_);
+  nonfinite_scores_ = &BuildCounter()
+                          .Name("rankd_nonfinite_scores_total")
+                          .Help("Scores that came out NaN or Inf (float32 overflow); their "
+                                "requests were answered INTERNAL, never OK.")
+                          .Register(*registry_);
   queue_requests_ = &BuildGauge()
                          .Name("rankd_queue_requests")
                          .Help("Requests waiting in the batcher.")
@@ -229,6 +234,7 @@ Metrics::ModelSeries* Metrics::FindOrAdd(const std::string& model) {
   s->batch_requests = &batch_requests_->Add(l, PowersOfTwo(10));
   s->candidates = &candidates_total_->Add(l);
   s->batches = &batches_total_->Add(l);
+  s->nonfinite_scores = &nonfinite_scores_->Add(l);
   s->queue_requests = &queue_requests_->Add(l);
   s->queue_candidates = &queue_candidates_->Add(l);
   return s;
@@ -387,6 +393,11 @@ void Metrics::OnUnresolvedIds(const engine::ModelVersionRef& model, absl::string
   const auto& map = dynamic_table ? s->missing : s->out_of_range;
   auto it = map.find(table);
   if (it != map.end()) it->second->Increment(static_cast<double>(count));
+}
+
+void Metrics::OnNonFiniteScores(const engine::ModelVersionRef& model, int64_t count) {
+  absl::ReaderMutexLock lock(&mu_);
+  Find(model.name)->nonfinite_scores->Increment(static_cast<double>(count));
 }
 
 void Metrics::OnEmbeddingCache(const engine::ModelVersionRef& model, absl::string_view table,

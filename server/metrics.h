@@ -82,6 +82,8 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
                     int64_t queued_candidates) override;
   void OnUnresolvedIds(const engine::ModelVersionRef& model, absl::string_view table,
                        bool dynamic_table, int64_t count) override;
+  // rankd_nonfinite_scores_total{model}.
+  void OnNonFiniteScores(const engine::ModelVersionRef& model, int64_t count) override;
   void OnEmbeddingCache(const engine::ModelVersionRef& model, absl::string_view table,
                         int64_t hits, int64_t misses, int64_t host_read_bytes,
                         double occupancy) override;
@@ -117,6 +119,7 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
     prometheus::Histogram* batch_requests = nullptr;
     prometheus::Counter* candidates = nullptr;
     prometheus::Counter* batches = nullptr;
+    prometheus::Counter* nonfinite_scores = nullptr;
     prometheus::Gauge* queue_requests = nullptr;
     prometheus::Gauge* queue_candidates = nullptr;
     absl::flat_hash_map<std::string, prometheus::Counter*> out_of_range;  // by table
@@ -147,6 +150,7 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   prometheus::Family<prometheus::Histogram>* batch_requests_;
   prometheus::Family<prometheus::Counter>* candidates_total_;
   prometheus::Family<prometheus::Counter>* batches_total_;
+  prometheus::Family<prometheus::Counter>* nonfinite_scores_;
   prometheus::Family<prometheus::Gauge>* queue_requests_;
   prometheus::Family<prometheus::Gauge>* queue_candidates_;
   prometheus::Family<prometheus::Counter>* ids_out_of_range_;

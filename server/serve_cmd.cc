@@ -4,7 +4,9 @@
 // (--model_control poll: every --repository_poll_s and on SIGHUP) until
 // SIGTERM / SIGINT, then drains and exits 0.
 #include <signal.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "engine/model/placement_plan.h"
 #include "absl/flags/flag.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -77,6 +80,10 @@ ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message acc
 ABSL_FLAG(int, max_candidates, 16384, "serve: most candidates in one request (0 = no limit)");
 ABSL_FLAG(int64_t, max_ids_per_feature, 1 << 20,
           "serve: most ids of one sparse feature in one request (0 = no limit)");
+ABSL_FLAG(double, max_abs_input, 1e9,
+          "serve: largest |value| of a dense feature or per-id weight in a request; larger "
+          "ones are refused (INVALID_ARGUMENT naming the field) because they overflow the "
+          "model's float32 arithmetic to NaN (0 = no bound; values must be finite anyway)");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "serve: on SIGTERM, longest wait for admitted requests before exiting");
 ABSL_FLAG(std::string, log_level, "info", "serve: trace | debug | info | warn | error");
@@ -138,6 +145,11 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_worker_spin_us) < 0 || absl::GetFlag(FLAGS_worker_spin_us) > 10000) {
     return absl::InvalidArgumentError(absl::StrCat("--worker_spin_us: must be in [0, 10000], got ",
                                                    absl::GetFlag(FLAGS_worker_spin_us)));
+  }
+  const double max_abs_input = absl::GetFlag(FLAGS_max_abs_input);
+  if (!(max_abs_input >= 0 && max_abs_input <= 3.4e38)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_abs_input: must be in [0, 3.4e38], got ", max_abs_input));
   }
   if (absl::GetFlag(FLAGS_drain_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout: must be >= 0");
@@ -259,6 +271,92 @@ void WritePortFile(int grpc_port, int metrics_port, int admin_port) {
   std::rename((port_file + ".tmp").c_str(), port_file.c_str());
 }
 
+// The process's signals, handled on one thread for the process's whole life.
+// RunServe blocks them in every thread before any thread starts, so only
+// this thread's sigwait receives them:
+// - SIGHUP: poll the repository now (`poll_mode`); one that arrives while
+//   the models load at start is kept and polls once the poller is set.
+// - SIGTERM / SIGINT: the first sets the stop flag, which every model load
+//   reads as its cancel flag (LoadOptions::cancel: a load in progress stops
+//   within one 8 MiB chunk, so a start-up load no longer delays the exit),
+//   and wakes WaitForStop. A second one exits at once with status 1,
+//   without draining, for when even that is too slow (e.g. a load stuck in
+//   a read of a hung network file system).
+// Made once and never destroyed: the detached thread blocks in sigwait until
+// the process exits and uses nothing but this object.
+class SignalWatcher {
+ public:
+  static SignalWatcher* Start(const sigset_t& signals, bool poll_mode) {
+    auto* watcher = new SignalWatcher(signals, poll_mode);  // lives until exit
+    std::thread(&SignalWatcher::Run, watcher).detach();
+    return watcher;
+  }
+
+  const std::atomic<bool>* stop_flag() const { return &stop_; }
+  bool stop_requested() const { return stop_.load(); }
+  // "SIGTERM" or "SIGINT" once stop_requested().
+  const char* stop_signal_name() const {
+    return stop_signal_.load() == SIGINT ? "SIGINT" : "SIGTERM";
+  }
+  void WaitForStop() { stopped_.WaitForNotification(); }
+  // The poller SIGHUP kicks; null (before it is destroyed) = none.
+  void SetPoller(RepositoryPoller* poller) {
+    absl::MutexLock lock(&mu_);
+    poller_ = poller;
+    if (poller_ != nullptr && kick_pending_) poller_->Kick();
+    kick_pending_ = false;
+  }
+
+ private:
+  SignalWatcher(const sigset_t& signals, bool poll_mode)
+      : signals_(signals), poll_mode_(poll_mode) {}
+
+  void OnSighup() {
+    absl::MutexLock lock(&mu_);
+    if (!poll_mode_) {
+      spdlog::info("SIGHUP received: ignored (--model_control is not poll)");
+    } else if (poller_ == nullptr) {
+      kick_pending_ = true;
+      spdlog::info("SIGHUP received: the model repository is polled once serving");
+    } else {
+      spdlog::info("SIGHUP received: polling the model repository now");
+      poller_->Kick();
+    }
+  }
+
+  void Run() {
+    while (true) {
+      int signal_number = 0;
+      if (sigwait(&signals_, &signal_number) != 0) continue;
+      if (signal_number == SIGHUP) {
+        OnSighup();
+        continue;
+      }
+      const char* name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+      if (stop_.load()) {
+        spdlog::warn("second stop signal ({}): exiting now without draining", name);
+        spdlog::default_logger()->flush();
+        _exit(1);
+      }
+      stop_signal_.store(signal_number);
+      stop_.store(true);  // loads in progress stop at their next check
+      spdlog::info("{}: stop requested (model loads in progress are cancelled; a second "
+                   "SIGTERM or SIGINT exits at once)",
+                   name);
+      stopped_.Notify();
+    }
+  }
+
+  const sigset_t signals_;
+  const bool poll_mode_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> stop_signal_{0};
+  absl::Notification stopped_;
+  absl::Mutex mu_;
+  RepositoryPoller* poller_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool kick_pending_ ABSL_GUARDED_BY(mu_) = false;  // SIGHUP before the poller
+};
+
 // Lifecycle events -> metrics and per-model health. Health calls arrive only
 // after SetHealth (the gRPC server exists then).
 class ServerLifecycle final : public ModelManager::Listener {
@@ -331,6 +429,8 @@ int RunServe() {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGHUP);  // poll the repository now
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  SignalWatcher* signals =
+      SignalWatcher::Start(stop_signals, absl::GetFlag(FLAGS_model_control) == "poll");
 
   // Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
   // and gRPC's: gpr mutexes are absl::Mutex) runs the deadlock detector: a
@@ -369,7 +469,9 @@ int RunServe() {
     spdlog::info("metrics on http://{}:{}/metrics", host, metrics.exposer_port());
   }
 
-  EngineVersionLoader loader(LoaderOptionsFromFlags(backend), &metrics,
+  EngineVersionLoader::Options loader_options = LoaderOptionsFromFlags(backend);
+  loader_options.cancel = signals->stop_flag();  // SIGTERM cancels loads in progress
+  EngineVersionLoader loader(loader_options, &metrics,
                              [&metrics](const engine::Model& m) { metrics.AddModel(m); });
   ServerLifecycle lifecycle(&metrics);
   auto manager = ModelManager::Create(ManagerOptionsFromFlags(), &loader, &lifecycle, nullptr);
@@ -377,7 +479,16 @@ int RunServe() {
     spdlog::error("{}", std::string(manager.status().message()));
     return 2;
   }
-  if (absl::Status started = (*manager)->Start(); !started.ok()) {
+  absl::Status started = (*manager)->Start();
+  if (signals->stop_requested()) {
+    // Nothing was admitted yet: nothing to drain. Loads still running when
+    // the signal came were cancelled; loaded versions are released.
+    spdlog::info("{} received while loading models: exiting without serving",
+                 signals->stop_signal_name());
+    (*manager)->Shutdown();
+    return 0;
+  }
+  if (!started.ok()) {
     spdlog::error("cannot load models: {}", std::string(started.message()));
     return 1;
   }
@@ -385,6 +496,7 @@ int RunServe() {
   engine::RequestLimits limits;
   limits.max_candidates = absl::GetFlag(FLAGS_max_candidates);
   limits.max_ids_per_feature = absl::GetFlag(FLAGS_max_ids_per_feature);
+  limits.max_abs_input = static_cast<float>(absl::GetFlag(FLAGS_max_abs_input));
   RankingService service(manager->get(), &metrics, limits, backend);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -421,20 +533,15 @@ int RunServe() {
   if (absl::GetFlag(FLAGS_model_control) == "poll") {
     poller = std::make_unique<RepositoryPoller>(
         manager->get(), absl::Seconds(absl::GetFlag(FLAGS_repository_poll_s)));
+    signals->SetPoller(poller.get());
   }
-  int signal_number = 0;
-  while (true) {
-    sigwait(&stop_signals, &signal_number);
-    if (signal_number != SIGHUP) break;
-    spdlog::info("SIGHUP received: {}", poller ? "polling the model repository now"
-                                               : "ignored (--model_control is not poll)");
-    if (poller) poller->Kick();
-  }
+  signals->WaitForStop();
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   spdlog::info("{} received: not serving, draining admitted requests (up to {})",
-               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", absl::FormatDuration(drain));
+               signals->stop_signal_name(), absl::FormatDuration(drain));
   lifecycle.StopServing();
-  if (poller) poller->Stop();  // waits for a load in progress
+  signals->SetPoller(nullptr);
+  if (poller) poller->Stop();  // waits for a poll in progress, whose loads are cancelled
   const absl::Time drain_start = absl::Now();
   // Stops accepting RPCs and waits for those in flight (queued in batchers,
   // answered by workers); past the deadline the rest are cancelled.

@@ -1,10 +1,9 @@
 // ReadModelConfig: model.pbtxt -> validated rankd.v1.ModelConfig.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/status/status.h"
@@ -12,6 +11,7 @@
 #include "engine/model/error_list.h"
 #include "engine/model/model_config_validation.h"
 #include "engine/model/model_loader.h"
+#include "engine/model/regular_file.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -39,30 +39,39 @@ class CollectingErrorCollector : public google::protobuf::io::ErrorCollector {
   ErrorList* errors_;
 };
 
+// The whole file behind `fd` (retrying on EINTR).
+absl::StatusOr<std::string> ReadAll(const std::string& path, int fd) {
+  std::string text;
+  char buf[64 * 1024];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": read failed: ", strerror(errno)));
+    }
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path) {
+  // Regular files only: a directory would read as an empty (invalid)
+  // config, a FIFO would block the load, a device might never end.
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    const std::string what = absl::StrCat(path, ": cannot open: ", strerror(err));
-    return err == ENOENT ? absl::NotFoundError(what)
-                         : absl::FailedPreconditionError(what);
+  absl::StatusOr<int> fd = OpenRegularFile(path, &st);
+  if (!fd.ok()) return fd.status();
+  if (st.st_size > kMaxModelConfigBytes) {
+    close(*fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", st.st_size, " bytes; a model config is at most ",
+                     kMaxModelConfigBytes, " bytes (not a model.pbtxt?)"));
   }
-  // A directory would "open" and read as an empty, hence invalid, config.
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": cannot open: ", strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": read failed"));
-  }
+  absl::StatusOr<std::string> text = ReadAll(path, *fd);
+  close(*fd);
+  if (!text.ok()) return text.status();
 
   rankd::v1::ModelConfig config;
   {
@@ -71,7 +80,7 @@ absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path) 
     CollectingErrorCollector collector(path, &syntax_errors);
     google::protobuf::TextFormat::Parser parser;
     parser.RecordErrorsTo(&collector);
-    if (!parser.ParseFromString(text.str(), &config)) {
+    if (!parser.ParseFromString(*text, &config)) {
       if (syntax_errors.empty()) syntax_errors.Addf(path, ": cannot parse");
       return syntax_errors.ToStatus();
     }

@@ -1,6 +1,9 @@
 // ReadModelConfig / ValidateModelConfig: defaults, syntax errors with
 // positions, and one test per semantic check (each asserting its message).
+#include <sys/stat.h>
+
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -211,7 +214,29 @@ TEST(ModelConfigTest, DirectoryIsNotAConfig) {
   absl::StatusOr<ModelConfig> config = ReadModelConfig(path);
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(config.status().message()),
-              HasSubstr(absl::StrCat(path, ": not a regular file")));
+              HasSubstr(absl::StrCat(path, ": is a directory, not a regular file")));
+}
+
+// Issue 17, defect 4: a FIFO is refused without being opened for reading
+// (which would wait for a writer forever; the test's timeout catches it).
+TEST(ModelConfigTest, FifoIsNotAConfig) {
+  const std::string path = TmpPath("fifo.pbtxt");
+  std::remove(path.c_str());
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  absl::StatusOr<ModelConfig> config = ReadModelConfig(path);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr(absl::StrCat(path, ": is a FIFO (named pipe), not a regular file")));
+}
+
+TEST(ModelConfigTest, OversizedConfigIsRefusedUnread) {
+  const std::string path = TmpPath("huge.pbtxt");
+  std::ofstream(path) << "name: \"x\"\n";
+  std::filesystem::resize_file(path, kMaxModelConfigBytes + 1);
+  absl::StatusOr<ModelConfig> config = ReadModelConfig(path);
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(config.status().message()),
+              HasSubstr(absl::StrCat("a model config is at most ", kMaxModelConfigBytes)));
 }
 
 TEST(ModelConfigTest, SyntaxErrorNamesFileLineAndColumn) {

@@ -21,11 +21,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/model/error_list.h"
+#include "engine/model/error_text.h"
+#include "engine/model/finite_check.h"
 #include "engine/model/host_memory.h"
 #include "engine/model/model_shapes.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/table_init.h"
 #include "engine/model/tensor_layout.h"
+#include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/parallel.h"
 
 namespace rankd::engine {
@@ -168,8 +171,14 @@ void CheckTensors(const ModelConfig& config, const SafetensorsFile& file,
   if (!unused.empty()) {
     constexpr size_t kMaxNames = 10;
     const size_t shown = std::min(unused.size(), kMaxNames);
+    // Names come from the file: each is quoted to kMaxQuotedBytes.
     std::string names = absl::StrCat(
-        "'", absl::StrJoin(unused.begin(), unused.begin() + shown, "', '"), "'");
+        "'",
+        absl::StrJoin(unused.begin(), unused.begin() + shown, "', '",
+                      [](std::string* out, const std::string& name) {
+                        out->append(TruncateForError(name));
+                      }),
+        "'");
     if (unused.size() > shown) {
       absl::StrAppend(&names, " and ", unused.size() - shown, " more");
     }
@@ -194,9 +203,13 @@ absl::Status ReadFloats(const SafetensorsFile& file, const TensorSpec& spec,
   }
   for (size_t i = 0; i < out->size(); ++i) {
     if (!std::isfinite((*out)[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file.path(), ": tensor '", spec.name,
-                       "': non-finite value ", (*out)[i], " at element ", i));
+      // Weights are [out, in]: name the output row and input column too.
+      const size_t cols = spec.shape.size() >= 2 ? static_cast<size_t>(spec.shape[1]) : 0;
+      return absl::InvalidArgumentError(absl::StrCat(
+          file.path(), ": tensor '", spec.name, "': non-finite value ", (*out)[i],
+          " at element ", i,
+          cols > 0 ? absl::StrCat(" (row ", i / cols, ", column ", i % cols, ")") : "",
+          ": dense weights must be finite"));
     }
   }
   return absl::OkStatus();
@@ -250,6 +263,17 @@ struct LoadContext {
   int64_t mem_available = -1;
   bool build_hash_tables = true;
   absl::Mutex log_mu;
+
+  // LoadOptions::cancel was set: the load stops at its next check.
+  bool cancelled() const {
+    return options->cancel != nullptr &&
+           options->cancel->load(std::memory_order_relaxed);
+  }
+  absl::Status Cancelled() const {
+    return absl::CancelledError(absl::StrCat("loading model '", model, "' v",
+                                             version, " from ", directory,
+                                             ": cancelled"));
+  }
 
   void Log(const std::string& line) {
     if (!options->log) return;
@@ -347,6 +371,25 @@ absl::StatusOr<ByteBuffer> NewHostBuffer(LoadContext* ctx, int64_t bytes,
   return buf;
 }
 
+// INVALID_ARGUMENT naming the file, tensor, table, row and element if bytes
+// [begin, end) of table rows `t` (read into `rows`) hold a NaN or Inf: such
+// a row turns every score that pools it into NaN, so the model is refused
+// at load. Chunk offsets are multiples of the element size (kChunkBytes is).
+absl::Status NonFiniteRow(const SafetensorsFile& file, const TensorInfo& t,
+                          const EmbeddingTable& table, const uint8_t* rows,
+                          int64_t begin, int64_t end) {
+  const int64_t elem = static_cast<int64_t>(kernels::RowTypeBytes(table.row_type));
+  const int64_t bad = FindNonFinite(table.row_type, rows + begin, (end - begin) / elem);
+  if (bad < 0) return absl::OkStatus();
+  const int64_t index = begin / elem + bad;
+  const float value = kernels::RowElementToFloat(rows, table.row_type, index);
+  return absl::InvalidArgumentError(absl::StrCat(
+      file.path(), ": tensor '", t.name, "' (table '", table.name, "'): row ",
+      index / table.dim, " element ", index % table.dim, " is ", value,
+      ": embedding rows must be finite (a NaN or Inf row makes every score "
+      "that pools it NaN)"));
+}
+
 // A FILE table's rows or keys (`what`), read into an allocation of their
 // own: a loaded version never depends on its files again (overwriting,
 // truncating or deleting them changes nothing it serves), and the memory is
@@ -356,12 +399,16 @@ absl::StatusOr<ByteBuffer> NewHostBuffer(LoadContext* ctx, int64_t bytes,
 // offset is reported.
 // `alloc_bytes` (>= the tensor's size) is the buffer's size: a dynamic
 // table's rows and keys get room for max_keys (the rest is zeros).
+// `rows_of` (rows only; null for keys): each chunk is checked for NaN / Inf
+// right after it is read, while it is in cache (NonFiniteRow).
+// Cancellation (LoadOptions::cancel) is checked before each chunk.
 absl::StatusOr<ByteBuffer> ReadFileTensor(LoadContext* ctx,
                                           const SafetensorsFile& file,
                                           const TensorInfo& t,
                                           const std::string& table,
                                           const std::string& what,
-                                          int64_t alloc_bytes) {
+                                          int64_t alloc_bytes,
+                                          const EmbeddingTable* rows_of) {
   absl::StatusOr<ByteBuffer> buf = NewHostBuffer(
       ctx, std::max(alloc_bytes, t.size_bytes), absl::StrCat("table '", table, "' ", what));
   if (!buf.ok()) return buf.status();
@@ -375,8 +422,12 @@ absl::StatusOr<ByteBuffer> ReadFileTensor(LoadContext* ctx,
   kernels::ParallelChunks(
       t.size_bytes, kChunkBytes, ctx->threads,
       [&](int64_t begin, int64_t end) {
-        if (failed.load(std::memory_order_relaxed)) return;  // give up soon
+        // Give up soon after a failure or a cancellation.
+        if (failed.load(std::memory_order_relaxed) || ctx->cancelled()) return;
         absl::Status s = file.ReadTensor(t, begin, end - begin, dst + begin);
+        if (s.ok() && rows_of != nullptr) {
+          s = NonFiniteRow(file, t, *rows_of, dst, begin, end);
+        }
         if (s.ok()) {
           progress.Add(end - begin);
           return;
@@ -389,6 +440,7 @@ absl::StatusOr<ByteBuffer> ReadFileTensor(LoadContext* ctx,
         }
       });
   if (!error.ok()) return error;
+  if (ctx->cancelled()) return ctx->Cancelled();
   progress.Finish();
   return buf;
 }
@@ -415,10 +467,12 @@ absl::StatusOr<ByteBuffer> RandomRows(LoadContext* ctx,
   kernels::ParallelChunks(
       table.num_rows, RowsPerChunk(row_bytes), ctx->threads,
       [&](int64_t begin, int64_t end) {
+        if (ctx->cancelled()) return;  // the rest of the chunks are no-ops
         FillRandomRows(stream, scale, table.dim, table.row_type, begin, end,
                        dst + begin * row_bytes);
         progress.Add((end - begin) * row_bytes);
       });
+  if (ctx->cancelled()) return ctx->Cancelled();
   progress.Finish();
   return buf;
 }
@@ -434,8 +488,10 @@ absl::StatusOr<ByteBuffer> RandomKeys(LoadContext* ctx,
   const uint64_t stream = RandomTableStream(config.init().seed(), table.name);
   kernels::ParallelChunks(table.num_rows, RowsPerChunk(8), ctx->threads,
                           [&](int64_t begin, int64_t end) {
+                            if (ctx->cancelled()) return;
                             FillRandomKeys(stream, begin, end, dst + begin);
                           });
+  if (ctx->cancelled()) return ctx->Cancelled();
   return buf;
 }
 
@@ -470,7 +526,7 @@ absl::Status LoadTable(LoadContext* ctx, const SafetensorsFile& file,
     stats->source = TableSource::kFileRead;
     rows = ReadFileTensor(ctx, file, *file.Find(spec.weight.name),
                           table->name, "rows",
-                          table->capacity_rows() * table->row_bytes());
+                          table->capacity_rows() * table->row_bytes(), table);
   }
   if (!rows.ok()) return rows.status();
   table->rows = *std::move(rows);
@@ -485,7 +541,8 @@ absl::Status LoadTable(LoadContext* ctx, const SafetensorsFile& file,
     keys = RandomKeys(ctx, config, *table);
   } else {
     keys = ReadFileTensor(ctx, file, *file.Find(spec.keys->name),
-                          table->name, "keys", table->capacity_rows() * 8);
+                          table->name, "keys", table->capacity_rows() * 8,
+                          /*rows_of=*/nullptr);
   }
   if (!keys.ok()) return keys.status();
   table->keys = *std::move(keys);
@@ -503,6 +560,8 @@ absl::Status LoadTable(LoadContext* ctx, const SafetensorsFile& file,
   build.progress = [&progress](int64_t done) { progress.Reached(done); };
   absl::Status s = kernels::HashTable::BuildParallel(
       key_span, config.capacity(), build, &table->hash);
+  // The build itself cannot stop halfway; a cancellation is seen after it.
+  if (ctx->cancelled()) return ctx->Cancelled();
   if (!s.ok()) {
     // RANDOM keys are distinct by construction: only a file can get here.
     return absl::Status(s.code(), absl::StrCat(file.path(), ": tensor '",
@@ -527,6 +586,7 @@ absl::Status BuildModel(LoadContext* ctx, const SafetensorsFile& file,
   model->tables.resize(c.tables_size());
   model->load_stats.tables.resize(c.tables_size());
   for (int k = 0; k < c.tables_size(); ++k) {
+    if (ctx->cancelled()) return ctx->Cancelled();
     if (absl::Status s =
             LoadTable(ctx, file, c.tables(k), layout.tables[k],
                       &model->tables[k], &model->load_stats.tables[k]);
@@ -544,6 +604,7 @@ absl::Status BuildModel(LoadContext* ctx, const SafetensorsFile& file,
     feature.max_ids_per_bag = f.max_ids_per_bag();
     model->features.push_back(std::move(feature));
   }
+  if (ctx->cancelled()) return ctx->Cancelled();
   for (const LinearTensors& spec : layout.bottom) {
     absl::StatusOr<Linear> layer = LoadLinear(file, spec);
     if (!layer.ok()) return layer.status();
@@ -744,6 +805,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
   }
   ctx.model = config->name();
 
+  if (ctx.cancelled()) return ctx.Cancelled();
   const std::string weights_path =
       absl::StrCat(directory, "/weights.safetensors");
   absl::StatusOr<std::shared_ptr<const SafetensorsFile>> file =

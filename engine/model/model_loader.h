@@ -5,6 +5,7 @@
 #ifndef RANKD_ENGINE_MODEL_MODEL_LOADER_H_
 #define RANKD_ENGINE_MODEL_MODEL_LOADER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,9 +20,15 @@
 
 namespace rankd::engine {
 
+// Largest model.pbtxt ReadModelConfig reads (a config of thousands of tables
+// is well under 1 MiB): a bigger file is refused before it is read.
+inline constexpr int64_t kMaxModelConfigBytes = int64_t{16} << 20;
+
 // Parses text-format `path` into a config, fills defaults and validates it
 // (ValidateModelConfig). INVALID_ARGUMENT with "<path>:<line>:<col>: ..." for a
-// syntax error, or "<path>: <field>: <reason>" for a semantic one.
+// syntax error, or "<path>: <field>: <reason>" for a semantic one; for a
+// path that is not a regular file (a FIFO is never opened for reading: see
+// regular_file.h) or is over kMaxModelConfigBytes.
 absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path);
 
 // Fills defaults (documented in model_config.proto) and checks the config on
@@ -60,6 +67,12 @@ struct LoadOptions {
   // The CPU engine needs them: keep true for it. Tables with id_policy ERROR
   // always get one (request validation looks keys up on the host).
   bool build_hash_tables = true;
+  // Borrowed; null = the load cannot be cancelled. Once it reads true the
+  // load stops at its next check (between tables and dense layers, and
+  // before every 8 MiB chunk of rows or keys read or generated; a hash
+  // build runs to its end first), frees what it allocated and returns
+  // CANCELLED naming the model. `rankd serve` sets it on SIGTERM / SIGINT.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Loads one version directory. `expected_name` (if not empty) must equal the
@@ -72,7 +85,10 @@ struct LoadOptions {
 // any table memory is allocated, the host bytes the load needs (rows and
 // keys, generated or read, hash tables, dense weights) are checked against
 // MemAvailable: RESOURCE_EXHAUSTED naming the model, the bytes needed and
-// available.
+// available. Every value read is checked: a NaN or Inf in a FILE table's
+// rows (INVALID_ARGUMENT naming the file, tensor, table, row and element)
+// or in an MLP / cross-layer tensor (naming the tensor, row and column)
+// fails the load, since it would make scores NaN.
 absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
     const std::string& directory, int64_t version = 0,
     const std::string& expected_name = "");

@@ -954,6 +954,15 @@ TEST(ModelLoaderTest, ExtraTensorIsAnError) {
               HasSubstr("tensor 'bot_l.4.weight' not used by this DOT model"));
 }
 
+TEST(ModelLoaderTest, UnusedTensorNamesAreQuotedShort) {
+  auto tensors = ExpectedTensors(kMini);
+  const std::string name(1 << 20, 'x');
+  tensors[name] = MakeTensor(name, TensorDtype::kF32, {1});
+  const std::string msg = LoadError(kMini, tensors, "longname");
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("... (", name.size(), " bytes)' not used")));
+  EXPECT_LT(msg.size(), 1000u);
+}
+
 TEST(ModelLoaderTest, MisspeltTensorIsReportedBothWays) {
   auto tensors = ExpectedTensors(kMini);
   OwnedTensor t = tensors.at("top_l.2.bias");
@@ -1003,6 +1012,98 @@ TEST(ModelLoaderTest, NonFiniteMlpWeight) {
   std::memcpy(tensors["top_l.0.weight"].bytes.data() + 4 * 5, &nan, 4);
   EXPECT_THAT(LoadError(kMini, tensors, "nan"),
               HasSubstr("tensor 'top_l.0.weight': non-finite value nan at element 5"));
+}
+
+// Issue 17, defect 3: a NaN or Inf in an embedding row made every score that
+// pooled the row NaN, and was served with OK. It is refused at load, naming
+// the table, the row and the element, for each row type.
+TEST(ModelLoaderTest, NonFiniteEmbeddingRowIsRefused) {
+  auto tensors = ExpectedTensors(kMini);
+  const float nan = NAN;
+  // t1 is [20, 4]: row 7, element 2.
+  std::memcpy(tensors["emb_l.1.weight"].bytes.data() + 4 * (7 * 4 + 2), &nan, 4);
+  EXPECT_THAT(LoadError(kMini, tensors, "nan_row"),
+              HasSubstr("weights.safetensors: tensor 'emb_l.1.weight' (table 't1'): "
+                        "row 7 element 2 is nan: embedding rows must be finite"));
+
+  // fp16 +Inf (0x7C00) in table 'a' [5, 2], bf16 -Inf (0xFF80) in 'b' [7, 6].
+  auto half = ExpectedTensors(kCat);
+  const uint16_t inf16 = 0x7C00;
+  std::memcpy(half["emb_l.0.weight"].bytes.data() + 2 * (4 * 2 + 1), &inf16, 2);
+  EXPECT_THAT(LoadError(kCat, half, "inf_fp16"),
+              HasSubstr("tensor 'emb_l.0.weight' (table 'a'): row 4 element 1 is inf"));
+  auto bf = ExpectedTensors(kCat);
+  const uint16_t ninf_bf16 = 0xFF80;
+  std::memcpy(bf["emb_l.1.weight"].bytes.data() + 2 * (6 * 6 + 5), &ninf_bf16, 2);
+  EXPECT_THAT(LoadError(kCat, bf, "inf_bf16"),
+              HasSubstr("tensor 'emb_l.1.weight' (table 'b'): row 6 element 5 is -inf"));
+
+  // A dynamic table's rows too (its keys are integers: never checked).
+  auto dyn = ExpectedTensors(kDynamic);
+  std::memcpy(dyn["emb_l.0.weight"].bytes.data() + 4 * (5 * 2 + 0), &nan, 4);
+  EXPECT_THAT(LoadError(kDynamic, dyn, "nan_dyn"),
+              HasSubstr("tensor 'emb_l.0.weight' (table 'ids'): row 5 element 0 is nan"));
+
+  // The largest finite values load.
+  auto big = ExpectedTensors(kCat);
+  const uint16_t max16 = 0x7BFF, max_bf16 = 0x7F7F;
+  std::memcpy(big["emb_l.0.weight"].bytes.data(), &max16, 2);
+  std::memcpy(big["emb_l.1.weight"].bytes.data(), &max_bf16, 2);
+  EXPECT_NE(LoadOk(kCat, big, "max_finite"), nullptr);
+}
+
+TEST(ModelLoaderTest, NonFiniteDenseWeightNamesRowAndColumn) {
+  auto tensors = ExpectedTensors(kMini);
+  const float inf = INFINITY;
+  // bot_l.2.weight is [4, 8]: element 13 = row 1, column 5.
+  std::memcpy(tensors["bot_l.2.weight"].bytes.data() + 4 * 13, &inf, 4);
+  EXPECT_THAT(LoadError(kMini, tensors, "inf_dense"),
+              HasSubstr("tensor 'bot_l.2.weight': non-finite value inf at element 13 "
+                        "(row 1, column 5): dense weights must be finite"));
+}
+
+// Issue 17, defect 4: a load can be cancelled (rankd serve does on SIGTERM).
+TEST(ModelLoaderTest, CancelledBeforeStartReadsNothing) {
+  std::atomic<bool> cancel{true};
+  LoadOptions o;
+  o.cancel = &cancel;
+  auto m = LoadWith(kMini, ExpectedTensors(kMini), "cancel_pre", o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kCancelled) << m.status();
+  EXPECT_THAT(std::string(m.status().message()),
+              HasSubstr("loading model 'mini' v3 from "));
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr(": cancelled"));
+}
+
+TEST(ModelLoaderTest, CancelledDuringATableStopsAtTheNextChunk) {
+  // Table e: 32 MiB of random rows = 4 chunks of 8 MiB; table `small` after it.
+  constexpr char kTwo[] = R"pb(
+    name: "two"
+    num_dense: 2
+    tables { name: "e" num_rows: 65536 dim: 128 init { kind: RANDOM } }
+    tables { name: "small" num_rows: 10 dim: 2 init { kind: RANDOM } }
+    sparse_features { name: "fe" table: "e" }
+    sparse_features { name: "fs" table: "small" }
+    interaction { kind: CAT }
+    top_mlp: [ 1 ]
+  )pb";
+  std::atomic<bool> cancel{false};
+  std::vector<std::string> lines;
+  LoadOptions o;
+  o.num_threads = 1;                          // chunks one after the other
+  o.progress_min_bytes = 0;                   // a line for every phase ...
+  o.progress_interval = absl::ZeroDuration();  // ... after every chunk
+  o.cancel = &cancel;
+  o.log = [&](const std::string& line) {
+    lines.push_back(line);
+    cancel = true;  // as a signal arriving after the first chunk
+  };
+  auto m = LoadWith(kTwo, ExpectedTensors(kTwo), "cancel_mid", o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kCancelled) << m.status();
+  // One progress line (25%), no end line, nothing of the next table.
+  ASSERT_EQ(lines.size(), 1u) << absl::StrJoin(lines, "\n");
+  EXPECT_THAT(lines[0], HasSubstr("table e (random rows): 25%"));
 }
 
 TEST(ModelLoaderTest, NameMustMatchDirectory) {

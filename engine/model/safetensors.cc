@@ -19,6 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "engine/model/error_text.h"
+#include "engine/model/regular_file.h"
 #include "nlohmann/json.hpp"
 
 namespace rankd::engine {
@@ -107,9 +110,18 @@ absl::Status Invalid(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
+// A name from the header, as error messages quote it (at most
+// kMaxQuotedBytes: a crafted file may hold megabyte-long names).
+std::string Name(absl::string_view name) { return TruncateForError(name); }
+
+// A JSON value from the header, as error messages quote it: compact and at
+// most kMaxQuotedBytes. Recursion in dump() is bounded because the header's
+// nesting was checked before it was parsed (CheckJsonDepth).
+std::string Quote(const json& value) { return TruncateForError(value.dump()); }
+
 absl::Status TensorError(const std::string& path, const std::string& name,
                          const std::string& what) {
-  return Invalid(path, absl::StrCat("tensor '", name, "': ", what));
+  return Invalid(path, absl::StrCat("tensor '", Name(name), "': ", what));
 }
 
 // Reads a JSON array of non-negative integers (shape or data_offsets).
@@ -123,7 +135,7 @@ absl::Status ReadIntArray(const std::string& path, const std::string& name,
   if (!it->is_array()) {
     return TensorError(path, name,
                        absl::StrCat("\"", key, "\" must be an array of integers, got ",
-                                    it->dump()));
+                                    Quote(*it)));
   }
   out->clear();
   for (const json& v : *it) {
@@ -139,13 +151,13 @@ absl::Status ReadIntArray(const std::string& path, const std::string& name,
       if (s < 0) {
         return TensorError(path, name,
                            absl::StrCat("negative ", key, " value ", s, " in ",
-                                        it->dump()));
+                                        Quote(*it)));
       }
       out->push_back(s);
     } else {
       return TensorError(path, name,
                          absl::StrCat("\"", key, "\" must hold integers, got ",
-                                      it->dump()));
+                                      Quote(v)));
     }
   }
   return absl::OkStatus();
@@ -176,7 +188,7 @@ absl::Status ParseEntry(const std::string& path, const std::string& name,
     return TensorError(path, name,
                        absl::StrCat("entry must be an object {dtype, shape, "
                                     "data_offsets}, got ",
-                                    entry.dump()));
+                                    Quote(entry)));
   }
   auto dtype_it = entry.find("dtype");
   if (dtype_it == entry.end() || !dtype_it->is_string()) {
@@ -186,7 +198,7 @@ absl::Status ParseEntry(const std::string& path, const std::string& name,
   std::optional<TensorDtype> dtype = ParseDtype(dtype_name);
   if (!dtype) {
     return TensorError(path, name,
-                       absl::StrCat("unknown dtype \"", dtype_name,
+                       absl::StrCat("unknown dtype \"", Name(dtype_name),
                                     "\" (expected one of F32, F16, BF16, F64, "
                                     "I64, I32, I16, I8, U8, BOOL)"));
   }
@@ -237,13 +249,14 @@ absl::Status ParseMetadata(const std::string& path, const json& meta,
   if (!meta.is_object()) {
     return Invalid(path, absl::StrCat("\"__metadata__\" must be an object of "
                                       "strings, got ",
-                                      meta.dump()));
+                                      Quote(meta)));
   }
   for (auto it = meta.begin(); it != meta.end(); ++it) {
     if (!it.value().is_string()) {
-      return Invalid(path, absl::StrCat("\"__metadata__\" value of \"", it.key(),
+      return Invalid(path, absl::StrCat("\"__metadata__\" value of \"",
+                                        Name(it.key()),
                                         "\" must be a string, got ",
-                                        it.value().dump()));
+                                        Quote(it.value())));
     }
     (*out)[it.key()] = it.value().get<std::string>();
   }
@@ -269,8 +282,8 @@ absl::Status CheckNoOverlap(const std::string& path,
     const ParsedEntry& cur = *entries[i];
     if (prev.end > cur.begin) {
       return Invalid(
-          path, absl::StrCat("tensors '", prev.name, "' (bytes ", prev.begin,
-                             "..", prev.end, ") and '", cur.name, "' (bytes ",
+          path, absl::StrCat("tensors '", Name(prev.name), "' (bytes ", prev.begin,
+                             "..", prev.end, ") and '", Name(cur.name), "' (bytes ",
                              cur.begin, "..", cur.end, ") overlap"));
     }
   }
@@ -304,6 +317,45 @@ absl::Status ReadHeaderText(const std::string& path, int fd, int64_t file_size,
   header->resize(static_cast<size_t>(header_len));
   return ReadExactly(path, "the header", fd, header->data(),
                      static_cast<int64_t>(header_len), 8);
+}
+
+// Refuses a header whose arrays and objects nest deeper than
+// kSafetensorsMaxJsonDepth, before it is parsed: turning a deep value into
+// text (dump) recurses once per level, so an array nested 100,000 deep in a
+// 200 KB header overflowed the stack in an error path (SIGSEGV). A scan of
+// the text that skips strings (with their escapes) finds the depth without
+// recursing; malformed JSON is left to the parser.
+absl::Status CheckJsonDepth(const std::string& path, absl::string_view text) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kSafetensorsMaxJsonDepth) {
+        return Invalid(path, absl::StrCat(
+            "header nests arrays and objects more than ",
+            kSafetensorsMaxJsonDepth, " levels deep (at byte ", i,
+            " of the header; the limit is ", kSafetensorsMaxJsonDepth,
+            ", a safetensors header needs 3): not a safetensors file?"));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Checks every entry of the parsed header against the data section
@@ -367,23 +419,15 @@ SafetensorsFile::~SafetensorsFile() {
 
 absl::StatusOr<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(
     const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string what = absl::StrCat(path, ": cannot open: ", strerror(err));
-    return err == ENOENT ? absl::NotFoundError(what)
-                         : absl::FailedPreconditionError(what);
-  }
+  // A FIFO or a device is refused before anything is read from it (a FIFO
+  // blocked the load forever; /dev/zero would never end).
+  struct stat st;
+  absl::StatusOr<int> fd = OpenRegularFile(path, &st);
+  if (!fd.ok()) return fd.status();
   // From here the file object owns the descriptor, so every return closes it.
   std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->path_ = path;
-  file->fd_ = fd;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": cannot stat: ", strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) return Invalid(path, "not a regular file");
+  file->fd_ = *fd;
   const int64_t file_size = st.st_size;
   if (file_size < 8) {
     return Invalid(path, absl::StrCat("file is ", file_size,
@@ -392,15 +436,19 @@ absl::StatusOr<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(
   }
 
   std::string header;
-  if (absl::Status s = ReadHeaderText(path, fd, file_size, &header); !s.ok()) {
+  if (absl::Status s = ReadHeaderText(path, *fd, file_size, &header); !s.ok()) {
     return s;
   }
+  if (absl::Status s = CheckJsonDepth(path, header); !s.ok()) return s;
   json root;
   try {
     root = json::parse(header.begin(), header.end());
   } catch (const json::exception& e) {
-    // Kept inside: exceptions never cross into callers (DESIGN.md).
-    return Invalid(path, absl::StrCat("header is not valid JSON: ", e.what()));
+    // Kept inside: exceptions never cross into callers (DESIGN.md). The
+    // parser's message quotes the last token read, which can be the whole
+    // header: bounded like any quoted text.
+    return Invalid(path, absl::StrCat("header is not valid JSON: ",
+                                      TruncateForError(e.what(), 2 * kMaxQuotedBytes)));
   }
   const int64_t data_start = 8 + static_cast<int64_t>(header.size());
   if (absl::Status s = ParseHeader(path, root, data_start,
@@ -418,12 +466,12 @@ absl::Status SafetensorsFile::ReadTensor(const TensorInfo& t,
   if (byte_offset < 0 || bytes < 0 || byte_offset > t.size_bytes ||
       bytes > t.size_bytes - byte_offset) {
     return absl::OutOfRangeError(
-        absl::StrCat(path_, ": tensor '", t.name, "': cannot read ", bytes,
+        absl::StrCat(path_, ": tensor '", Name(t.name), "': cannot read ", bytes,
                      " bytes at byte ", byte_offset, " of a ", t.size_bytes,
                      "-byte tensor"));
   }
   if (bytes == 0) return absl::OkStatus();
-  return ReadExactly(path_, absl::StrCat("tensor '", t.name, "'"), fd_, dst,
+  return ReadExactly(path_, absl::StrCat("tensor '", Name(t.name), "'"), fd_, dst,
                      bytes, t.file_offset + byte_offset);
 }
 

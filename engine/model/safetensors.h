@@ -4,6 +4,10 @@
 // The reader reads the header with pread (it never maps the file) and checks
 // every entry: dtype known, shape non-negative, byte size = product(shape) *
 // dtype size, offsets inside the data section, no two tensors overlapping.
+// Only regular files are opened (a FIFO or a device would block the read or
+// never end), and hostile headers fail cleanly: nesting is bounded
+// (kSafetensorsMaxJsonDepth) and error messages quote at most
+// kMaxQuotedBytes of any name or value (error_text.h).
 // Tensor bytes are read on demand (ReadTensor) into memory the caller owns,
 // so nothing read from the file can change or fault when the file is later
 // overwritten, truncated or deleted.
@@ -28,6 +32,12 @@ enum class TensorDtype { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kB
 // "F32", "I64", ... as written in safetensors headers.
 const char* TensorDtypeName(TensorDtype d);
 int TensorDtypeBytes(TensorDtype d);
+
+// Deepest nesting of JSON arrays and objects a header may have. The format
+// needs 3 (the header object, a tensor's entry, its shape); a deeper header
+// is refused before it is parsed (INVALID_ARGUMENT naming the file and this
+// limit), since handling a deep value recurses once per level.
+inline constexpr int kSafetensorsMaxJsonDepth = 64;
 
 struct TensorInfo {
   std::string name;

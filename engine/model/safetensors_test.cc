@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +26,7 @@ namespace rankd::engine {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string TmpPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -539,6 +542,128 @@ TEST(SafetensorsTest, Metadata) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ((*f)->metadata().at("format"), "pt");
   EXPECT_EQ(Bytes(**f, *(*f)->Find("x"))[0], 2);
+}
+
+// Issue 17, defect 2: an array nested 100,000 deep in a 200 KB header
+// crashed the process (the error path dumped the value recursively and
+// overflowed the stack). It is refused before parsing, naming the file and
+// the depth limit.
+TEST(SafetensorsTest, DeeplyNestedHeaderIsRefused) {
+  constexpr int kDepth = 100'000;
+  const std::string deep =
+      absl::StrCat(std::string(kDepth, '['), std::string(kDepth, ']'));
+  const std::string path = WriteRaw("deep.safetensors",
+                                    absl::StrCat(R"({"a": )", deep, "}"), "");
+  const std::string msg = OpenError(path);
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("more than ", kSafetensorsMaxJsonDepth,
+                                          " levels deep")));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("the limit is ", kSafetensorsMaxJsonDepth)));
+  EXPECT_LT(msg.size(), path.size() + 300) << msg;
+
+  // Deep in the metadata, and deep objects, too.
+  std::string objects;
+  for (int i = 0; i < kDepth; ++i) objects += R"({"k":)";
+  objects += "1";
+  objects += std::string(kDepth, '}');
+  EXPECT_THAT(OpenError(WriteRaw("deep_meta.safetensors",
+                                 absl::StrCat(R"({"__metadata__": )", objects, "}"),
+                                 "")),
+              HasSubstr("levels deep"));
+}
+
+TEST(SafetensorsTest, NestingUpToTheLimitReachesTheEntryChecks) {
+  // The header object is level 1: the value may nest limit - 1 more.
+  const int inner = kSafetensorsMaxJsonDepth - 1;
+  const std::string value =
+      absl::StrCat(std::string(inner, '['), std::string(inner, ']'));
+  const std::string msg = OpenError(
+      WriteRaw("limit.safetensors", absl::StrCat(R"({"a": )", value, "}"), ""));
+  EXPECT_THAT(msg, HasSubstr("tensor 'a': entry must be an object"));
+  EXPECT_THAT(msg, Not(HasSubstr("levels deep")));
+}
+
+TEST(SafetensorsTest, BracketsInsideStringsAreNotNesting) {
+  // 1000 brackets, an escaped quote and an escaped backslash in strings.
+  const std::string text = absl::StrCat(std::string(1000, '['), R"(\"\\)",
+                                        std::string(1000, '{'));
+  absl::StatusOr<std::shared_ptr<const SafetensorsFile>> f =
+      SafetensorsFile::Open(WriteRaw(
+          "brackets.safetensors",
+          absl::StrCat(R"({"__metadata__": {"note": ")", text, R"("},
+              "x": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}})"),
+          "\x07"));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->metadata().at("note").size(), 2002u);
+}
+
+// Names and values quoted in errors are cut to kMaxQuotedBytes (plus the
+// total size), so a megabyte-long name or value gives a short message.
+TEST(SafetensorsTest, QuotedTextInErrorsIsBounded) {
+  std::string ints = "[0";
+  for (int i = 1; i < 100'000; ++i) absl::StrAppend(&ints, ",", i);
+  ints += "]";
+  std::string msg = OpenError(
+      WriteRaw("long_value.safetensors", absl::StrCat(R"({"a": )", ints, "}"), ""));
+  EXPECT_THAT(msg, HasSubstr("entry must be an object {dtype, shape, data_offsets}, "
+                             "got [0,1,2,3,"));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("... (", ints.size(), " bytes)")));
+  EXPECT_LT(msg.size(), 600u) << msg.substr(0, 1000);
+
+  const std::string name(1 << 20, 'n');
+  msg = OpenError(WriteRaw(
+      "long_name.safetensors",
+      absl::StrCat(R"({")", name, R"(": {"dtype": "X", "shape": [1], "data_offsets": [0, 1]}})"),
+      "x"));
+  EXPECT_THAT(msg, HasSubstr("unknown dtype"));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat("... (", name.size(), " bytes)")));
+  EXPECT_LT(msg.size(), 600u) << msg.substr(0, 1000);
+
+  const std::string dtype(1 << 20, 'D');
+  msg = OpenError(WriteRaw(
+      "long_dtype.safetensors",
+      absl::StrCat(R"({"a": {"dtype": ")", dtype, R"(", "shape": [1], "data_offsets": [0, 1]}})"),
+      "x"));
+  EXPECT_LT(msg.size(), 600u) << msg.substr(0, 1000);
+
+  // The JSON parser's own message quotes the last token (here a 1 MiB
+  // unterminated string).
+  msg = OpenError(WriteRaw("long_token.safetensors",
+                           absl::StrCat(R"({"a": ")", std::string(1 << 20, 's')), ""));
+  EXPECT_THAT(msg, HasSubstr("header is not valid JSON"));
+  EXPECT_LT(msg.size(), 800u) << msg.substr(0, 1000);
+
+  msg = OpenError(WriteRaw(
+      "long_meta.safetensors",
+      absl::StrCat(R"({"__metadata__": {")", name, R"(": )", ints, "}}"), ""));
+  EXPECT_THAT(msg, HasSubstr("must be a string, got [0,1,2"));
+  EXPECT_LT(msg.size(), 800u) << msg.substr(0, 1000);
+}
+
+// Issue 17, defect 4: a FIFO as the weights file blocked open() forever
+// (the test's timeout catches a regression); devices and directories are
+// refused the same way, naming the file and its type.
+TEST(SafetensorsTest, FifoIsRefusedWithoutBlocking) {
+  const std::string path = TmpPath("fifo.safetensors");
+  std::remove(path.c_str());
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0) << strerror(errno);
+  EXPECT_THAT(OpenError(path),
+              HasSubstr(absl::StrCat(path, ": is a FIFO (named pipe), not a regular file")));
+}
+
+TEST(SafetensorsTest, DevicesAndDirectoriesAreRefused) {
+  EXPECT_THAT(OpenError("/dev/zero"),
+              HasSubstr("/dev/zero: is a character device, not a regular file"));
+  const std::string dir = TmpPath("dir.safetensors");
+  std::filesystem::create_directories(dir);
+  EXPECT_THAT(OpenError(dir), HasSubstr("is a directory, not a regular file"));
+  // A symlink to a regular file is fine (model stores use them).
+  const std::string target = WriteRaw(
+      "link_target.safetensors",
+      R"({"x": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}})", "\x01");
+  const std::string link = TmpPath("link.safetensors");
+  std::remove(link.c_str());
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  EXPECT_TRUE(SafetensorsFile::Open(link).ok());
 }
 
 }  // namespace

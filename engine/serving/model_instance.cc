@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -137,10 +138,26 @@ void ModelInstance::Shutdown() {
   if (completions_ != nullptr) completions_->Shutdown();
 }
 
+absl::Status ModelInstance::CheckFiniteScores(const QueuedRequest& q) {
+  int64_t bad = 0;
+  for (float score : q.scores) bad += std::isfinite(score) ? 0 : 1;
+  if (bad == 0) return absl::OkStatus();
+  size_t first = 0;
+  while (std::isfinite(q.scores[first])) ++first;
+  observer_->OnNonFiniteScores(ref(), bad);
+  return absl::InternalError(absl::StrCat(
+      "score of candidate ", first, " is ", q.scores[first], " (", bad, " of ",
+      q.scores.size(), " scores are not finite): model \"", model_->name, "\" version ",
+      model_->version, " overflowed float32 on these inputs; no scores are returned"));
+}
+
 void ModelInstance::CompleteRequests(absl::Span<QueuedRequest> requests,
                                      const BatchOutcome& outcome) {
   const ModelVersionRef model = ref();
   for (QueuedRequest& q : requests) {
+    // Never an OK answer with a NaN or Inf score, whichever backend
+    // computed it (issue 17).
+    const absl::Status status = outcome.status.ok() ? CheckFiniteScores(q) : outcome.status;
     RequestTiming timing;
     timing.enqueue_time = q.enqueue_time;
     timing.queue = outcome.cut_time - q.enqueue_time;
@@ -149,10 +166,10 @@ void ModelInstance::CompleteRequests(absl::Span<QueuedRequest> requests,
     timing.batch_requests = outcome.batch_requests;
     timing.batch_candidates = outcome.batch_candidates;
     observer_->OnRequestDone(
-        model, RequestEvent{outcome.status.code(), q.request.num_candidates,
+        model, RequestEvent{status.code(), q.request.num_candidates,
                             timing.queue, timing.compute, timing.total,
                             /*admitted=*/true});
-    std::move(q.done)(outcome.status, timing);
+    std::move(q.done)(status, timing);
   }
 }
 

@@ -6,6 +6,10 @@
 // workers and their threads, and borrows the observer and the clock (both
 // must outlive it). Requests stay owned by the caller (QueuedRequest).
 //
+// Scores are checked when a request completes: a request with a NaN or Inf
+// score (an overflow in the model's float32 arithmetic) is answered INTERNAL
+// naming the candidate, never OK (docs/operations.md, "Limits").
+//
 // Threading: Submit may be called from any number of threads. Done callbacks
 // of computed requests run on the worker thread that computed them, or, with
 // Options::completion_threads > 0, on the instance's completion threads (the
@@ -127,8 +131,14 @@ class ModelInstance {
     int64_t batch_candidates = 0;
   };
   // Reports each request to the observer, then runs its done, in order.
+  // A request of a successful batch with a NaN or Inf score gets INTERNAL
+  // instead (CheckFiniteScores).
   void CompleteRequests(absl::Span<QueuedRequest> requests,
                         const BatchOutcome& outcome);
+  // OK when every score of `q` is finite; else reports the count to the
+  // observer and returns INTERNAL naming the first such candidate. One pass
+  // over the request's scores, whichever backend computed them.
+  absl::Status CheckFiniteScores(const QueuedRequest& q);
   // Completes `batch` on the completion threads (in slices) and returns.
   void HandOff(std::vector<QueuedRequest> requests, const BatchOutcome& outcome);
 

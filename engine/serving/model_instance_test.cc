@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -186,6 +187,12 @@ class RecordingObserver final : public ServingObserver {
     unresolved.push_back({std::string(table), dynamic_table, count});
   }
 
+  void OnNonFiniteScores(const ModelVersionRef&, int64_t count) override {
+    absl::MutexLock lock(&mu_);
+    nonfinite.push_back(count);
+  }
+
+  std::vector<int64_t> nonfinite;
   struct Unresolved {
     std::string table;
     bool dynamic;
@@ -335,6 +342,57 @@ TEST(ModelInstanceTest, ExecuteErrorFailsEveryRequestOfTheBatch) {
   EXPECT_EQ(observer.batches[1].code, absl::StatusCode::kInternal);
   for (const RequestEvent& e : observer.requests) {
     EXPECT_EQ(e.code, absl::StatusCode::kInternal);
+  }
+}
+
+// Issue 17, defect 3: a NaN or Inf score is never answered OK. Only the
+// request that holds one fails (INTERNAL, naming the candidate); the others
+// of its batch are answered; the observer counts the scores. With and
+// without completion threads (both paths complete through one function).
+TEST(ModelInstanceTest, NonFiniteScoreFailsOnlyItsRequest) {
+  for (int completion_threads : {0, 2}) {
+    SCOPED_TRACE(completion_threads);
+    FakeClock clock;
+    Gate gate;
+    RecordingWorker::Log log;
+    RecordingObserver observer;
+    observer.expected_name_ = "ids";
+    ModelInstance::Options options = Batching(100, 1, 60'000'000);
+    options.completion_threads = completion_threads;
+    options.complete_inline_when_idle = false;
+    auto instance = MakeInstance(IdModel(), options,
+                                 One(std::make_unique<GatedWorker>(
+                                     std::make_unique<RecordingWorker>(&log, 1), &gate)),
+                                 &observer, &clock);
+    std::vector<std::unique_ptr<Call>> calls;
+    calls.push_back(IdCall(0, 1));
+    ASSERT_TRUE(instance->Submit(calls[0]->Item()).ok());
+    gate.AwaitEntered(1);
+    // One batch of three: the middle request's scores are 2, NaN, Inf, 2
+    // (RecordingWorker: dense * 0.5 + 1).
+    calls.push_back(IdCall(1, 2));
+    calls.push_back(IdCall(2, 4));
+    calls.back()->owned.dense = {2.0f, NAN, INFINITY, 2.0f};
+    calls.push_back(IdCall(3, 1));
+    for (size_t i = 1; i < calls.size(); ++i) {
+      ASSERT_TRUE(instance->Submit(calls[i]->Item()).ok());
+    }
+    gate.release.Notify();
+    for (auto& c : calls) c->done.WaitForNotification();
+    instance->Shutdown();
+    EXPECT_THAT(log.Batches(), ElementsAre(ElementsAre(0), ElementsAre(1, 2, 3)));
+    for (size_t i : {0, 1, 3}) EXPECT_TRUE(calls[i]->status.ok()) << calls[i]->status;
+    EXPECT_EQ(calls[2]->status.code(), absl::StatusCode::kInternal);
+    EXPECT_THAT(calls[2]->status.message(),
+                HasSubstr("score of candidate 1 is nan (2 of 4 scores are not finite): "
+                          "model \"ids\" version 3"));
+    absl::MutexLock lock(&observer.mu_);
+    EXPECT_THAT(observer.nonfinite, ElementsAre(2));
+    int internal = 0;
+    for (const RequestEvent& e : observer.requests) {
+      internal += e.code == absl::StatusCode::kInternal;
+    }
+    EXPECT_EQ(internal, 1);
   }
 }
 

@@ -75,6 +75,11 @@ class ServingObserver {
                                absl::string_view table, bool dynamic_table,
                                int64_t count) {}
 
+  // A computed request had `count` (> 0) scores that are NaN or +-Inf; it
+  // fails with INTERNAL instead of answering them (ModelInstance). Called
+  // just before that request's OnRequestDone.
+  virtual void OnNonFiniteScores(const ModelVersionRef& model, int64_t count) {}
+
   // After a successful batch, once per table in pinned host memory (CUDA
   // backend, placement HOST): lookups served from the HBM cache (hits) and
   // read from host memory (misses), the bytes those reads moved, and the

@@ -109,8 +109,14 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
     load.num_threads = options_.background_load_threads > 0 ? options_.background_load_threads
                                                             : std::max(1, cores / 4);
   }
+  load.cancel = options_.cancel;
   auto model = engine::LoadModel(directory, version, name, load);
   if (!model.ok()) return model.status();
+  // Placement, workers and warm-up cannot stop halfway: not started at all
+  // once the server is stopping.
+  if (options_.cancel != nullptr && options_.cancel->load()) {
+    return absl::CancelledError(absl::StrCat(directory, ": load cancelled"));
+  }
   if (on_model_loaded_) on_model_loaded_(**model);
   LoadedVersion out;
   out.host_bytes = (*model)->table_bytes();

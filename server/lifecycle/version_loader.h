@@ -4,6 +4,7 @@
 #ifndef RANKD_SERVER_LIFECYCLE_VERSION_LOADER_H_
 #define RANKD_SERVER_LIFECYCLE_VERSION_LOADER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -75,6 +76,11 @@ class EngineVersionLoader final : public VersionLoader {
     // 0 = a quarter of the cores, at least 1. A load with nothing serving
     // (start) uses every core.
     int background_load_threads = 0;
+    // Borrowed; null = loads cannot be cancelled. Once it reads true, a load
+    // in progress stops at its next check (engine::LoadOptions::cancel) and
+    // fails with CANCELLED; so do later ones. `rankd serve` sets it on
+    // SIGTERM / SIGINT.
+    const std::atomic<bool>* cancel = nullptr;
   };
 
   // `on_model_loaded` runs once the model's files are read, before its

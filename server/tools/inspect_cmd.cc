@@ -1,5 +1,8 @@
 // rankd inspect: what a model version holds and what it needs in memory.
-// Reads only model.pbtxt (never the weights), so it is instant for any size.
+// Reads only model.pbtxt (never the weights), so it is instant for any size;
+// with --check it also loads the version as `rankd serve` would (weights
+// opened and validated, every value read, warm-up scored on the CPU) and
+// exits non-zero with the first error, without serving.
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -15,11 +18,18 @@
 #include "absl/strings/str_join.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/model_shapes.h"
+#include "engine/serving/cpu_worker.h"
+#include "engine/serving/model_instance.h"
+#include "engine/serving/warmup.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/tools/commands.h"
 
 ABSL_DECLARE_FLAG(std::string, model);
 ABSL_FLAG(bool, json, false, "inspect: print the resolved config (defaults filled) as proto3 JSON");
+ABSL_FLAG(bool, check, false,
+          "inspect: also load the version as rankd serve would (config, weights file, tensor "
+          "names, dtypes and shapes, NaN/Inf in rows and weights, duplicate keys, host memory, "
+          "CPU warm-up scores finite) without serving; exit 1 with the error if it would fail");
 ABSL_FLAG(std::string, gpu_memory, "80GiB",
           "inspect: GPU memory the placement plan is made for (default: an 80 GiB H100)");
 ABSL_FLAG(std::string, plan_budget, "",
@@ -40,6 +50,47 @@ std::string Widths(int in, const google::protobuf::RepeatedField<int32_t>& out) 
   return s;
 }
 
+// The name the server expects in model.pbtxt for `dir`: its parent's name
+// when `dir` is a repository version directory (<root>/<name>/<version>),
+// else "" (any name: a directory outside a repository).
+std::string ExpectedModelName(const std::string& dir) {
+  if (VersionFromDirectory(dir) <= 0) return "";
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return "";
+  const std::string parent = path.substr(0, slash);
+  const size_t start = parent.rfind('/');
+  return start == std::string::npos ? parent : parent.substr(start + 1);
+}
+
+// Loads `dir` as rankd serve does at start (engine::LoadModel with its
+// checks), then warms it up on CPU workers through a ModelInstance, whose
+// completion refuses non-finite scores. OK or the first error.
+absl::Status CheckLoad(const std::string& dir) {
+  engine::LoadOptions load;
+  load.log = [](const std::string& line) { std::cerr << "rankd inspect: " << line << "\n"; };
+  auto model = engine::LoadModel(dir, VersionFromDirectory(dir), ExpectedModelName(dir), load);
+  if (!model.ok()) return model.status();
+  auto workers = engine::CreateCpuWorkers(*model, /*num_workers=*/1, /*threads_per_worker=*/0);
+  if (!workers.ok()) return workers.status();
+  auto instance = engine::ModelInstance::Create(
+      *model, engine::ModelInstance::OptionsFromConfig((*model)->config), *std::move(workers));
+  if (!instance.ok()) return instance.status();
+  // The server's warm-up sizes (EngineVersionLoader::Options).
+  return engine::WarmUp(**instance, {1, 64});
+}
+
+// --check: 0 when a load would succeed, else 1 with the error on stderr.
+int RunCheck(const std::string& dir) {
+  if (absl::Status s = CheckLoad(dir); !s.ok()) {
+    std::cerr << "rankd inspect: check failed: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << "check: OK (" << dir << " loads and warms up as rankd serve would load it)\n";
+  return 0;
+}
+
 }  // namespace
 
 int RunInspect() {
@@ -50,7 +101,8 @@ int RunInspect() {
   }
   absl::StatusOr<ModelConfig> config = engine::ReadModelConfig(dir + "/model.pbtxt");
   if (!config.ok()) {
-    std::cerr << "rankd inspect: " << config.status().message() << "\n";
+    std::cerr << "rankd inspect: " << (absl::GetFlag(FLAGS_check) ? "check failed: " : "")
+              << config.status().message() << "\n";
     return 1;
   }
   const ModelConfig& c = *config;
@@ -64,7 +116,7 @@ int RunInspect() {
       return 1;
     }
     std::cout << json << "\n";
-    return 0;
+    return absl::GetFlag(FLAGS_check) ? RunCheck(dir) : 0;
   }
   std::cout << "model " << c.name() << " (" << dir << ")\n";
   std::cout << "  dense features " << c.num_dense() << ", sparse features "
@@ -138,7 +190,7 @@ int RunInspect() {
     return 1;
   }
   std::cout << plan->Describe() << "\n";
-  return 0;
+  return absl::GetFlag(FLAGS_check) ? RunCheck(dir) : 0;
 }
 
 }  // namespace rankd::server

@@ -1,6 +1,7 @@
 // rankd score: batch scoring without a server. Reads ScoreRequest JSON lines,
 // writes one ScoreResponse JSON line per request, in order.
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -9,6 +10,8 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/model/model_loader.h"
 #include "google/protobuf/util/json_util.h"
@@ -34,6 +37,18 @@ struct Pending {
   engine::Request view;
   std::vector<float> scores;
 };
+
+// INTERNAL naming the first candidate whose score is NaN or Inf.
+absl::Status CheckFiniteScores(const std::vector<float>& scores) {
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (!std::isfinite(scores[i])) {
+      return absl::InternalError(absl::StrCat("score of candidate ", i, " is ", scores[i],
+                                              ": the model's float32 arithmetic overflowed on "
+                                              "this request; its response is left out"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -105,6 +120,15 @@ int RunScore() {
       return false;
     }
     for (auto& p : batch) {
+      // As the server does: a NaN or Inf score (float32 overflow) is an
+      // error for its line, never written out.
+      if (absl::Status finite = CheckFiniteScores(p->scores); !finite.ok()) {
+        std::cerr << "rankd score: " << (input == "-" ? "stdin" : input) << ":" << p->line
+                  << ": " << finite.message() << "\n";
+        ++failed;
+        if (!keep_going) return false;
+        continue;
+      }
       rankd::v1::ScoreResponse resp;
       resp.mutable_scores()->Add(p->scores.begin(), p->scores.end());
       resp.set_model((*model)->name);
