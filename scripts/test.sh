@@ -1,28 +1,130 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds everything and runs every
-# Bazel test (unit, integration, end-to-end). Ends with the line
-# "N passed, N failed" counted from Bazel's per-test results.
-# Usage: scripts/test.sh [extra bazel test args]
+# Bazel test (unit, integration, end-to-end). With CI set (CI=true, as
+# .ci/run runs it) or --sanitizers, it then also runs (docs/testing.md):
+#   asan  every non-GPU test under --config=asan (ASan + UBSan, clang-14);
+#         its clang build is also the -Wthread-safety -Werror build
+#   tsan  the concurrent tests under --config=tsan (TSAN_TESTS below), linked
+#         to ThreadSanitizer-built abseil (scripts/tsan_abseil.sh)
+#   fuzz  each libFuzzer target for 60 s (scripts/fuzz.sh)
+# Ends with the line "N passed, N failed": one entry per Bazel test result
+# of each stage (a test counts once per stage it runs in) and one per fuzz
+# target. Each stage's wall time is printed as "stage <name>: <s> s".
+# Usage: scripts/test.sh [--sanitizers] [extra bazel test args]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+sanitizers=0
+[[ -n "${CI:-}" && "${CI}" != "false" && "${CI}" != "0" ]] && sanitizers=1
+if [[ "${1:-}" == "--sanitizers" ]]; then sanitizers=1; shift; fi
+
 bash scripts/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 
-jobs_flag=()
-# CI machines have 2 cores; Bazel's default parallelism is fine, but keep the
-# memory of concurrent compiles in check.
-[ -n "${CI:-}" ] && jobs_flag=(--local_ram_resources=HOST_RAM*.6)
+# 2-core machines: two compiles at a time keeps memory in check and leaves
+# the other core's share to whatever else runs.
+jobs_flag=(--jobs=2)
+[ -n "${CI:-}" ] && jobs_flag+=(--local_ram_resources=HOST_RAM*.6)
 
-log=$(mktemp)
-bazel test //... --test_summary=short --test_output=errors "${jobs_flag[@]}" "$@" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
+# The concurrent parts run under TSan: batcher, model instance, completion
+# executor, the CPU engine's pool, live tables (the NoTornRows update
+# stress test) and the model manager. Not the server end-to-end tests:
+# Debian's gRPC is not instrumented, and TSan then reports races inside
+# gRPC (its recvmsg / memcpy / free against its own lock-free hand-offs,
+# which TSan cannot see) that only broad suppressions would silence, and
+# those would hide races in rankd's handlers too (docs/testing.md).
+TSAN_TESTS=(
+  //engine/serving:dynamic_batcher_test
+  //engine/serving:model_instance_test
+  //engine/serving:completion_executor_test
+  //engine/cpu:cpu_engine_test
+  //engine/updates:live_tables_test
+  //server/lifecycle:model_manager_test
+)
 
-# One summary line per test target: "//pkg:target  (cached) PASSED in 0.3s".
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) +)?PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ +(\(cached\) +)?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")
-if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-  failed=1  # the build itself failed before any test ran
+total_passed=0
+total_failed=0
+
+# Time budget of the sanitizer stages. CI's machine has 2 cores and stops the
+# suite at 90 minutes; the suite should take at most 60 there. A stage starts
+# only while at least its share of the budget is left: asan (a second build of
+# every C++ file, with clang, and every test again) needs about 30 minutes,
+# tsan (abseil for TSan once, then six tests) about 10, fuzz (a build and four
+# 60 s runs) about 10. A stage that does not fit is reported as not run, by
+# name, and counted neither way: `scripts/test.sh --sanitizers` with
+# RANKD_TEST_BUDGET_S=0 (no budget) runs every stage.
+budget_s=${RANKD_TEST_BUDGET_S:-3600}
+if ! [[ "$budget_s" =~ ^[0-9]+$ ]]; then
+  echo "RANKD_TEST_BUDGET_S: seconds as a whole number >= 0 (0 = no budget), got \"$budget_s\""
+  echo "0 passed, 1 failed"
+  exit 2
 fi
-rm -f "$log"
-echo "${passed} passed, ${failed} failed"
-[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]
+suite_start=0  # SECONDS counts from this script's start: setup included
+# fits NAME NEEDED_S: true when the stage may start.
+fits() {
+  local spent=$((SECONDS - suite_start))
+  if [[ "$budget_s" -gt 0 && $((spent + $2)) -gt "$budget_s" ]]; then
+    echo "stage $1: NOT RUN: ${spent} s of the suite's ${budget_s} s budget spent, the stage needs about $2 s (RANKD_TEST_BUDGET_S=0 runs it)"
+    return 1
+  fi
+  return 0
+}
+
+# bazel_stage NAME ARGS...: one `bazel test` run, counted.
+bazel_stage() {
+  local name="$1" log start rc passed failed
+  shift
+  log=$(mktemp)
+  start=$SECONDS
+  bazel test --test_summary=short --test_output=errors "${jobs_flag[@]}" "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  # One summary line per test target: "//pkg:target  (cached) PASSED in 0.3s".
+  passed=$(grep -cE '^//[^ ]+ +(\(cached\) +)?PASSED' "$log")
+  failed=$(grep -cE '^//[^ ]+ +(\(cached\) +)?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|FAILED TO BUILD)' "$log")
+  if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    failed=1  # the build itself failed before any test ran
+  fi
+  rm -f "$log"
+  echo "stage $name: $((SECONDS - start)) s, $passed passed, $failed failed"
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+}
+
+bazel_stage default //... "$@"
+
+if [[ "$sanitizers" -eq 1 ]] && fits asan 1800; then
+  bazel_stage asan --config=asan //... "$@"
+fi
+
+if [[ "$sanitizers" -eq 1 ]] && fits tsan 600; then
+  start=$SECONDS
+  if absl_lib=$(bash scripts/tsan_abseil.sh | tail -1); then
+    echo "stage tsan-abseil: $((SECONDS - start)) s"
+    # An RPATH (not RUNPATH, not LD_LIBRARY_PATH) on the tsan binaries: it
+    # applies to the libraries they load too (gRPC's abseil), while the
+    # Python clients of the e2e tests keep Debian's uninstrumented abseil
+    # (instrumented .so files cannot load into a process without TSan).
+    # Suppressions: abseil internals only (tools/sanitizers/tsan.supp).
+    bazel_stage tsan --config=tsan --linkopt=-Wl,--disable-new-dtags,-rpath,"$absl_lib" \
+      --test_env=TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$PWD/tools/sanitizers/tsan.supp" \
+      "${TSAN_TESTS[@]}"
+  else
+    echo "stage tsan: building abseil with TSan failed"
+    total_failed=$((total_failed + 1))
+  fi
+fi
+
+if [[ "$sanitizers" -eq 1 ]] && fits fuzz 600; then
+  start=$SECONDS
+  fuzz_log=$(mktemp)
+  bash scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-60}" 2>&1 | tee "$fuzz_log"
+  p=$(grep -cE '^fuzz [a-z_]+: PASS' "$fuzz_log")
+  f=$(grep -cE '^fuzz [a-z_]+: FAIL' "$fuzz_log")
+  [[ $((p + f)) -gt 0 ]] || f=1
+  rm -f "$fuzz_log"
+  echo "stage fuzz: $((SECONDS - start)) s, $p passed, $f failed"
+  total_passed=$((total_passed + p))
+  total_failed=$((total_failed + f))
+fi
+
+echo "${total_passed} passed, ${total_failed} failed"
+[ "$total_failed" -eq 0 ]

@@ -1,0 +1,196 @@
+// Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/)
+// from the same fixtures the fuzzers use (fuzz_models.h), so seeds are valid
+// inputs that reach deep into each target. Run after changing a fixture:
+//   bazel run //tests/fuzz:write_seeds -- $PWD/tests/fuzz/corpus
+// Each seed is also checked here to be accepted (converted, parsed, loaded
+// or applied); a seed the target refuses at its first step would only test
+// the error path, so it fails the run instead.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/generator/model_generator.h"
+#include "engine/model/model_loader.h"
+#include "engine/updates/host_table_store.h"
+#include "engine/updates/live_tables.h"
+#include "google/protobuf/text_format.h"
+#include "rankd/v1/model_control.pb.h"
+#include "rankd/v1/ranking.pb.h"
+#include "server/lifecycle/update_message.h"
+#include "server/request_conversion.h"
+#include "tests/fuzz/fuzz_models.h"
+
+namespace rankd::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "write_seeds: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Write(const fs::path& dir, const std::string& name, const std::string& bytes) {
+  fs::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) Die("cannot write " + (dir / name).string());
+}
+
+rankd::v1::ScoreRequest ToWire(const engine::Model& model,
+                               const engine::testing::OwnedRequest& r) {
+  rankd::v1::ScoreRequest w;
+  w.set_model(model.name);
+  w.set_num_candidates(r.num_candidates);
+  for (float v : r.dense) w.add_dense(v);
+  for (size_t f = 0; f < model.features.size(); ++f) {
+    auto* s = w.add_sparse();
+    s->set_name(model.features[f].name);
+    for (int64_t id : r.ids[f]) s->add_ids(id);
+    for (int32_t l : r.lengths[f]) s->add_lengths(l);
+    if (f < r.weights.size()) {
+      for (float x : r.weights[f]) s->add_weights(x);
+    }
+  }
+  return w;
+}
+
+void ScoreRequestSeeds(const fs::path& dir) {
+  const auto specs = ScoreModelSpecs();
+  for (size_t m = 0; m < specs.size(); ++m) {
+    auto model = engine::testing::MakeRandomModel(specs[m]);
+    for (int variant = 0; variant < 3; ++variant) {
+      engine::testing::RandomRequestSpec rs;
+      rs.seed = 100 + variant;
+      rs.num_candidates = variant == 0 ? 1 : 5;
+      rs.weighted = variant == 1;
+      rs.share_all_bags = variant == 2;
+      if (specs[m].id_policy == rankd::v1::ZERO) rs.unresolved_fraction = 0.3;
+      const auto wire = ToWire(*model, engine::testing::MakeRandomRequest(*model, rs));
+      auto converted = server::ToEngineRequest(*model, wire);
+      if (!converted.ok()) Die("score seed refused: " + converted.status().ToString());
+      Write(dir, absl::StrCat("model", m, "_v", variant), wire.SerializeAsString());
+    }
+  }
+}
+
+void ModelConfigSeeds(const fs::path& dir) {
+  Write(dir, "fuzz.pbtxt", FuzzModelConfigText());
+  for (const std::string& preset : engine::PresetNames()) {
+    for (int dynamic = 0; dynamic <= 1; ++dynamic) {
+      engine::GenerateOptions o;
+      o.preset = preset;
+      o.dynamic_tables = dynamic;
+      auto config = engine::PresetConfig(o);
+      if (!config.ok()) Die(config.status().ToString());
+      std::string text;
+      google::protobuf::TextFormat::PrintToString(*config, &text);
+      if (auto parsed = engine::ParseModelConfig(text, preset); !parsed.ok()) {
+        Die("config seed refused: " + parsed.status().ToString());
+      }
+      Write(dir, absl::StrCat(preset, dynamic ? "_dynamic" : "", ".pbtxt"), text);
+    }
+  }
+}
+
+void SafetensorsSeeds(const fs::path& dir) {
+  const std::string weights = FuzzWeightsBytes();
+  // Checked by loading it with the config, as the fuzzer does.
+  const fs::path tmp = fs::temp_directory_path() / "rankd_write_seeds_model";
+  fs::create_directories(tmp);
+  Write(tmp, "model.pbtxt", FuzzModelConfigText());
+  Write(tmp, "weights.safetensors", weights);
+  engine::LoadOptions options;
+  options.num_threads = 1;
+  auto model = engine::LoadModel(tmp.string(), 1, "fuzz", options);
+  fs::remove_all(tmp);
+  if (!model.ok()) Die("weights seed refused: " + model.status().ToString());
+  Write(dir, "fuzz_model.safetensors", weights);
+}
+
+// One record of the update fuzzer's input: 2-byte length, message.
+std::string Record(const rankd::v1::EmbeddingUpdate& msg) {
+  const std::string bytes = msg.SerializeAsString();
+  if (bytes.size() > 0xffff) Die("update seed too long");
+  return std::string{static_cast<char>(bytes.size() & 0xff),
+                     static_cast<char>(bytes.size() >> 8)} + bytes;
+}
+
+void UpdateSeeds(const fs::path& dir) {
+  auto model = MakeUpdateModel();
+  const engine::EmbeddingTable& t1 = model->tables[1];
+  const int64_t* keys1 = reinterpret_cast<const int64_t*>(t1.keys.data);
+  std::vector<std::pair<std::string, std::vector<rankd::v1::EmbeddingUpdate>>> seeds;
+
+  rankd::v1::EmbeddingUpdate stat;  // static rows, fp32
+  stat.set_table("t0");
+  for (int64_t id : {0, 5}) stat.add_ids(id);
+  for (int i = 0; i < 2 * model->tables[0].dim; ++i) stat.add_rows(0.25f * (i + 1));
+  seeds.push_back({"static_rows", {stat}});
+
+  rankd::v1::EmbeddingUpdate ins;  // dynamic: update a stored key, insert a new one
+  ins.set_table("t1");
+  ins.add_ids(keys1[0]);
+  ins.add_ids(123456789);
+  for (int i = 0; i < 2 * t1.dim; ++i) ins.add_rows(-0.5f + 0.1f * i);
+  ins.set_producer_id("trainer");
+  ins.set_sequence(1);
+  rankd::v1::EmbeddingUpdate del;  // then delete one, re-send the first (duplicate)
+  del.set_table("t1");
+  del.add_delete_keys(keys1[1]);
+  del.add_delete_keys(42);
+  seeds.push_back({"dynamic_insert_delete", {ins, del, ins}});
+
+  rankd::v1::EmbeddingUpdate raw;  // raw little-endian rows into the LFU table
+  raw.set_table("t2");
+  const int dim2 = model->tables[2].dim;
+  std::string bytes;
+  for (int64_t k : {7, 8, 9}) {
+    raw.add_ids(k);
+    for (int i = 0; i < dim2; ++i) bytes += std::string("\x00\x00\x80\x3f", 4);  // fp32 1.0
+  }
+  raw.set_raw_rows(bytes);
+  seeds.push_back({"raw_rows", {raw}});
+
+  // Past max_keys in two messages (one may not exceed it): evictions.
+  std::vector<rankd::v1::EmbeddingUpdate> fills(2);
+  for (int m = 0; m < 2; ++m) {
+    fills[m].set_table("t1");
+    for (int64_t k = 0; k < kUpdateMaxKeys / 2 + 4; ++k) {
+      fills[m].add_ids(1000 * (m + 1) + k);
+      for (int i = 0; i < t1.dim; ++i) fills[m].add_rows(0.01f * k);
+    }
+  }
+  seeds.push_back({"evict", fills});
+
+  for (const auto& [name, messages] : seeds) {
+    auto m = MakeUpdateModel();
+    engine::LiveTables live(m, {std::make_shared<engine::HostTableStore>(m)});
+    std::string input;
+    for (const auto& msg : messages) {
+      auto applied = server::ApplyUpdateMessage(msg, "fuzz", 1, &live);
+      if (!applied.ok()) Die("update seed " + name + " refused: " + applied.status().ToString());
+      input += Record(msg);
+    }
+    Write(dir, name, input);
+  }
+}
+
+}  // namespace
+}  // namespace rankd::fuzz
+
+int main(int argc, char** argv) {
+  if (argc != 2) rankd::fuzz::Die("usage: write_seeds CORPUS_DIR");
+  const std::filesystem::path root = argv[1];
+  rankd::fuzz::ScoreRequestSeeds(root / "score_request_fuzzer");
+  rankd::fuzz::ModelConfigSeeds(root / "model_config_fuzzer");
+  rankd::fuzz::SafetensorsSeeds(root / "safetensors_fuzzer");
+  rankd::fuzz::UpdateSeeds(root / "update_fuzzer");
+  std::printf("seeds written under %s\n", root.c_str());
+  return 0;
+}
