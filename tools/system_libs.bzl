@@ -108,6 +108,9 @@ def system_libs():
     pkg_config_repo(name = "system_benchmark", modules = ["benchmark"], extra_linkopts = ["-lbenchmark_main"])
     pkg_config_repo(name = "system_eigen", modules = ["eigen3"])
     pkg_config_repo(name = "system_json", modules = ["nlohmann_json"])
+    # TLS files are checked at start (key matches certificate) with OpenSSL,
+    # the library gRPC itself uses on Debian.
+    pkg_config_repo(name = "system_openssl", modules = ["openssl"])
     pkg_config_repo(
         name = "system_cuda",
         modules = [],
