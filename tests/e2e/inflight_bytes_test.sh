@@ -1,0 +1,66 @@
+#!/bin/bash
+# End to end (issue 17, defect 8): the memory of concurrent large requests
+# is bounded. Before the fix, 24 concurrent 63 MiB requests took rankd's RSS
+# to 692 MiB: nothing bounded the bytes of requests held at once.
+# rankd runs with --max_inflight_request_bytes 128 MiB (and so gRPC's
+# transport memory quota of 256 MiB).
+#   1. rankd's admission: the model's batcher holds every request 1.5 s
+#      (max_queue_delay_us), and 4 clients send one valid request each of
+#      ~30 MiB on the wire, ~72 MiB once parsed: one is admitted and scored
+#      (OK), the others are refused RESOURCE_EXHAUSTED naming
+#      --max_inflight_request_bytes, counted in
+#      rankd_requests_refused_total{reason="inflight_bytes"}.
+#   2. A flood: 24 clients each send one 63 MiB request at once (a dense
+#      array too long for the model: an admitted one is answered
+#      INVALID_ARGUMENT). Every request is answered; some RESOURCE_EXHAUSTED
+#      (by rankd, or by gRPC's transport under its quota, which rankd never
+#      sees); rankd's peak RSS grows by less than RSS_BOUND_MIB (the quota
+#      plus the admitted requests; +990 MiB without any bound, +526 MiB with it,
+#      on the 2-core dev machine).
+#   3. rankd_request_bytes_in_flight is back to 0 and normal requests work.
+source "$(dirname "$0")/lib.sh"
+
+RSS_BOUND_MIB=700
+MODELS="$TMP/models"
+gen_model "$MODELS" mini --preset mini
+set_model_options "$MODELS/mini/1" \
+  "batching { max_queue_delay_us: 1500000 max_batch_candidates: 4096 }"
+NUM_DENSE="$(sed -n 's/^num_dense: *//p' "$MODELS/mini/1/model.pbtxt")"
+FEATURES="$(model_features "$MODELS/mini/1")"
+gen_requests "$MODELS/mini/1" "$TMP/req.jsonl" --count 4 --candidates 8 --seed 3
+start_rankd "$MODELS" --backend cpu --max_message_bytes 67108864 \
+  --max_inflight_request_bytes 134217728 --max_ids_per_feature 4194304
+hostile() { run_bounded 300 "$PY" "$E2E_DIR/hostile_client.py" "$@"; }
+rss_kib() { awk -v k="$2" '$1 == k ":" { print $2 }' "/proc/$1/status"; }
+
+hostile inflight-admission --target "$TARGET" --model mini --num_dense "$NUM_DENSE" \
+  --features "$FEATURES" --concurrency 4 --codes_out "$TMP/codes1.txt" ||
+  fail "admission of concurrent large valid requests (above)"
+scrape "$TMP/m1.txt"
+OURS1="$(awk '$1 == "OURS" { print $2 }' "$TMP/codes1.txt")"
+expect_eq "refusals counted in rankd_requests_refused_total{reason=inflight_bytes}" \
+  "$(metric_int "$TMP/m1.txt" rankd_requests_refused_total 'reason="inflight_bytes"')" "${OURS1:-x}"
+
+RSS0="$(rss_kib "$RANKD_PID" VmRSS)"
+hostile inflight --target "$TARGET" --model mini --concurrency 24 --request_mib 63 \
+  --codes_out "$TMP/codes2.txt" || fail "concurrent 63 MiB requests (above)"
+kill -0 "$RANKD_PID" 2>/dev/null || die "rankd died under concurrent large requests"
+PEAK="$(rss_kib "$RANKD_PID" VmHWM)"
+GROWTH_MIB=$(( (PEAK - RSS0) / 1024 ))
+log "RSS: $((RSS0 / 1024)) MiB before the flood, peak $((PEAK / 1024)) MiB (+$GROWTH_MIB MiB)"
+[[ "$GROWTH_MIB" -lt "$RSS_BOUND_MIB" ]] ||
+  fail "peak RSS grew by $GROWTH_MIB MiB under 24 x 63 MiB requests (bound $RSS_BOUND_MIB MiB)"
+
+scrape "$TMP/m2.txt"
+OURS2="$(awk '$1 == "OURS" { print $2 }' "$TMP/codes2.txt")"
+expect_eq "all of rankd's refusals counted" \
+  "$(metric_int "$TMP/m2.txt" rankd_requests_refused_total 'reason="inflight_bytes"')" \
+  "$(( ${OURS1:-0} + ${OURS2:-0} ))"
+expect_eq "rankd_request_bytes_in_flight after the burst" \
+  "$(metric_int "$TMP/m2.txt" rankd_request_bytes_in_flight)" 0
+
+rankctl score --input "$TMP/req.jsonl" --output "$TMP/got.jsonl" --deadline_ms 10000 2>"$TMP/rankctl.err" ||
+  fail "normal requests after the burst: $(tail -3 "$TMP/rankctl.err")"
+stop_rankd TERM
+expect_eq "rankd exit status" "$RANKD_RC" 0
+finish
