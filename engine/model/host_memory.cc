@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "kernels/cpu/host_resources.h"
 
 namespace rankd::engine {
 namespace {
@@ -92,14 +93,30 @@ absl::StatusOr<int64_t> ReadMemAvailable() {
   return ParseMemAvailable(text.str());
 }
 
+absl::StatusOr<AvailableHostMemory> ReadAvailableHostMemory() {
+  absl::StatusOr<int64_t> meminfo = ReadMemAvailable();
+  const kernels::CgroupMemory cgroup = kernels::ReadCgroupMemory();
+  const int64_t room = cgroup.available_bytes();
+  if (room >= 0 && (!meminfo.ok() || room < *meminfo)) {
+    return AvailableHostMemory{
+        room, absl::StrCat("cgroup limit ",
+                           HumanBytes(static_cast<double>(cgroup.limit_bytes)),
+                           " (", cgroup.limit_source, ") minus ",
+                           HumanBytes(static_cast<double>(cgroup.working_set_bytes)),
+                           " in use")};
+  }
+  if (!meminfo.ok()) return meminfo.status();
+  return AvailableHostMemory{*meminfo, "MemAvailable in /proc/meminfo"};
+}
+
 absl::Status CheckHostMemory(int64_t bytes, int64_t available,
-                             absl::string_view what) {
+                             absl::string_view what, absl::string_view source) {
   if (bytes <= available) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       what, " needs ", HumanBytes(static_cast<double>(bytes)), " (", bytes,
       " bytes) of host memory, but only ",
       HumanBytes(static_cast<double>(available)), " (", available,
-      " bytes) is available (MemAvailable in /proc/meminfo)"));
+      " bytes) is available (", source, ")"));
 }
 
 absl::StatusOr<HostAllocation> AllocateHostBytes(int64_t bytes,
@@ -111,13 +128,18 @@ absl::StatusOr<HostAllocation> AllocateHostBytes(int64_t bytes,
   }
   HostAllocation a;
   if (bytes == 0) return a;
+  std::string source = "MemAvailable in /proc/meminfo";
   if (mem_available < 0) {
-    // Where MemAvailable cannot be read the mapping itself is the only check.
-    absl::StatusOr<int64_t> read = ReadMemAvailable();
-    if (read.ok()) mem_available = *read;
+    // Where nothing can be read the mapping itself is the only check.
+    absl::StatusOr<AvailableHostMemory> read = ReadAvailableHostMemory();
+    if (read.ok()) {
+      mem_available = read->bytes;
+      source = read->source;
+    }
   }
   if (mem_available >= 0) {
-    if (absl::Status s = CheckHostMemory(bytes, mem_available, what); !s.ok()) {
+    if (absl::Status s = CheckHostMemory(bytes, mem_available, what, source);
+        !s.ok()) {
       return s;
     }
   }

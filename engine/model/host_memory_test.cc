@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace rankd::engine {
@@ -39,6 +40,24 @@ TEST(HostMemoryTest, CheckNamesWhatBytesAndAvailable) {
             "table 't3' rows needs 8.00 GiB (8589934592 bytes) of host "
             "memory, but only 5.00 GiB (5368709120 bytes) is available "
             "(MemAvailable in /proc/meminfo)");
+}
+
+TEST(HostMemoryTest, CheckNamesTheSourceOfTheFigure) {
+  const absl::Status s =
+      CheckHostMemory(2048, 1024, "x", "cgroup limit 1.00 KiB (memory.max)");
+  EXPECT_TRUE(absl::StrContains(s.message(), "(cgroup limit 1.00 KiB (memory.max))"))
+      << s.message();
+}
+
+// What this process may use is never more than the host's MemAvailable.
+TEST(HostMemoryTest, AvailableIsAtMostMemAvailable) {
+  absl::StatusOr<AvailableHostMemory> mine = ReadAvailableHostMemory();
+  absl::StatusOr<int64_t> host = ReadMemAvailable();
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_TRUE(host.ok()) << host.status();
+  // MemAvailable moves between the two reads; allow 256 MiB of drift.
+  EXPECT_LE(mine->bytes, *host + (int64_t{256} << 20));
+  EXPECT_FALSE(mine->source.empty());
 }
 
 // The check runs before mapping: 1 TiB against an injected 1 GiB fails at
