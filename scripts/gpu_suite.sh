@@ -5,15 +5,24 @@
 #     bash tests/gpu/run_on_device.sh
 # (with the device tool: command "bash tests/gpu/run_on_device.sh", carry [".gpu"];
 # SECTIONS="..." selects parts, see that script).
+# BAZEL_CONFIG=portable builds the device code for every supported GPU
+# generation (tools/cuda.bzl; nvcc takes several times longer); BENCHES=0
+# leaves the benchmarks out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
 gpu_tests=$(bazel query 'attr(tags, "\bgpu\b", tests(//...))' 2>/dev/null)
-benches=$(bazel query 'attr(tags, "manual", kind(cc_binary, //bench/...))' 2>/dev/null)
-targets=(//server:rankd //client:rankctl //bench:serve_bench //loadtest:rankload $gpu_tests $benches)
+benches=""
+if [ "${BENCHES:-1}" != 0 ]; then
+  benches=$(bazel query 'attr(tags, "manual", kind(cc_binary, //bench/...))' 2>/dev/null)
+fi
+targets=(//server:rankd //client:rankctl //loadtest:rankload $gpu_tests $benches)
+[ "${BENCHES:-1}" != 0 ] && targets+=(//bench:serve_bench)
 echo "building: ${targets[*]}"
-bazel build "${targets[@]}"
-bin=$(bazel info bazel-bin 2>/dev/null)
+config=()
+[ -n "${BAZEL_CONFIG:-}" ] && config=(--config="$BAZEL_CONFIG")
+bazel build "${config[@]}" "${targets[@]}"
+bin=$(bazel info "${config[@]}" bazel-bin 2>/dev/null)
 paths=()
 for t in "${targets[@]}"; do
   pkg=${t#//}; pkg=${pkg%%:*}; name=${t##*:}

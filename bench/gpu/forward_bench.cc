@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
 
   rankd::engine::cuda::DeviceModel::Options dmo;
   rankd::kernels::cuda::TinyDlrmShape tiny;
-  dmo.pad_inputs = !(absl::GetFlag(FLAGS_fused) && rankd::engine::cuda::TinyShapeFor(**model, &tiny));
+  dmo.pad_inputs = !(absl::GetFlag(FLAGS_fused) && rankd::engine::cuda::TinyShapeFor(**model, dmo.device, &tiny));
   auto dm = rankd::engine::cuda::DeviceModel::Create(*model, dmo);
   if (!dm.ok()) {
     std::cerr << dm.status() << "\n";

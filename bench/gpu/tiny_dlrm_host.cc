@@ -58,7 +58,9 @@ absl::StatusOr<TinyDlrmShape> TinyDlrmShapeOf(const engine::Model& m) {
   // agree on which models take the fused kernel.
   TinyDlrmShape s;
   std::string why;
-  if (!engine::cuda::TinyShapeFor(m, &s, &why)) {
+  int device = 0;
+  cudaGetDevice(&device);
+  if (!engine::cuda::TinyShapeFor(m, device, &s, &why)) {
     return absl::FailedPreconditionError(absl::StrCat("tiny DLRM kernel: ", why));
   }
   return s;

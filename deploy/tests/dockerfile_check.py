@@ -215,7 +215,10 @@ def check(report, text, ctx):
     # Builder: Debian 12, setup.sh, then the exact build command of scripts/run.sh.
     report.check(re.match(r"^(docker\.io/(library/)?)?debian:(12|bookworm)\b", b.image) and "slim" not in b.image,
                  f"builder is FROM {b.image}, want Debian 12 (what scripts/setup.sh installs for)")
-    runs = b.runs()
+    # The only option the image may add to run.sh's command: the device-code
+    # architectures (--config=portable, tools/cuda.bzl), which change no source.
+    portable = "${BAZEL_CONFIG:+--config=${BAZEL_CONFIG}} "
+    runs = [(n, a.replace(portable, "")) for n, a in b.runs()]
     setup = [n for n, a in runs if re.search(r"(^|[;&|]\s*)bash scripts/setup\.sh(\s|$)", a)]
     report.check(bool(setup), "the builder never runs `bash scripts/setup.sh`")
     build = [n for n, a in runs if ctx.build_cmd in a]
@@ -368,7 +371,8 @@ def binary_strings(path, min_len=8):
 def self_test(text, ctx):
     edits = {
         "setup.sh not run": ("RUN bash scripts/setup.sh", "RUN true"),
-        "another bazel command": ("RUN bazel build //server:rankd //client:rankctl", "RUN bazel build //server:rankd"),
+        "another bazel command": ("RUN bazel build ${BAZEL_CONFIG:+--config=${BAZEL_CONFIG}} //server:rankd //client:rankctl",
+                                  "RUN bazel build ${BAZEL_CONFIG:+--config=${BAZEL_CONFIG}} //server:rankd"),
         "build deps installed by the Dockerfile": ('"cuda-cccl-${CUDA_PKG_VERSION}"', '"cuda-cccl-${CUDA_PKG_VERSION}" libgrpc++-dev'),
         "builder on Ubuntu": ("FROM ${DEBIAN_IMAGE} AS builder", "FROM ubuntu:24.04 AS builder"),
         "root user": ("USER 10001:10001", "USER root"),

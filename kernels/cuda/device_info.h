@@ -18,10 +18,15 @@ struct DeviceInfo {
   int64_t total_memory_bytes = 0;
   int64_t free_memory_bytes = 0;
   int64_t l2_bytes = 0;
+  // Shared memory one block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin;
+  // 227 KiB on H100 / H200, 99 KiB on sm_86 / sm_89).
+  int64_t max_shared_bytes_per_block = 0;
 };
 
 struct DeviceQuery {
-  // Usable devices; empty when there is no GPU or no driver.
+  // Usable devices; empty when there is no GPU or no driver. A device this
+  // binary has no kernel image for (no cubin for its SM and no PTX it can
+  // JIT) is not usable: it is left out and named in `note`.
   std::vector<DeviceInfo> devices;
   // Why `devices` is empty or short, e.g. "no CUDA-capable device is
   // detected"; empty when every visible device was read.
@@ -33,6 +38,15 @@ struct DeviceQuery {
 
 // Never fails: a machine without GPU or driver gives no devices and a note.
 DeviceQuery QueryDevices();
+
+// The virtual architectures this binary's device code was compiled for, as
+// nvcc's __CUDA_ARCH_LIST__: "900" (the default build) or
+// "800,900,1000" (--config=portable).
+std::string BuiltCudaArchs();
+
+// Opt-in shared memory per block of `device` (cached after the first call);
+// 0 where it cannot be read.
+int64_t MaxSharedBytesPerBlock(int device);
 
 }  // namespace rankd::kernels::cuda
 

@@ -17,8 +17,18 @@ TEST(DeviceInfoTest, ReportsDevicesOrWhyNot) {
     EXPECT_GT(d.multiprocessors, 0);
     EXPECT_GT(d.total_memory_bytes, 0);
     EXPECT_LE(d.free_memory_bytes, d.total_memory_bytes);
-    EXPECT_GE(d.compute_major, 9) << "binaries are built for sm_90 only";
+    EXPECT_GE(d.compute_major, 8) << "no build targets GPUs before sm_80";
+    // Every supported GPU lets a block opt in to more than the default 48 KiB.
+    EXPECT_GT(d.max_shared_bytes_per_block, 48 * 1024);
+    EXPECT_EQ(MaxSharedBytesPerBlock(d.ordinal), d.max_shared_bytes_per_block);
   }
+}
+
+// The default and the portable build both hold Hopper code.
+TEST(DeviceInfoTest, KnowsItsOwnArchitectures) {
+  const std::string archs = BuiltCudaArchs();
+  EXPECT_NE(archs.find("900"), std::string::npos) << archs;
+  EXPECT_EQ(MaxSharedBytesPerBlock(-1), 0);
 }
 
 }  // namespace

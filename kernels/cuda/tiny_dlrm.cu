@@ -35,6 +35,7 @@
 
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/tiny_dlrm.h"
 
 namespace rankd::kernels::cuda {
@@ -43,7 +44,6 @@ namespace {
 constexpr int kTile = kTinyDlrmTile;
 static_assert(kTile == 32, "one candidate per lane");
 constexpr int kMaxWarps = 16;
-constexpr size_t kMaxSharedBytes = 227 * 1024;  // H100 / H200 opt-in limit per block
 constexpr int kMaxDevices = 64;
 
 struct LayerDesc {
@@ -91,7 +91,13 @@ struct Plan {
   int bottom_warps = 1, lookup_warps = 1;
 };
 
-bool MakePlan(const TinyDlrmShape& s, Plan* plan, std::string* why) {
+// No limit: the layout of a shape, whatever device it may run on.
+constexpr int64_t kAnyShared = INT64_MAX;
+
+// `max_shared_bytes`: the opt-in shared memory per block of the device the
+// plan is for.
+bool MakePlan(const TinyDlrmShape& s, Plan* plan, std::string* why,
+              int64_t max_shared_bytes) {
   auto fail = [why](const std::string& m) {
     if (why != nullptr) *why = m;
     return false;
@@ -148,9 +154,10 @@ bool MakePlan(const TinyDlrmShape& s, Plan* plan, std::string* why) {
   p.off_feats = p.off_act_b + act_rows * kTile;
   p.off_top_in = p.off_feats + (1 + s.num_features) * s.dim * kTile;
   p.shared_floats = p.off_top_in + static_cast<int64_t>(s.interaction_width()) * kTile;
-  if (p.shared_floats * 4 > static_cast<int64_t>(kMaxSharedBytes)) {
+  if (p.shared_floats * 4 > max_shared_bytes) {
     return fail("needs " + std::to_string(p.shared_floats * 4) +
-                " bytes of shared memory per block, over 227 KB");
+                " bytes of shared memory per block, over the device's " +
+                std::to_string(max_shared_bytes));
   }
   // One bottom warp per ~1k MACs per candidate (at most 4), one lookup warp
   // per feature while warps last.
@@ -553,35 +560,44 @@ cudaError_t Launch(const TinyParams& params, int warps, size_t smem_bytes, cudaS
   return cudaGetLastError();
 }
 
+// Opt-in shared memory per block of the current device (0 if unreadable:
+// nothing launches).
+int64_t LaunchDeviceSharedBytes() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  return MaxSharedBytesPerBlock(device);
+}
+
 }  // namespace
 
-bool TinyDlrmSupported(const TinyDlrmShape& shape, std::string* why) {
+bool TinyDlrmSupported(const TinyDlrmShape& shape, int64_t max_shared_bytes,
+                       std::string* why) {
   Plan plan;
-  return MakePlan(shape, &plan, why);
+  return MakePlan(shape, &plan, why, max_shared_bytes);
 }
 
 size_t TinyDlrmSharedBytes(const TinyDlrmShape& shape) {
   Plan plan;
-  if (!MakePlan(shape, &plan, nullptr)) return 0;
+  if (!MakePlan(shape, &plan, nullptr, kAnyShared)) return 0;
   return static_cast<size_t>(plan.shared_floats) * 4;
 }
 
 int TinyDlrmBlockThreads(const TinyDlrmShape& shape) {
   Plan plan;
-  if (!MakePlan(shape, &plan, nullptr)) return 0;
+  if (!MakePlan(shape, &plan, nullptr, kAnyShared)) return 0;
   return 32 * (plan.bottom_warps + plan.lookup_warps);
 }
 
 size_t TinyDlrmPackedFloats(const TinyDlrmShape& shape) {
   Plan plan;
-  if (!MakePlan(shape, &plan, nullptr)) return 0;
+  if (!MakePlan(shape, &plan, nullptr, kAnyShared)) return 0;
   return static_cast<size_t>(plan.packed_floats);
 }
 
 std::vector<float> PackTinyDlrmWeights(const TinyDlrmShape& shape, const LinearView* bottom,
                                        int num_bottom, const LinearView* top, int num_top) {
   Plan plan;
-  if (!MakePlan(shape, &plan, nullptr)) return {};
+  if (!MakePlan(shape, &plan, nullptr, kAnyShared)) return {};
   if (num_bottom != shape.num_bottom || num_top != shape.num_top) return {};
   std::vector<float> packed(plan.packed_floats, 0.0f);
   auto pack = [&packed](const LayerDesc& d, const LinearView& v) {
@@ -605,7 +621,9 @@ std::vector<float> PackTinyDlrmWeights(const TinyDlrmShape& shape, const LinearV
 cudaError_t LaunchTinyDlrm(const TinyDlrmShape& shape, const TinyDlrmArgs& args,
                            cudaStream_t stream) {
   Plan plan;
-  if (!MakePlan(shape, &plan, nullptr) || args.rows < 0) return cudaErrorInvalidValue;
+  if (!MakePlan(shape, &plan, nullptr, LaunchDeviceSharedBytes()) || args.rows < 0) {
+    return cudaErrorInvalidValue;
+  }
   if (args.rows == 0) return cudaSuccess;
   if (args.dense == nullptr || args.weights == nullptr || args.scores == nullptr ||
       !Aligned(args.weights, 16)) {

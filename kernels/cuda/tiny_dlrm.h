@@ -54,14 +54,17 @@ struct TinyDlrmShape {
   }
 };
 
-// Whether the fused kernel handles this shape: the limits above, consistent
-// widths, and shared memory (weights + per-candidate buffers for a tile of 32)
-// within what one H100 / H200 block can have (227 KB). If not, `why` (when
+// Whether the fused kernel handles this shape on a device whose blocks may
+// opt in to `max_shared_bytes` of shared memory (MaxSharedBytesPerBlock in
+// device_info.h: 227 KiB on H100 / H200, 99 KiB on sm_86 / sm_89): the
+// limits above, consistent widths, and shared memory (weights +
+// per-candidate buffers for a tile of 32) within that. If not, `why` (when
 // given) says which limit failed.
-bool TinyDlrmSupported(const TinyDlrmShape& shape, std::string* why = nullptr);
+bool TinyDlrmSupported(const TinyDlrmShape& shape, int64_t max_shared_bytes,
+                       std::string* why = nullptr);
 
 // Shared memory one block uses, in bytes, and its threads (warps x 32: bottom
-// MLP warps + lookup warps); 0 if unsupported.
+// MLP warps + lookup warps); 0 if unsupported on any device.
 size_t TinyDlrmSharedBytes(const TinyDlrmShape& shape);
 int TinyDlrmBlockThreads(const TinyDlrmShape& shape);
 
@@ -98,7 +101,8 @@ struct TinyDlrmArgs {
 };
 
 // Scores args.rows candidates. rows == 0 launches nothing. Returns
-// cudaErrorInvalidValue for an unsupported shape or inconsistent arguments
+// cudaErrorInvalidValue for a shape unsupported on the current device or
+// inconsistent arguments
 // (null pointers, a table whose dim differs, misaligned weights), else the
 // launch's error. A shape needing more than 48 KB of shared memory makes the
 // first launch per device raise the kernel's limit (cudaFuncSetAttribute):

@@ -9,6 +9,7 @@
 // and every one checked. Tolerance: |p_gpu - p_cpu| <= 1e-6 (absolute on the
 // probability) or a logit error <= 1e-5 relative. Needs a GPU.
 #include "kernels/cuda/tiny_dlrm.h"
+#include "kernels/cuda/device_info.h"
 
 #include <cuda_runtime_api.h>
 
@@ -31,6 +32,10 @@
 
 namespace rankd::kernels::cuda {
 namespace {
+
+// The opt-in shared memory per block of an H100 / H200 (227 KiB): the
+// envelope tests below are about the shape limits, not the device.
+constexpr int64_t kHopperShared = 227 * 1024;
 
 #define ASSERT_CUDA(expr)                                               \
   do {                                                                  \
@@ -159,7 +164,7 @@ TEST_P(TinyDlrmTest, MatchesCpuForward) {
   const Case& c = GetParam();
   const TinyDlrmShape& s = c.shape;
   std::string why;
-  ASSERT_TRUE(TinyDlrmSupported(s, &why)) << why;
+  ASSERT_TRUE(TinyDlrmSupported(s, kHopperShared, &why)) << why;
   const int F = s.num_features;
   const int dim = s.dim;
   ASSERT_EQ(static_cast<int>(c.table_rows.size()), F);
@@ -558,19 +563,38 @@ INSTANTIATE_TEST_SUITE_P(Models, TinyDlrmTest, ::testing::ValuesIn(Cases()),
 
 TEST(TinyDlrmShapeTest, SupportedEnvelope) {
   std::string why;
-  EXPECT_TRUE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 3, {8, 1}), &why)) << why;
-  EXPECT_TRUE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 16, {8, 1}), &why)) << why;
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 17}, 17, 3, {8, 1}), &why));
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 3, {8, 2}), &why));      // last != 1
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {65, 4}, 4, 3, {8, 1}), &why));     // width 65
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 27, {8, 1}), &why));     // 27 features
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 8}, 4, 3, {8, 1}), &why));      // x != dim
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {}, 4, 3, {8, 1}), &why));          // dense != dim
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4, 4, 4, 4}, 4, 3, {8, 1}), &why));
-  EXPECT_FALSE(TinyDlrmSupported(Shape(0, {8, 4}, 4, 3, {8, 1}), &why));
-  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 3, {}), &why));
+  EXPECT_TRUE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 3, {8, 1}), kHopperShared, &why)) << why;
+  EXPECT_TRUE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 16, {8, 1}), kHopperShared, &why)) << why;
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 17}, 17, 3, {8, 1}), kHopperShared, &why));
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 3, {8, 2}), kHopperShared, &why));      // last != 1
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {65, 4}, 4, 3, {8, 1}), kHopperShared, &why));     // width 65
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 27, {8, 1}), kHopperShared, &why));     // 27 features
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 8}, 4, 3, {8, 1}), kHopperShared, &why));      // x != dim
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {}, 4, 3, {8, 1}), kHopperShared, &why));          // dense != dim
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4, 4, 4, 4}, 4, 3, {8, 1}), kHopperShared, &why));
+  EXPECT_FALSE(TinyDlrmSupported(Shape(0, {8, 4}, 4, 3, {8, 1}), kHopperShared, &why));
+  EXPECT_FALSE(TinyDlrmSupported(Shape(13, {8, 4}, 4, 3, {}), kHopperShared, &why));
   EXPECT_GT(TinyDlrmSharedBytes(Shape(13, {8, 4}, 4, 3, {8, 1})), 0u);
   EXPECT_EQ(TinyDlrmSharedBytes(Shape(13, {8, 4}, 4, 27, {8, 1})), 0u);
+}
+
+// Shared memory is a limit of the device, not a constant: a shape that needs
+// B bytes runs on a device with B and not on one with B - 1 (an sm_86 / sm_89
+// GPU allows 99 KiB where Hopper allows 227 KiB).
+TEST(TinyDlrmShapeTest, SharedMemoryLimitIsTheDevices) {
+  const TinyDlrmShape big = Shape(64, {64, 16}, 16, 26, {16, 1});
+  const size_t bytes = TinyDlrmSharedBytes(big);
+  ASSERT_GT(bytes, 99u * 1024) << "pick a shape between the two devices' limits";
+  ASSERT_LE(bytes, 227u * 1024);
+  std::string why;
+  EXPECT_TRUE(TinyDlrmSupported(big, static_cast<int64_t>(bytes), &why)) << why;
+  EXPECT_FALSE(TinyDlrmSupported(big, static_cast<int64_t>(bytes) - 1, &why));
+  EXPECT_NE(why.find("over the device's"), std::string::npos) << why;
+  EXPECT_FALSE(TinyDlrmSupported(big, 99 * 1024, &why));
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  const int64_t here = MaxSharedBytesPerBlock(device);
+  EXPECT_EQ(TinyDlrmSupported(big, here, &why), here >= static_cast<int64_t>(bytes)) << why;
 }
 
 TEST(TinyDlrmShapeTest, PackRejectsMismatchedLayers) {
