@@ -116,6 +116,7 @@ absl::Status DynamicBatcher::Enqueue(QueuedRequest item) {
     return absl::DeadlineExceededError(
         "deadline passed before the request was queued");
   }
+  if (absl::Status admit = AdmitByDeadlineLocked(item, now); !admit.ok()) return admit;
   item.enqueue_time = now;
   // Wake a waiting worker only when its wake-up time may be wrong: it waits
   // forever on an empty queue, the batch may now be full, or this request
@@ -189,9 +190,57 @@ DynamicBatcher::CutResult DynamicBatcher::CutLocked(
     batch.requests.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
+  NoteCutLocked(now, batch.num_candidates);
   ReportDepthLocked();
   result.batch = std::move(batch);
   return result;
+}
+
+void DynamicBatcher::NoteCutLocked(absl::Time now, int64_t candidates) {
+  if (backlogged_) {
+    window_candidates_ += candidates;
+    window_time_ += now - last_cut_;
+    if (window_time_ >= kDrainWindow) {
+      const double sample =
+          static_cast<double>(window_candidates_) / absl::ToDoubleSeconds(window_time_);
+      drain_rate_ = drain_rate_ == 0 ? sample : 0.5 * drain_rate_ + 0.5 * sample;
+      window_candidates_ = 0;
+      window_time_ = absl::ZeroDuration();
+    }
+  }
+  last_cut_ = now;
+  // The next cut waits only for a worker when a batch is due at once.
+  backlogged_ = !queue_.empty() &&
+                (max_queue_delay_ == absl::ZeroDuration() ||
+                 queued_candidates_ >= preferred_candidates_ ||
+                 now >= queue_.front().enqueue_time + max_queue_delay_);
+}
+
+absl::Status DynamicBatcher::AdmitByDeadlineLocked(const QueuedRequest& item,
+                                                   absl::Time now) const {
+  if (!options_.admit_by_deadline || drain_rate_ <= 0 || queue_.empty()) {
+    return absl::OkStatus();
+  }
+  const int64_t ahead = queued_candidates_;
+  const absl::Duration wait =
+      absl::Seconds(static_cast<double>(ahead + item.request.num_candidates) / drain_rate_);
+  // Half the time left: the rest covers its batch's compute, the completion
+  // and the answer's way back, and an optimistic rate. A queue of half the
+  // deadline still keeps every worker busy, so goodput does not suffer.
+  const absl::Duration left = item.deadline - now;
+  if (wait <= left / 2) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "overloaded: the request would wait about ",
+      absl::FormatDuration(absl::Trunc(wait, absl::Microseconds(100))), " in the queue (", ahead,
+      " candidates ahead, draining at about ", static_cast<int64_t>(drain_rate_),
+      " candidates/s), more than half of the ",
+      absl::FormatDuration(absl::Trunc(left, absl::Microseconds(100))),
+      " left before its deadline; retry later or elsewhere"));
+}
+
+double DynamicBatcher::drain_rate() const {
+  absl::MutexLock lock(&mu_);
+  return drain_rate_;
 }
 
 void DynamicBatcher::CompleteDropped(std::vector<Dropped>* dropped,

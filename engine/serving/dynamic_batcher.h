@@ -15,6 +15,18 @@
 //      goes alone in its own batch. A request's candidates are never split,
 //      dropped, duplicated or reordered: the batch carries the request itself.
 //
+// Deadline-aware admission (Options::admit_by_deadline). The batcher measures
+// how fast its queue drains: over the intervals between cuts while it is
+// backlogged (a cut left a batch due at once behind it, so the next cut
+// waits only for a worker), candidates cut per second, folded into a moving
+// average every kDrainWindow. A request that finds the queue non-empty and
+// would, at that rate, wait more than half its time left ((queued candidates
+// + its own) / rate > (deadline - now) / 2; the other half is for its batch's
+// compute and the way back) is refused at once with RESOURCE_EXHAUSTED.
+// Without that, an overloaded FIFO queue makes every request wait until just
+// before its deadline and most expire anyway: goodput collapses. Until the
+// first measurement (and whenever the queue is empty) requests are admitted.
+//
 // Ownership and threading: all methods are thread-safe. The batcher owns the
 // queued items (and so their `done` callbacks) until it hands them out in a
 // Batch or completes them itself. `done` callbacks the batcher runs (expired,
@@ -113,6 +125,9 @@ class DynamicBatcher {
     int32_t max_queue_requests = 1024;
     // Deadline of requests that carry none (10 s).
     int64_t default_timeout_us = 10'000'000;
+    // Refuse requests that would wait past their deadlines (see the top of
+    // the file). On by default.
+    bool admit_by_deadline = true;
     // A worker that finds the queue empty first spins this long (real time,
     // whatever the clock) watching for a new request before it sleeps.
     // Waking a sleeping thread costs tens of microseconds on a virtual
@@ -156,7 +171,9 @@ class DynamicBatcher {
   //   INVALID_ARGUMENT     num_candidates < 1, scores size != num_candidates,
   //                        or no `done`;
   //   FAILED_PRECONDITION  after Stop();
-  //   RESOURCE_EXHAUSTED   max_queue_requests requests are queued;
+  //   RESOURCE_EXHAUSTED   max_queue_requests requests are queued, or (with
+  //                        admit_by_deadline) it would wait in the queue
+  //                        past its deadline;
   //   DEADLINE_EXCEEDED    its deadline has already passed.
   absl::Status Enqueue(QueuedRequest item);
 
@@ -183,6 +200,12 @@ class DynamicBatcher {
 
   int64_t queued_requests() const;
   int64_t queued_candidates() const;
+  // The measured drain rate in candidates per second; 0 until measured.
+  double drain_rate() const;
+
+  // Cut intervals are accumulated for this long before they update the drain
+  // rate (a few batches at typical batch times).
+  static constexpr absl::Duration kDrainWindow = absl::Milliseconds(20);
   const Options& options() const { return options_; }
 
  private:
@@ -196,6 +219,11 @@ class DynamicBatcher {
   CutResult CutLocked(absl::Time now, std::vector<Dropped>* dropped)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Updates the drain rate with a batch of `candidates` cut at `now`.
+  void NoteCutLocked(absl::Time now, int64_t candidates) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED when `item` would wait past its deadline, else OK.
+  absl::Status AdmitByDeadlineLocked(const QueuedRequest& item, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CompleteDropped(std::vector<Dropped>* dropped, absl::Time now) const;
 
   const Options options_;
@@ -217,6 +245,13 @@ class DynamicBatcher {
   absl::CondVar cv_;
   std::deque<QueuedRequest> queue_ ABSL_GUARDED_BY(mu_);
   int64_t queued_candidates_ ABSL_GUARDED_BY(mu_) = 0;
+  // Drain measurement (NoteCutLocked): the last cut, whether it left the
+  // queue backlogged, the open window's sums, and the rate (0 = unknown).
+  absl::Time last_cut_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool backlogged_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t window_candidates_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration window_time_ ABSL_GUARDED_BY(mu_);
+  double drain_rate_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rankd::engine

@@ -127,6 +127,7 @@ TEST_F(BatcherTest, DefaultsAreDocumentedValues) {
   EXPECT_EQ(o.max_queue_requests, 1024);
   EXPECT_EQ(o.default_timeout_us, 10'000'000);
   EXPECT_EQ(o.idle_spin_us, 0);
+  EXPECT_TRUE(o.admit_by_deadline);
   EXPECT_TRUE(DynamicBatcher::ValidateOptions(o).ok());
 }
 
@@ -306,6 +307,68 @@ TEST_F(BatcherTest, QueueFullAnswersAtOnce) {
   // Room again once a batch is cut.
   ASSERT_TRUE(b->TryCutBatch(clock_.Now() + absl::Milliseconds(1)).batch);
   EXPECT_TRUE(b->Enqueue(Item(NewRequest(1))).ok());
+}
+
+TEST_F(BatcherTest, DeadlineAdmissionMeasuresTheDrainRateOnlyWhenBacklogged) {
+  auto b = MakeBatcher(Opts(10, 10, 0));
+  // Cuts of an empty-after-cut queue (a worker waiting for work) say nothing
+  // about how fast the queue drains.
+  for (int i = 0; i < 20; ++i) {
+    Add(*b, 10);
+    clock_.Advance(absl::Milliseconds(5));
+    ASSERT_TRUE(b->TryCutBatch(clock_.Now()).batch);
+  }
+  EXPECT_EQ(b->drain_rate(), 0);
+  // Backlogged: 30 requests queued, one batch of 10 candidates every 5 ms.
+  for (int i = 0; i < 30; ++i) Add(*b, 10);
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(b->TryCutBatch(clock_.Now()).batch);
+    clock_.Advance(absl::Milliseconds(5));
+  }
+  EXPECT_NEAR(b->drain_rate(), 2000, 1);
+}
+
+TEST_F(BatcherTest, DeadlineAdmissionRefusesWhatWouldExpireInTheQueue) {
+  auto b = MakeBatcher(Opts(10, 10, 0));
+  for (int i = 0; i < 30; ++i) Add(*b, 10);
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(b->TryCutBatch(clock_.Now()).batch);
+    clock_.Advance(absl::Milliseconds(5));
+  }
+  ASSERT_NEAR(b->drain_rate(), 2000, 1);
+  ASSERT_EQ(b->queued_candidates(), 180);
+  // 180 candidates ahead + 10 of its own at 2000/s: 95 ms in the queue,
+  // which must be at most half the time left.
+  TestRequest* late = NewRequest(10);
+  const absl::Status s = b->Enqueue(Item(late, clock_.Now() + absl::Milliseconds(189)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("95ms in the queue"));
+  EXPECT_THAT(s.message(), HasSubstr("180 candidates ahead"));
+  EXPECT_THAT(s.message(), HasSubstr("more than half of the 189ms left before its deadline"));
+  EXPECT_EQ(late->done_calls, 0);  // the caller answers; done never runs
+  EXPECT_EQ(b->queued_requests(), 18);
+  // With time enough it is admitted.
+  EXPECT_TRUE(b->Enqueue(Item(NewRequest(10), clock_.Now() + absl::Milliseconds(190))).ok());
+  // An empty queue admits whatever the rate: the request goes next.
+  while (b->queued_requests() > 0) ASSERT_TRUE(b->TryCutBatch(clock_.Now()).batch);
+  EXPECT_TRUE(b->Enqueue(Item(NewRequest(10), clock_.Now() + absl::Microseconds(1))).ok());
+}
+
+TEST_F(BatcherTest, DeadlineAdmissionCanBeTurnedOff) {
+  DynamicBatcher::Options o = Opts(10, 10, 0);
+  o.admit_by_deadline = false;
+  auto b = MakeBatcher(o);
+  for (int i = 0; i < 30; ++i) Add(*b, 10);
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(b->TryCutBatch(clock_.Now()).batch);
+    clock_.Advance(absl::Milliseconds(5));
+  }
+  // Queued, to expire there.
+  TestRequest* r = Add(*b, 10, clock_.Now() + absl::Milliseconds(1));
+  clock_.Advance(absl::Milliseconds(2));
+  b->TryCutBatch(clock_.Now());
+  ASSERT_TRUE(r->status.has_value());
+  EXPECT_EQ(r->status->code(), absl::StatusCode::kDeadlineExceeded);
 }
 
 TEST_F(BatcherTest, RejectsMalformedItems) {
