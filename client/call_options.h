@@ -29,9 +29,10 @@ struct CallOptions {
 };
 
 // Applies `call`'s deadline (or `default_deadline` when it has none),
-// wait_for_ready and metadata to `context`.
+// wait_for_ready and metadata to `context`, and `bearer_token` (when not
+// empty) as "authorization: Bearer <token>".
 void ApplyCallOptions(const CallOptions& call, absl::Duration default_deadline,
-                      grpc::ClientContext* context);
+                      grpc::ClientContext* context, const std::string& bearer_token = "");
 
 }  // namespace rankd::client
 

@@ -57,9 +57,9 @@ absl::Status Validate(const ModelControlClient::Options& o) {
 template <typename Response, typename Request, typename Method>
 absl::StatusOr<Response> Unary(rankd::v1::ModelControl::Stub* stub, Method method,
                                const Request& request, const CallOptions& call,
-                               int64_t default_deadline_ms) {
+                               int64_t default_deadline_ms, const std::string& bearer_token) {
   grpc::ClientContext context;
-  ApplyCallOptions(call, absl::Milliseconds(default_deadline_ms), &context);
+  ApplyCallOptions(call, absl::Milliseconds(default_deadline_ms), &context, bearer_token);
   Response response;
   const grpc::Status status = (stub->*method)(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -102,7 +102,8 @@ absl::StatusOr<rankd::v1::ListModelsResponse> ModelControlClient::ListModels(
   rankd::v1::ListModelsRequest request;
   request.set_model(std::string(model));
   return Unary<rankd::v1::ListModelsResponse>(
-      stub_.get(), &rankd::v1::ModelControl::Stub::ListModels, request, call, options_.deadline_ms);
+      stub_.get(), &rankd::v1::ModelControl::Stub::ListModels, request, call, options_.deadline_ms,
+      options_.bearer_token);
 }
 
 absl::StatusOr<rankd::v1::LoadModelResponse> ModelControlClient::LoadModel(
@@ -111,7 +112,8 @@ absl::StatusOr<rankd::v1::LoadModelResponse> ModelControlClient::LoadModel(
   request.set_model(std::string(model));
   request.mutable_versions()->Add(versions.begin(), versions.end());
   return Unary<rankd::v1::LoadModelResponse>(stub_.get(), &rankd::v1::ModelControl::Stub::LoadModel,
-                                             request, call, options_.load_deadline_ms);
+                                             request, call, options_.load_deadline_ms,
+                                             options_.bearer_token);
 }
 
 absl::StatusOr<rankd::v1::UnloadModelResponse> ModelControlClient::UnloadModel(
@@ -121,7 +123,8 @@ absl::StatusOr<rankd::v1::UnloadModelResponse> ModelControlClient::UnloadModel(
   request.mutable_versions()->Add(versions.begin(), versions.end());
   return Unary<rankd::v1::UnloadModelResponse>(stub_.get(),
                                                &rankd::v1::ModelControl::Stub::UnloadModel, request,
-                                               call, options_.load_deadline_ms);
+                                               call, options_.load_deadline_ms,
+                                               options_.bearer_token);
 }
 
 absl::StatusOr<rankd::v1::SetVersionLabelResponse> ModelControlClient::SetVersionLabel(
@@ -133,7 +136,8 @@ absl::StatusOr<rankd::v1::SetVersionLabelResponse> ModelControlClient::SetVersio
   request.set_version(version);
   return Unary<rankd::v1::SetVersionLabelResponse>(stub_.get(),
                                                    &rankd::v1::ModelControl::Stub::SetVersionLabel,
-                                                   request, call, options_.deadline_ms);
+                                                   request, call, options_.deadline_ms,
+                                                   options_.bearer_token);
 }
 
 absl::Status ModelControlClient::UpdateEmbeddings(
@@ -148,7 +152,8 @@ absl::Status ModelControlClient::UpdateEmbeddings(
       backoff = std::min(backoff * 2, absl::Seconds(10));
     }
     grpc::ClientContext context;
-    ApplyCallOptions(call, absl::Milliseconds(options_.update_deadline_ms), &context);
+    ApplyCallOptions(call, absl::Milliseconds(options_.update_deadline_ms), &context,
+                     options_.bearer_token);
     rankd::v1::UpdateSummary summary;
     std::unique_ptr<grpc::ClientWriter<rankd::v1::EmbeddingUpdate>> writer =
         stub_->UpdateEmbeddings(&context, &summary);
@@ -187,7 +192,8 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelControlClient::SaveSnapshot
   request.set_new_version(new_version);
   return Unary<rankd::v1::SaveSnapshotResponse>(stub_.get(),
                                                 &rankd::v1::ModelControl::Stub::SaveSnapshot,
-                                                request, call, options_.update_deadline_ms);
+                                                request, call, options_.update_deadline_ms,
+                                                options_.bearer_token);
 }
 
 }  // namespace rankd::client

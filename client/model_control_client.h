@@ -68,9 +68,11 @@ class ModelControlClient {
     // models and versions is the largest).
     int64_t max_message_bytes = 64 << 20;
     // Channel credentials; null = plaintext, fine on loopback. Off loopback
-    // the admin listener wants mTLS (or a token: pass it as CallOptions
-    // metadata).
+    // the admin listener wants mTLS or a token (client/tls.h loads both).
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // Sent as "authorization: Bearer <token>" on every call (rankd serve
+    // --admin_token_file); "" = none.
+    std::string bearer_token;
   };
 
   // Validates `options` (INVALID_ARGUMENT naming the field) and creates the

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "client/process_exit.h"
 #include "client/rankctl/commands.h"
 
 namespace {
@@ -103,9 +104,7 @@ std::string RewriteArgs(const Command& c, int argc, char** argv, std::vector<std
   return "";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   if (argc < 2 || std::strncmp(argv[1], "-", 1) == 0) {
     if (argc >= 2) absl::ParseCommandLine(argc, argv);  // --help, --helpfull
@@ -139,3 +138,9 @@ int main(int argc, char** argv) {
   std::cerr << "rankctl: unknown command \"" << name << "\"\n\n" << kUsage << "\n";
   return rankd::rankctl::kExitUsage;
 }
+
+}  // namespace
+
+// Every command's files are closed when it returns; ExitFlushed then ends the
+// process without the exit-time teardown that can race gRPC's own.
+int main(int argc, char** argv) { rankd::client::ExitFlushed(Main(argc, argv)); }

@@ -1,6 +1,7 @@
 #include "client/ranking_client.h"
 
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <utility>
 #include <vector>
@@ -16,15 +17,22 @@
 
 namespace rankd::client {
 
-// Async calls in flight, by their contexts. Shared with every call's
-// completion so that the client's destructor may return (and free its members)
-// while the last completion is still unlocking `mu`. The contexts are shared
-// so that the destructor can cancel them outside the lock: a cancellation may
-// run the call's completion inline, and that takes the lock.
+// Async calls in flight, by id. Shared with every call's completion so that
+// the client's destructor may return (and free its members) while the last
+// completion is still unlocking `mu`. A completion destroys its call (and so
+// the ClientContext, which holds the channel) before it removes its entry: once
+// the destructor sees no entry, no gRPC object of this client is left on a
+// completion thread, and the channel's last reference, with gRPC's library
+// shutdown when nothing else uses gRPC, goes on the destructor's thread. (Were
+// it left to a completion thread, gRPC shuts down on a detached thread of its
+// own, which a process that exits right after the client's destruction kills
+// mid-way: SIGABRT.) The destructor holds the contexts weakly and cancels the
+// ones still alive outside the lock: a cancellation may run the call's
+// completion inline, and that takes the lock.
 struct RankingClient::Tracker {
   absl::Mutex mu;
-  std::map<grpc::ClientContext*, std::shared_ptr<grpc::ClientContext>> contexts
-      ABSL_GUARDED_BY(mu);
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 0;
+  std::map<uint64_t, std::weak_ptr<grpc::ClientContext>> contexts ABSL_GUARDED_BY(mu);
 };
 
 namespace {
@@ -109,21 +117,23 @@ RankingClient::~RankingClient() {
   std::vector<std::shared_ptr<grpc::ClientContext>> contexts;
   {
     absl::MutexLock lock(&tracker_->mu);
-    for (const auto& entry : tracker_->contexts) contexts.push_back(entry.second);
+    for (const auto& entry : tracker_->contexts) {
+      if (auto context = entry.second.lock()) contexts.push_back(std::move(context));
+    }
   }
   // A context whose call already ended ignores the cancel.
   for (const auto& context : contexts) context->TryCancel();
   contexts.clear();
   absl::MutexLock lock(&tracker_->mu);
   tracker_->mu.Await(absl::Condition(
-      +[](std::map<grpc::ClientContext*, std::shared_ptr<grpc::ClientContext>>* contexts) {
+      +[](std::map<uint64_t, std::weak_ptr<grpc::ClientContext>>* contexts) {
         return contexts->empty();
       },
       &tracker_->contexts));
 }
 
 void RankingClient::Prepare(const CallOptions& call, grpc::ClientContext* context) const {
-  ApplyCallOptions(call, absl::Milliseconds(options_.deadline_ms), context);
+  ApplyCallOptions(call, absl::Milliseconds(options_.deadline_ms), context, options_.bearer_token);
 }
 
 absl::StatusOr<rankd::v1::ScoreResponse> RankingClient::Score(
@@ -190,24 +200,29 @@ void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> re
   c->done = std::move(done);
   c->tracker = tracker_;
   Prepare(call, c->context.get());
+  uint64_t id = 0;
   {
     // Registered before the call starts, and the lock released: gRPC may run
     // the completion inline.
     absl::MutexLock lock(&tracker_->mu);
-    tracker_->contexts.emplace(c->context.get(), c->context);
+    id = tracker_->next_id++;
+    tracker_->contexts.emplace(id, c->context);
   }
   ranking_->async()->Score(c->context.get(), c->request.get(), &c->response,
-                           [c](grpc::Status status) {
+                           [c, id](grpc::Status status) {
                              std::unique_ptr<Call> owned(c);
                              if (status.ok()) {
                                owned->done(std::move(owned->response));
                              } else {
                                owned->done(FromGrpcStatus(status));
                              }
-                             // Only now may the client's destructor return:
-                             // no user callback of this client still runs.
-                             absl::MutexLock lock(&owned->tracker->mu);
-                             owned->tracker->contexts.erase(owned->context.get());
+                             // The call (context, channel reference, user
+                             // callback) goes first; only then may the
+                             // client's destructor return (see Tracker).
+                             const std::shared_ptr<Tracker> tracker = owned->tracker;
+                             owned.reset();
+                             absl::MutexLock lock(&tracker->mu);
+                             tracker->contexts.erase(id);
                            });
 }
 

@@ -73,8 +73,11 @@ class RankingClient {
     // subchannel pool). A load generator needs this to spread load over N
     // connections (N clients).
     bool dedicated_connection = false;
-    // Channel credentials; null = plaintext (insecure), rankd's default.
+    // Channel credentials; null = plaintext (insecure), rankd's default
+    // (client/tls.h makes TLS / mTLS ones from PEM files).
     std::shared_ptr<grpc::ChannelCredentials> credentials;
+    // Sent as "authorization: Bearer <token>" on every call; "" = none.
+    std::string bearer_token;
     // Further gRPC channel args (GRPC_ARG_* names), applied after the above.
     std::map<std::string, int> int_channel_args;
     std::map<std::string, std::string> string_channel_args;

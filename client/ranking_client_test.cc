@@ -304,6 +304,25 @@ TEST_F(RankingClientTest, ScoreAsyncSharedRequestAndDeadline) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+TEST_F(RankingClientTest, NoCallStateOutlivesTheDestructor) {
+  // Each callback holds a reference to `sentinel`; once the destructor has
+  // returned, every call, its callback and its context (which holds the
+  // channel) must be gone, so that a tool exiting right after destroying its
+  // client has no gRPC object left on a completion thread.
+  constexpr int kRounds = 30;
+  constexpr int kCalls = 16;
+  for (int round = 0; round < kRounds; ++round) {
+    auto client = NewClient();
+    ASSERT_NE(client, nullptr);
+    auto sentinel = std::make_shared<int>(round);
+    for (int i = 0; i < kCalls; ++i) {
+      client->ScoreAsync(Request("mini", 1), [sentinel](absl::StatusOr<rankd::v1::ScoreResponse>) {});
+    }
+    client.reset();
+    ASSERT_EQ(sentinel.use_count(), 1) << "round " << round;
+  }
+}
+
 TEST_F(RankingClientTest, DestructorCancelsAsyncCallsInFlight) {
   auto client = NewClient();
   ASSERT_NE(client, nullptr);

@@ -6,7 +6,7 @@
 
 namespace rankd::client {
 
-absl::StatusCode FromGrpcCode(grpc::StatusCode code) {
+absl::StatusCode FromGrpcCode(int code) {
   switch (code) {
     case grpc::StatusCode::OK:
       return absl::StatusCode::kOk;
@@ -50,7 +50,7 @@ absl::StatusCode FromGrpcCode(grpc::StatusCode code) {
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  absl::Status result(FromGrpcCode(status.error_code()), status.error_message());
+  absl::Status result(FromGrpcCode(static_cast<int>(status.error_code())), status.error_message());
   if (!status.error_details().empty()) {
     result.SetPayload(kGrpcErrorDetailsUrl, absl::Cord(status.error_details()));
   }

@@ -18,7 +18,12 @@ namespace rankd::client {
 inline constexpr absl::string_view kGrpcErrorDetailsUrl =
     "type.googleapis.com/google.rpc.Status";
 
-absl::StatusCode FromGrpcCode(grpc::StatusCode code);
+// `code` is a grpc::StatusCode as an int: grpc::StatusCode has no fixed
+// underlying type, so a value outside its enumerators (a code from a newer
+// peer) is undefined behaviour as that enum (UBSan: "load of value 42,
+// which is not a valid value for type 'grpc::StatusCode'"). Unknown codes
+// and DO_NOT_USE give UNKNOWN.
+absl::StatusCode FromGrpcCode(int code);
 
 // Same code and message; error details, if any, become a payload under
 // kGrpcErrorDetailsUrl. OK maps to OkStatus() (absl drops messages on OK).

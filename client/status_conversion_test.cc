@@ -41,7 +41,7 @@ TEST(StatusConversionTest, EveryCanonicalCodeKeepsItsNameAndMessage) {
 }
 
 TEST(StatusConversionTest, UnknownCodeBecomesUnknown) {
-  EXPECT_EQ(FromGrpcCode(static_cast<grpc::StatusCode>(42)), absl::StatusCode::kUnknown);
+  EXPECT_EQ(FromGrpcCode(42), absl::StatusCode::kUnknown);
   EXPECT_EQ(FromGrpcCode(grpc::StatusCode::DO_NOT_USE), absl::StatusCode::kUnknown);
 }
 

@@ -13,6 +13,12 @@
 
 // --- Where and how ------------------------------------------------------------
 ABSL_FLAG(std::string, target, "localhost:8500", "rankd's gRPC address (host:port)");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CAs that sign rankd's certificate: connect with TLS (default: plaintext)");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM client certificate for a server that requires one (mTLS; with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, token_file, "", "file holding a bearer token sent with every request");
 ABSL_FLAG(std::string, mode, "open",
           "open: requests on an arrival schedule at --rate, latency from each scheduled send "
           "time | closed: --concurrency requests in flight | slo: search the highest rate "
@@ -176,6 +182,10 @@ absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view text, absl::stri
 absl::StatusOr<Config> ConfigFromFlags() {
   Config c;
   c.target = absl::GetFlag(FLAGS_target);
+  c.security.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  c.security.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  c.security.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  c.security.token_file = absl::GetFlag(FLAGS_token_file);
   if (c.target.empty()) return Bad("--target", "must not be empty", "");
   auto mode = ParseMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return mode.status();

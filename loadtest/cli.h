@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/tls.h"
 #include "loadtest/arrival_schedule.h"
 #include "loadtest/candidate_count.h"
 
@@ -30,6 +31,9 @@ absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view text, absl::stri
 
 struct Config {
   std::string target;
+  // --tls_ca_file, --tls_cert_file, --tls_key_file, --token_file
+  // (client/tls.h; all empty = plaintext).
+  client::SecurityFiles security;
   Mode mode = Mode::kOpen;
   std::vector<double> rates;        // open: one step per rate; slo: rates[0] is the start
   Arrival arrival = Arrival::kConstant;

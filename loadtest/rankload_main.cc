@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/process_exit.h"
 #include "client/ranking_client.h"
 #include "loadtest/cli.h"
 #include "loadtest/http_get.h"
@@ -353,7 +354,9 @@ int Run(const Config& c, const std::string& command_line) {
 }  // namespace
 }  // namespace rankd::loadtest
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(rankd::loadtest::kUsage);
   absl::FlagsUsageConfig config;
   config.contains_help_flags = [](absl::string_view file) {
@@ -372,3 +375,9 @@ int main(int argc, char** argv) {
   if (!c.ok()) return rankd::loadtest::Die({rankd::loadtest::kExitUsage, std::string(c.status().message())});
   return rankd::loadtest::Run(*c, command_line);
 }
+
+}  // namespace
+
+// Run's files are closed when it returns; ExitFlushed then ends the process
+// without the exit-time teardown that can race gRPC's own.
+int main(int argc, char** argv) { rankd::client::ExitFlushed(Main(argc, argv)); }

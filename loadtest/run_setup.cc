@@ -55,9 +55,13 @@ absl::StatusOr<std::map<std::string, int>> BagSizesFromModelConfig(const std::st
 
 absl::StatusOr<RunSetup> PrepareRun(const Config& c) {
   RunSetup s;
+  absl::StatusOr<client::Security> security = client::LoadSecurity(c.security);
+  if (!security.ok()) return security.status();
   for (int i = 0; i < c.connections; ++i) {
     client::RankingClient::Options o;
     o.target = c.target;
+    o.credentials = security->credentials;
+    o.bearer_token = security->bearer_token;
     o.dedicated_connection = true;
     o.connect_timeout_ms = c.connect_timeout_ms;
     o.deadline_ms = std::max<int64_t>(1, static_cast<int64_t>(c.deadline_ms));

@@ -9,9 +9,12 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libeigen3-dev
+  nlohmann-json3-dev libeigen3-dev libssl-dev openssl
   python3-grpcio python3-grpc-tools python3-numpy python3-protobuf
   prometheus curl yamllint python3-yaml gnuplot-nox
+  # Sanitizer, thread-safety and fuzz builds (docs/testing.md); cmake, ninja
+  # and dpkg-dev build abseil for TSan from its source package.
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev cmake ninja-build dpkg-dev
 )
 # kubectl for `kubectl kustomize` (deploy/ tests): Debian's kubernetes-client
 # only where no kubectl command exists; an installed one (e.g. from the Kubernetes

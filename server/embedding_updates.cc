@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "engine/model/error_text.h"
 #include "engine/updates/live_tables.h"
 #include "server/lifecycle/update_message.h"
 
@@ -26,7 +27,7 @@ struct EmbeddingUpdateStream::Tally {
 namespace {
 
 // Producer ids are at most this long (they are echoed into errors).
-constexpr size_t kMaxEchoBytes = 128;
+constexpr size_t kMaxEchoBytes = engine::kMaxQuotedBytes;
 // Longer model or table names cannot exist (model names are directories).
 constexpr size_t kMaxNameBytes = 255;
 

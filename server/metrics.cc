@@ -44,7 +44,8 @@ const char* CodeName(absl::StatusCode code) {
 
 }  // namespace
 
-Metrics::Metrics(const std::string& build_version, const std::string& backend)
+Metrics::Metrics(const std::string& build_version, const std::string& backend,
+                 const std::string& cuda_archs, const std::string& gpu_note)
     : registry_(std::make_shared<prometheus::Registry>()) {
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
@@ -57,6 +58,22 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
                            .Name("rankd_request_duration_seconds")
                            .Help("Score RPC time in the server, arrival to answer.")
                            .Register(*registry_);
+  requests_refused_ = &BuildCounter()
+                          .Name("rankd_requests_refused_total")
+                          .Help("Score RPCs refused before reaching a model, by reason: malformed "
+                                "(not a valid ScoreRequest), inflight_bytes "
+                                "(--max_inflight_request_bytes), shutting_down (after SIGTERM). "
+                                "Also counted in rankd_requests_total.")
+                          .Register(*registry_);
+  refused_malformed_ = &requests_refused_->Add({{"reason", "malformed"}});
+  refused_inflight_bytes_ = &requests_refused_->Add({{"reason", "inflight_bytes"}});
+  refused_shutting_down_ = &requests_refused_->Add({{"reason", "shutting_down"}});
+  request_bytes_in_flight_ = &BuildGauge()
+                                  .Name("rankd_request_bytes_in_flight")
+                                  .Help("Bytes of admitted Score requests not yet answered "
+                                        "(held against --max_inflight_request_bytes).")
+                                  .Register(*registry_)
+                                  .Add({});
   queue_duration_ = &BuildHistogram()
                          .Name("rankd_queue_duration_seconds")
                          .Help("Time a request waited in the batcher before its batch was cut.")
@@ -172,16 +189,36 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend)
       .Name("rankd_build_info")
       .Help("Build and backend of this server (value 1).")
       .Register(*registry_)
-      .Add({{"version", build_version}, {"backend", backend}})
+      .Add({{"version", build_version},
+            {"backend", backend},
+            {"cuda_archs", cuda_archs},
+            {"gpu", gpu_note}})
       .Set(1);
   absl::MutexLock lock(&mu_);
   FindOrAdd("");  // requests for unknown models
   FindOrAddVersion("", 0);
 }
 
-absl::Status Metrics::StartExposer(const std::string& address) {
+absl::Status Metrics::StartExposer(const std::string& address,
+                                   const ExposerOptions& options) {
+  if (options.num_threads < 1 || options.request_timeout_ms < 1) {
+    return absl::InvalidArgumentError(
+        "metrics exposer: num_threads and request_timeout_ms must be >= 1");
+  }
+  // Civetweb options (prometheus-cpp passes them through). Keep-alive stays
+  // off (civetweb's default, said here because it matters): a kept-alive
+  // connection would hold a thread between scrapes.
+  std::vector<std::string> civetweb = {
+      "listening_ports", address,
+      "num_threads", absl::StrCat(options.num_threads),
+      "request_timeout_ms", absl::StrCat(options.request_timeout_ms),
+      "enable_keep_alive", "no",
+      // Closing a connection waits at most this long for the client's
+      // side of the close.
+      "linger_timeout_ms", "500",
+  };
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+    exposer_ = std::make_unique<prometheus::Exposer>(std::move(civetweb));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("--metrics_port: cannot serve /metrics on ", address, ": ", e.what()));
@@ -349,6 +386,20 @@ prometheus::Counter* Metrics::RequestCounter(VersionSeries* s, absl::StatusCode 
     }
   }
   return counter;
+}
+
+void Metrics::RecordRefused(absl::string_view reason) {
+  if (reason == "malformed") {
+    refused_malformed_->Increment();
+  } else if (reason == "inflight_bytes") {
+    refused_inflight_bytes_->Increment();
+  } else {
+    refused_shutting_down_->Increment();
+  }
+}
+
+void Metrics::SetRequestBytesInFlight(int64_t bytes) {
+  request_bytes_in_flight_->Set(static_cast<double>(bytes));
 }
 
 void Metrics::RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,

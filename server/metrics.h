@@ -44,12 +44,30 @@ namespace rankd::server {
 
 class Metrics final : public engine::ServingObserver, public EmbeddingUpdateListener {
  public:
-  // build_version and backend label rankd_build_info.
-  Metrics(const std::string& build_version, const std::string& backend);
+  // Labels of rankd_build_info: build_version, backend, cuda_archs (the
+  // architectures of the binary's device code, "900") and gpu (why the
+  // CUDA backend is not in use: "" when it is, e.g. "device 0 (...): this
+  // binary has no kernel image for it ..." under --backend auto).
+  Metrics(const std::string& build_version, const std::string& backend,
+          const std::string& cuda_archs = "", const std::string& gpu_note = "");
 
-  // Serves /metrics on `address` ("0.0.0.0:8502"; port 0 = any free port).
-  // Errors name the address.
-  absl::Status StartExposer(const std::string& address);
+  // How /metrics is served (prometheus-cpp's civetweb server).
+  struct ExposerOptions {
+    // Threads serving scrapes. Civetweb gives each connection a thread for
+    // as long as it is open, so idle or slow connections each take one;
+    // more threads than the few connections a scraper and a curl make leave
+    // scrapes room.
+    int num_threads = 8;
+    // Longest wait for a connection's next bytes (reading the request,
+    // writing the answer) before civetweb closes it: bounds how long an
+    // idle, half-open or trickling connection holds a thread (civetweb's
+    // default is 30 s, which let two idle connections block scrapes).
+    int request_timeout_ms = 2000;
+  };
+  // Serves /metrics on `address` ("0.0.0.0:8502"; port 0 = any free port),
+  // without HTTP keep-alive (each scrape is one connection, closed after
+  // the answer). Errors name the address.
+  absl::Status StartExposer(const std::string& address, const ExposerOptions& options);
   // The bound port once StartExposer succeeded, else 0.
   int exposer_port() const;
 
@@ -72,6 +90,14 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   // the version that answered, 0 when none was found.
   void RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,
                      absl::Duration duration);
+
+  // A Score request refused before it reached a model:
+  // rankd_requests_refused_total{reason}, reason one of "malformed" (not a
+  // valid ScoreRequest), "inflight_bytes" (--max_inflight_request_bytes),
+  // "shutting_down" (arrived after SIGTERM). RecordRequest counts it too.
+  void RecordRefused(absl::string_view reason);
+  // rankd_request_bytes_in_flight: bytes of admitted Score requests.
+  void SetRequestBytesInFlight(int64_t bytes);
 
   // engine::ServingObserver.
   void OnRequestDone(const engine::ModelVersionRef& model,
@@ -144,6 +170,11 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   std::unique_ptr<prometheus::Exposer> exposer_;
   prometheus::Family<prometheus::Counter>* requests_total_;
   prometheus::Family<prometheus::Histogram>* request_duration_;
+  prometheus::Family<prometheus::Counter>* requests_refused_;
+  prometheus::Counter* refused_malformed_;
+  prometheus::Counter* refused_inflight_bytes_;
+  prometheus::Counter* refused_shutting_down_;
+  prometheus::Gauge* request_bytes_in_flight_;
   prometheus::Family<prometheus::Histogram>* queue_duration_;
   prometheus::Family<prometheus::Histogram>* compute_duration_;
   prometheus::Family<prometheus::Histogram>* batch_candidates_;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "engine/model/error_text.h"
 #include "server/status_mapping.h"
 #include "spdlog/spdlog.h"
 
@@ -34,22 +35,28 @@ absl::Status CheckTarget(const std::string& model, const google::protobuf::Repea
 
 }  // namespace
 
-grpc::Status ModelControlService::ListModels(grpc::ServerContext*,
+grpc::Status ModelControlService::Authorize(const grpc::ServerContext& context) const {
+  return auth_ == nullptr ? grpc::Status::OK : auth_->Check(context);
+}
+
+grpc::Status ModelControlService::ListModels(grpc::ServerContext* context,
                                              const rankd::v1::ListModelsRequest* request,
                                              rankd::v1::ListModelsResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   auto list = manager_->List(request->model());
   if (!list.ok()) return ToGrpcStatus(list.status());
   *response = *std::move(list);
   return grpc::Status::OK;
 }
 
-grpc::Status ModelControlService::LoadModel(grpc::ServerContext*,
+grpc::Status ModelControlService::LoadModel(grpc::ServerContext* context,
                                             const rankd::v1::LoadModelRequest* request,
                                             rankd::v1::LoadModelResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   if (absl::Status s = CheckTarget(request->model(), request->versions()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  spdlog::info("admin: LoadModel {} versions [{}]", request->model(),
+  spdlog::info("admin: LoadModel {} versions [{}]", engine::TruncateForError(request->model()),
                absl::StrJoin(request->versions(), ","));
   std::vector<int64_t> versions(request->versions().begin(), request->versions().end());
   auto status = manager_->Load(request->model(), versions);
@@ -58,13 +65,14 @@ grpc::Status ModelControlService::LoadModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ModelControlService::UnloadModel(grpc::ServerContext*,
+grpc::Status ModelControlService::UnloadModel(grpc::ServerContext* context,
                                               const rankd::v1::UnloadModelRequest* request,
                                               rankd::v1::UnloadModelResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   if (absl::Status s = CheckTarget(request->model(), request->versions()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  spdlog::info("admin: UnloadModel {} versions [{}]", request->model(),
+  spdlog::info("admin: UnloadModel {} versions [{}]", engine::TruncateForError(request->model()),
                absl::StrJoin(request->versions(), ","));
   std::vector<int64_t> versions(request->versions().begin(), request->versions().end());
   auto status = manager_->Unload(request->model(), versions);
@@ -73,12 +81,13 @@ grpc::Status ModelControlService::UnloadModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ModelControlService::SetVersionLabel(grpc::ServerContext*,
+grpc::Status ModelControlService::SetVersionLabel(grpc::ServerContext* context,
                                                   const rankd::v1::SetVersionLabelRequest* request,
                                                   rankd::v1::SetVersionLabelResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: required"));
-  spdlog::info("admin: SetVersionLabel {} {} -> {}", request->model(), request->label(),
-               request->version());
+  spdlog::info("admin: SetVersionLabel {} {} -> {}", engine::TruncateForError(request->model()),
+               engine::TruncateForError(request->label()), request->version());
   auto status = manager_->SetLabel(request->model(), request->label(), request->version());
   if (!status.ok()) return ToGrpcStatus(status.status());
   *response->mutable_model() = *std::move(status);
@@ -88,6 +97,7 @@ grpc::Status ModelControlService::SetVersionLabel(grpc::ServerContext*,
 grpc::Status ModelControlService::UpdateEmbeddings(
     grpc::ServerContext* context, grpc::ServerReader<rankd::v1::EmbeddingUpdate>* reader,
     rankd::v1::UpdateSummary* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   EmbeddingUpdateStream stream(manager_, update_listener_);
   rankd::v1::EmbeddingUpdate message;
   int64_t applied = 0;
@@ -113,14 +123,15 @@ grpc::Status ModelControlService::UpdateEmbeddings(
   return grpc::Status::OK;
 }
 
-grpc::Status ModelControlService::SaveSnapshot(grpc::ServerContext*,
+grpc::Status ModelControlService::SaveSnapshot(grpc::ServerContext* context,
                                                const rankd::v1::SaveSnapshotRequest* request,
                                                rankd::v1::SaveSnapshotResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
   if (absl::Status s = CheckTarget(request->model(), google::protobuf::RepeatedField<int64_t>());
       !s.ok()) {
     return ToGrpcStatus(s);
   }
-  spdlog::info("admin: SaveSnapshot {} version {} -> {}", request->model(), request->version(),
+  spdlog::info("admin: SaveSnapshot {} version {} -> {}", engine::TruncateForError(request->model()), request->version(),
                request->new_version());
   auto out = manager_->SaveSnapshotAndReconcile(request->model(), request->version(),
                                                 request->new_version());

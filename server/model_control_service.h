@@ -7,6 +7,7 @@
 #define RANKD_SERVER_MODEL_CONTROL_SERVICE_H_
 
 #include "rankd/v1/model_control.grpc.pb.h"
+#include "server/admin_auth.h"
 #include "server/embedding_updates.h"
 #include "server/lifecycle/model_manager.h"
 
@@ -15,9 +16,12 @@ namespace rankd::server {
 class ModelControlService final : public rankd::v1::ModelControl::Service {
  public:
   // `update_listener` (may be null) observes applied embedding updates.
+  // `auth` (may be null = every call allowed) checks each call first: a call
+  // it refuses is answered UNAUTHENTICATED without touching any model.
   explicit ModelControlService(ModelManager* manager,
-                               EmbeddingUpdateListener* update_listener = nullptr)
-      : manager_(manager), update_listener_(update_listener) {}
+                               EmbeddingUpdateListener* update_listener = nullptr,
+                               AdminAuth* auth = nullptr)
+      : manager_(manager), update_listener_(update_listener), auth_(auth) {}
 
   grpc::Status ListModels(grpc::ServerContext* context, const rankd::v1::ListModelsRequest* request,
                           rankd::v1::ListModelsResponse* response) override;
@@ -37,8 +41,12 @@ class ModelControlService final : public rankd::v1::ModelControl::Service {
                             rankd::v1::SaveSnapshotResponse* response) override;
 
  private:
+  // OK when there is no AdminAuth or it admits the call.
+  grpc::Status Authorize(const grpc::ServerContext& context) const;
+
   ModelManager* const manager_;
   EmbeddingUpdateListener* const update_listener_;
+  AdminAuth* const auth_;  // may be null
 };
 
 }  // namespace rankd::server

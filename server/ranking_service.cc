@@ -1,9 +1,14 @@
 #include "server/ranking_service.h"
 
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/raw_messages.h"
 #include "server/request_conversion.h"
 #include "server/status_mapping.h"
 
@@ -20,23 +25,114 @@ absl::Time ToAbslDeadline(std::chrono::system_clock::time_point deadline) {
 
 const char* KindName(bool dynamic) { return dynamic ? "DYNAMIC" : "STATIC"; }
 
+// Memory a parsed request holds (its repeated fields and strings), plus
+// `response_scores` floats of its response.
+int64_t HeldBytes(const rankd::v1::ScoreRequest& r, int64_t response_scores) {
+  int64_t bytes = sizeof(rankd::v1::ScoreRequest) + r.model().size() +
+                  r.version_label().size() + int64_t{r.dense_size()} * sizeof(float) +
+                  response_scores * sizeof(float);
+  for (const rankd::v1::SparseFeature& f : r.sparse()) {
+    bytes += sizeof(rankd::v1::SparseFeature) + f.name().size() +
+             int64_t{f.ids_size()} * sizeof(int64_t) +
+             int64_t{f.lengths_size()} * sizeof(int32_t) +
+             int64_t{f.weights_size()} * sizeof(float);
+  }
+  return bytes;
+}
+
+absl::Status OverBudget(int64_t bytes, int64_t max_bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the server holds too many request bytes: this request holds ", bytes,
+      " bytes once parsed, which would take the requests in flight past ", max_bytes,
+      " bytes (--max_inflight_request_bytes); retry with backoff"));
+}
+
 }  // namespace
 
+// One admitted Score RPC, from its arrival to OnDone (its answer written),
+// when it deletes itself: the parsed request (the engine request points into
+// it), the response the workers write into, the routed version and the
+// admission hold, returned at OnDone.
+class RankingService::ScoreReactor final : public grpc::ServerUnaryReactor {
+ public:
+  ScoreReactor(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire, Metrics* metrics,
+               absl::Time arrival)
+      : hold(std::move(hold)), response_wire(response_wire), metrics(metrics), arrival(arrival) {}
+
+  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
+  void OnDone() override { delete this; }
+
+  // Counts the RPC and answers it. `this` may be gone when it returns.
+  void Answer(absl::string_view model, int64_t version, const absl::Status& status) {
+    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival);
+    Finish(ToGrpcStatus(status));
+  }
+
+  rankd::v1::ScoreRequest request;
+  rankd::v1::ScoreResponse response;
+  std::shared_ptr<ServedVersion> served;
+  RequestBudget::Hold hold;
+  grpc::ByteBuffer* const response_wire;  // gRPC's, valid until OnDone
+  Metrics* const metrics;
+  const absl::Time arrival;
+  std::atomic<bool> cancelled{false};
+};
+
+RankingService::RankingService(const ModelManager* models, Metrics* metrics, Options options)
+    : models_(models),
+      metrics_(metrics),
+      limits_(options.limits),
+      backend_(std::move(options.backend)),
+      budget_(RequestBudget::Options{
+          options.max_inflight_request_bytes,
+          [metrics](int64_t bytes) { metrics->SetRequestBytesInFlight(bytes); }}) {}
+
+void RankingService::StopAdmitting() { budget_.Close(); }
+
+bool RankingService::WaitForAdmitted(absl::Time deadline) const {
+  return budget_.WaitUntilIdle(deadline);
+}
+
 grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* context,
-                                                const rankd::v1::ScoreRequest* request,
-                                                rankd::v1::ScoreResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
   const absl::Time arrival = absl::Now();
-  auto found = models_->Find(request->model(), request->version(), request->version_label());
-  if (!found.ok()) {
-    metrics_->RecordRequest(request->model(), 0, found.status().code(), absl::Now() - arrival);
-    reactor->Finish(ToGrpcStatus(found.status()));
+  // Admission by wire size, before the bytes are parsed.
+  absl::StatusOr<RequestBudget::Hold> hold =
+      budget_.TryAcquire(static_cast<int64_t>(request->Length()));
+  if (!hold.ok()) {
+    metrics_->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
+                                ? "shutting_down"
+                                : "inflight_bytes");
+    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(hold.status()));
     return reactor;
   }
-  std::shared_ptr<ServedVersion> served = *std::move(found);
+  auto* reactor = new ScoreReactor(*std::move(hold), response, metrics_, arrival);
+  // The request buffer is this handler's to read and nothing reads it after
+  // us: ParseRequest empties it, so the wire bytes are freed now instead of
+  // when the RPC ends.
+  absl::Status parsed = ParseRequest(const_cast<grpc::ByteBuffer*>(request), &reactor->request);
+  if (!parsed.ok()) {
+    metrics_->RecordRefused("malformed");
+    reactor->Answer("", 0, parsed);
+    return reactor;
+  }
+  const rankd::v1::ScoreRequest& req = reactor->request;
+  if (int64_t held = HeldBytes(req, 0); !reactor->hold.Grow(held)) {
+    metrics_->RecordRefused("inflight_bytes");
+    reactor->Answer(req.model(), 0, OverBudget(held, budget_.max_bytes()));
+    return reactor;
+  }
+  auto found = models_->Find(req.model(), req.version(), req.version_label());
+  if (!found.ok()) {
+    reactor->Answer(req.model(), 0, found.status());
+    return reactor;
+  }
+  reactor->served = *std::move(found);
+  ServedVersion* served = reactor->served.get();
   engine::ModelInstance* model = &served->instance();
-  const std::string& name = served->name();
-  const int64_t version = served->version();
   absl::StatusOr<engine::Request> view;
   {
     // Validation looks keys up in dynamic tables (id_policy ERROR): not while
@@ -44,52 +140,63 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
     engine::LiveTables* live = served->live_tables();
     engine::LiveTables::BatchScope tables(
         live != nullptr && live->validation_reads_tables() ? live : nullptr);
-    view = ToEngineRequest(model->model(), *request, limits_);
+    view = ToEngineRequest(model->model(), req, limits_);
   }
   if (!view.ok()) {
-    metrics_->RecordRequest(name, version, view.status().code(), absl::Now() - arrival);
-    reactor->Finish(ToGrpcStatus(view.status()));
+    reactor->Answer(served->name(), served->version(), view.status());
+    return reactor;
+  }
+  // The response's scores count too (num_candidates is validated now).
+  if (int64_t held = HeldBytes(req, req.num_candidates()); !reactor->hold.Grow(held)) {
+    metrics_->RecordRefused("inflight_bytes");
+    reactor->Answer(served->name(), served->version(), OverBudget(held, budget_.max_bytes()));
     return reactor;
   }
   // Workers write the scores straight into the response message.
-  response->mutable_scores()->Resize(request->num_candidates(), 0.0f);
-  response->set_model(name);
-  response->set_version(version);
+  reactor->response.mutable_scores()->Resize(req.num_candidates(), 0.0f);
+  reactor->response.set_model(served->name());
+  reactor->response.set_version(served->version());
 
   engine::QueuedRequest item;
   item.request = std::move(*view);
-  item.scores = absl::MakeSpan(response->mutable_scores()->mutable_data(),
-                               response->scores_size());
+  item.scores = absl::MakeSpan(reactor->response.mutable_scores()->mutable_data(),
+                               reactor->response.scores_size());
   item.deadline = ToAbslDeadline(context->deadline());
-  item.cancelled = [context] { return context->IsCancelled(); };
-  Metrics* metrics = metrics_;
-  // The callback holds the version until the request is answered, then lets
-  // go at once (the batcher may keep the callback object a while longer).
-  item.done = [reactor, metrics, served, arrival](absl::Status status,
-                                                  const engine::RequestTiming&) mutable {
-    metrics->RecordRequest(served->name(), served->version(), status.code(),
-                           absl::Now() - arrival);
-    reactor->Finish(ToGrpcStatus(status));
-    served.reset();
+  item.cancelled = [reactor] { return reactor->cancelled.load(std::memory_order_relaxed); };
+  // The callback lets go of the version as soon as the request is answered
+  // (the batcher may keep the callback object a while longer, and the
+  // reactor lives until gRPC's OnDone).
+  item.done = [reactor](absl::Status status, const engine::RequestTiming&) {
+    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
+    if (status.ok()) status = SerializeResponse(reactor->response, reactor->response_wire);
+    reactor->Answer(version->name(), version->version(), status);
+    version.reset();
   };
   absl::Status submitted = model->Submit(std::move(item));
   if (!submitted.ok()) {  // queue full or shutting down: answer at once
-    metrics_->RecordRequest(name, version, submitted.code(), absl::Now() - arrival);
-    response->clear_scores();
-    reactor->Finish(ToGrpcStatus(submitted));
+    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
+    reactor->Answer(version->name(), version->version(), submitted);
   }
   return reactor;
 }
 
-grpc::ServerUnaryReactor* RankingService::GetModelInfo(
-    grpc::CallbackServerContext* context, const rankd::v1::GetModelInfoRequest* request,
-    rankd::v1::ModelInfo* response) {
+grpc::ServerUnaryReactor* RankingService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request_wire,
+                                                       grpc::ByteBuffer* response_wire) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto found = models_->Find(request->model(), request->version(), request->version_label());
+  rankd::v1::GetModelInfoRequest request;
+  if (absl::Status s = ParseRequest(const_cast<grpc::ByteBuffer*>(request_wire), &request);
+      !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  auto found = models_->Find(request.model(), request.version(), request.version_label());
   if (!found.ok()) {
     reactor->Finish(ToGrpcStatus(found.status()));
     return reactor;
   }
+  rankd::v1::ModelInfo info;
+  rankd::v1::ModelInfo* response = &info;
   const engine::Model& m = (*found)->instance().model();
   response->set_name(m.name);
   response->set_version(m.version);
@@ -113,7 +220,7 @@ grpc::ServerUnaryReactor* RankingService::GetModelInfo(
   for (const auto& l : m.bottom) response->add_bottom_mlp(l.out);
   for (const auto& l : m.top) response->add_top_mlp(l.out);
   response->set_backend(backend_);
-  reactor->Finish(grpc::Status::OK);
+  reactor->Finish(ToGrpcStatus(SerializeResponse(info, response_wire)));
   return reactor;
 }
 

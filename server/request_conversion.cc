@@ -5,6 +5,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/error_text.h"
 
 namespace rankd::server {
 
@@ -38,12 +39,13 @@ absl::StatusOr<engine::Request> ToEngineRequest(
       std::vector<std::string> names;
       for (const auto& feature : model.features) names.push_back(feature.name);
       return absl::InvalidArgumentError(absl::StrCat(
-          "sparse[", i, "].name: unknown feature \"", sf.name(), "\"; model \"",
-          model.name, "\" has: ", absl::StrJoin(names, ", ")));
+          "sparse[", i, "].name: unknown feature \"", engine::TruncateForError(sf.name()),
+          "\"; model \"", model.name, "\" has: ",
+          engine::TruncateForError(absl::StrJoin(names, ", "), 4 * engine::kMaxQuotedBytes)));
     }
     if (seen_at[f] >= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "sparse[", i, "].name: feature \"", sf.name(),
+          "sparse[", i, "].name: feature \"", engine::TruncateForError(sf.name()),
           "\" appears twice (also sparse[", seen_at[f], "])"));
     }
     seen_at[f] = i;

@@ -82,5 +82,21 @@ TEST_F(ConversionTest, EngineChecksApply) {
   EXPECT_THAT(Error(), HasSubstr("dense: has 11 values; expected 10"));
 }
 
+// A client's feature name is quoted cut to 128 bytes with its size, in both
+// errors that quote it.
+TEST_F(ConversionTest, HugeFeatureNamesAreQuotedCutShort) {
+  const std::string huge(8 << 20, 'q');
+  req_.mutable_sparse(0)->set_name(huge);
+  std::string e = Error();
+  EXPECT_LT(e.size(), 600u) << e.substr(0, 300);
+  EXPECT_THAT(e, HasSubstr("unknown feature"));
+  EXPECT_THAT(e, HasSubstr("(8388608 bytes)"));
+  // A name that matches a feature, sent twice under it: the duplicate path.
+  req_.mutable_sparse(0)->set_name("f0");
+  e = Error();
+  EXPECT_THAT(e, HasSubstr("appears twice"));
+  EXPECT_LT(e.size(), 600u);
+}
+
 }  // namespace
 }  // namespace rankd::server

@@ -6,7 +6,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <limits>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -18,23 +20,29 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/cuda/cuda_worker.h"
+#include "engine/serving/host_resources.h"
 #include "engine/serving/observer.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "server/build_info.h"
+#include "server/connection_options.h"
 #include "server/metrics.h"
 #include "server/lifecycle/model_manager.h"
 #include "server/lifecycle/repository_poller.h"
 #include "server/lifecycle/version_loader.h"
+#include "server/admin_auth.h"
 #include "server/model_control_service.h"
 #include "server/ranking_service.h"
+#include "server/tls.h"
 #include "server/tools/commands.h"
 #include "spdlog/spdlog.h"
 
@@ -77,6 +85,33 @@ ABSL_FLAG(int64_t, worker_spin_us, 0,
           "10000)");
 ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message accepted or sent");
+ABSL_FLAG(int64_t, max_inflight_request_bytes, int64_t{256} << 20,
+          "serve: most bytes of Score requests held at once, server-wide (each counted at its "
+          "wire size, then at the memory its parsed message and response take); a request "
+          "past it is answered RESOURCE_EXHAUSTED at once, before it is parsed (0 = no limit; "
+          "else at least --max_message_bytes, so that any accepted message can be admitted)");
+ABSL_FLAG(int, metrics_threads, 8,
+          "serve: threads serving /metrics; each open connection holds one, idle ones for at "
+          "most --metrics_request_timeout_ms");
+ABSL_FLAG(int, metrics_request_timeout_ms, 2000,
+          "serve: /metrics closes a connection that sends or reads nothing for this long (ms), "
+          "so idle or half-open connections cannot hold its threads");
+ABSL_FLAG(double, max_connection_age_s, 300,
+          "serve: send GOAWAY to a client connection of the public gRPC port once it is this "
+          "old (+-10% jitter), so clients reconnect and new replicas behind a load balancer get "
+          "their share; RPCs in flight finish (0 = never)");
+ABSL_FLAG(double, max_connection_age_grace_s, 30,
+          "serve: after the age GOAWAY, how long RPCs in flight on the connection may take "
+          "before it is closed");
+ABSL_FLAG(double, keepalive_time_s, 60,
+          "serve: ping a public connection quiet for this long and close it when no answer "
+          "comes within --keepalive_timeout_s (0 = gRPC's default, 2 hours)");
+ABSL_FLAG(double, keepalive_timeout_s, 20, "serve: see --keepalive_time_s");
+ABSL_FLAG(double, keepalive_min_client_interval_s, 10,
+          "serve: keepalive enforcement: clients pinging more often than this without RPC data "
+          "get GOAWAY too_many_pings");
+ABSL_FLAG(bool, keepalive_permit_without_calls, true,
+          "serve: accept client keepalive pings on connections without RPCs in flight");
 ABSL_FLAG(int, max_candidates, 16384, "serve: most candidates in one request (0 = no limit)");
 ABSL_FLAG(int64_t, max_ids_per_feature, 1 << 20,
           "serve: most ids of one sparse feature in one request (0 = no limit)");
@@ -107,6 +142,26 @@ ABSL_FLAG(std::string, admin_host, "127.0.0.1",
           "serve: address of the admin listener (rankd.v1.ModelControl); keep it on loopback "
           "unless the network in front of it is trusted");
 ABSL_FLAG(int, admin_port, 8503, "serve: admin gRPC port (0 = any free port, -1 = off)");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "serve: PEM certificate chain of the gRPC listeners (public and admin): TLS when set "
+          "(with --tls_key_file); re-read every --tls_reload_s, so a renewed certificate "
+          "written in place is served without a restart");
+ABSL_FLAG(std::string, tls_key_file, "", "serve: PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "serve: PEM CAs of client certificates: mTLS (every client must present a "
+          "certificate they signed); Kubernetes probes use --health_port");
+ABSL_FLAG(int, tls_reload_s, 10, "serve: seconds between re-reads of the TLS files");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "serve: file holding a bearer token every admin call must carry "
+          "(\"authorization: Bearer <token>\"; rankctl --token_file); re-read when it changes. "
+          "An admin listener off loopback needs this or mTLS");
+ABSL_FLAG(int, health_port, -1,
+          "serve: plaintext port serving only grpc.health.v1 (and reflection), for Kubernetes "
+          "gRPC probes when the public port requires mTLS (0 = any free port, -1 = off); "
+          "binds --host");
+ABSL_FLAG(std::string, metrics_host, "",
+          "serve: address of the /metrics listener (default: --host); 127.0.0.1 keeps metrics "
+          "on loopback");
 ABSL_FLAG(std::string, update_log_dir, "",
           "serve: directory of the models' update logs (<model>.updlog; created if missing): "
           "every embedding update is synced there before it is acknowledged and replayed when "
@@ -115,6 +170,26 @@ ABSL_FLAG(std::string, update_log_dir, "",
 
 namespace rankd::server {
 namespace {
+
+ConnectionOptions ConnectionOptionsFromFlags() {
+  ConnectionOptions o;
+  o.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
+  o.max_connection_age_grace_s = absl::GetFlag(FLAGS_max_connection_age_grace_s);
+  o.keepalive_time_s = absl::GetFlag(FLAGS_keepalive_time_s);
+  o.keepalive_timeout_s = absl::GetFlag(FLAGS_keepalive_timeout_s);
+  o.keepalive_min_client_interval_s = absl::GetFlag(FLAGS_keepalive_min_client_interval_s);
+  o.keepalive_permit_without_calls = absl::GetFlag(FLAGS_keepalive_permit_without_calls);
+  return o;
+}
+
+TlsFiles TlsFilesFromFlags() {
+  TlsFiles files;
+  files.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  files.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  files.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  files.reload_interval_s = absl::GetFlag(FLAGS_tls_reload_s);
+  return files;
+}
 
 absl::Status CheckFlags() {
   auto port_ok = [](int p, int min) { return p >= min && p <= 65535; };
@@ -146,6 +221,23 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--worker_spin_us: must be in [0, 10000], got ",
                                                    absl::GetFlag(FLAGS_worker_spin_us)));
   }
+  const int64_t max_inflight = absl::GetFlag(FLAGS_max_inflight_request_bytes);
+  if (max_inflight != 0 && max_inflight < max_msg) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_inflight_request_bytes: must be 0 (no limit) or at least --max_message_bytes (",
+        max_msg, "), got ", max_inflight));
+  }
+  if (absl::GetFlag(FLAGS_metrics_threads) < 1 || absl::GetFlag(FLAGS_metrics_threads) > 256) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_threads: must be in [1, 256], got ",
+                                                   absl::GetFlag(FLAGS_metrics_threads)));
+  }
+  if (absl::GetFlag(FLAGS_metrics_request_timeout_ms) < 100 ||
+      absl::GetFlag(FLAGS_metrics_request_timeout_ms) > 600000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics_request_timeout_ms: must be in [100, 600000], got ",
+                     absl::GetFlag(FLAGS_metrics_request_timeout_ms)));
+  }
+  if (absl::Status s = ValidateConnectionOptions(ConnectionOptionsFromFlags()); !s.ok()) return s;
   const double max_abs_input = absl::GetFlag(FLAGS_max_abs_input);
   if (!(max_abs_input >= 0 && max_abs_input <= 3.4e38)) {
     return absl::InvalidArgumentError(
@@ -202,6 +294,22 @@ absl::Status CheckFlags() {
   if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
     return absl::InvalidArgumentError(absl::StrCat("--log_level: unknown level \"", level, "\""));
   }
+  if (!port_ok(absl::GetFlag(FLAGS_health_port), -1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--health_port: must be in [-1, 65535], got ",
+                                                   absl::GetFlag(FLAGS_health_port)));
+  }
+  if (absl::Status s = ValidateTlsFiles(TlsFilesFromFlags()); !s.ok()) return s;
+  // Off loopback the admin API changes what is served: it must not be open.
+  const std::string admin_host = absl::GetFlag(FLAGS_admin_host);
+  const bool loopback = admin_host == "127.0.0.1" || admin_host == "::1" ||
+                        admin_host == "[::1]" || admin_host == "localhost";
+  if (absl::GetFlag(FLAGS_admin_port) >= 0 && !loopback &&
+      absl::GetFlag(FLAGS_admin_token_file).empty() &&
+      absl::GetFlag(FLAGS_tls_client_ca_file).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--admin_host: ", admin_host, " is not loopback: give --admin_token_file or mTLS "
+        "(--tls_client_ca_file), or keep the admin listener on 127.0.0.1"));
+  }
   return absl::OkStatus();
 }
 
@@ -247,11 +355,12 @@ ModelManager::Options ManagerOptionsFromFlags() {
 
 // The admin listener: ModelControl, health and reflection (the process-wide
 // plugins the public server enabled apply here too). Null after logging why.
+// The listener uses the public port's TLS settings (mTLS included).
 std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int* port) {
   grpc::ServerBuilder builder;
   const std::string address =
       absl::StrCat(absl::GetFlag(FLAGS_admin_host), ":", absl::GetFlag(FLAGS_admin_port));
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  builder.AddListeningPort(address, MakeServerCredentials(TlsFilesFromFlags()), port);
   builder.RegisterService(control);
   std::unique_ptr<grpc::Server> admin = builder.BuildAndStart();
   if (admin == nullptr || *port == 0) {
@@ -261,12 +370,28 @@ std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int
   return admin;
 }
 
-void WritePortFile(int grpc_port, int metrics_port, int admin_port) {
+// The plaintext health listener (--health_port): grpc.health.v1 only (and
+// reflection, a process-wide plugin), so Kubernetes' gRPC probes, which
+// present no client certificate, work when the public port wants mTLS.
+// Null after logging why.
+std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int* port) {
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_health_port));
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    spdlog::error("--health_port: cannot listen on {}", address);
+    return nullptr;
+  }
+  return server;
+}
+
+void WritePortFile(int grpc_port, int metrics_port, int admin_port, int health_port) {
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (port_file.empty()) return;
   std::ofstream f(port_file + ".tmp");
   f << "grpc_port=" << grpc_port << "\nmetrics_port=" << metrics_port
-    << "\nadmin_port=" << admin_port << "\n";
+    << "\nadmin_port=" << admin_port << "\nhealth_port=" << health_port << "\n";
   f.close();
   std::rename((port_file + ".tmp").c_str(), port_file.c_str());
 }
@@ -389,34 +514,79 @@ class ServerLifecycle final : public ModelManager::Listener {
   }
   void OnModelServing(const std::string& model, bool serving) override {
     absl::MutexLock lock(&mu_);
-    if (health_ != nullptr && !stopping_) health_->SetServingStatus(model, serving);
+    if (stopping_) return;
+    for (grpc::HealthCheckServiceInterface* h : health_) h->SetServingStatus(model, serving);
   }
 
   // Every service SERVING, each known model by whether a version is READY.
+  // Called once per listener that serves health (public, --health_port).
   void SetHealth(grpc::HealthCheckServiceInterface* health, const ModelManager& manager) {
     absl::MutexLock lock(&mu_);
-    health_ = health;
-    health_->SetServingStatus(true);
+    health_.push_back(health);
+    health->SetServingStatus(true);
     auto list = manager.List("");
     for (const auto& m : list->models()) {
       bool ready = false;
       for (const auto& v : m.versions()) ready |= v.state() == rankd::v1::READY;
-      health_->SetServingStatus(m.name(), ready);
+      health->SetServingStatus(m.name(), ready);
     }
   }
   // Every service NOT_SERVING for good (the server is stopping).
   void StopServing() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    if (health_ != nullptr) health_->SetServingStatus(false);  // every service
+    for (grpc::HealthCheckServiceInterface* h : health_) {
+      h->SetServingStatus(false);  // every service
+    }
   }
 
  private:
   Metrics* const metrics_;
   absl::Mutex mu_;
-  grpc::HealthCheckServiceInterface* health_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<grpc::HealthCheckServiceInterface*> health_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// The SIGTERM / SIGINT drain; never returns (exits 0).
+// 1. Health turns NOT_SERVING and Score stops admitting: every request that
+//    arrives from now on is answered UNAVAILABLE at once (retryable: the
+//    client's retry goes to another replica), so no request is left without
+//    an answer or answered CANCELLED.
+// 2. Admitted requests (queued, computing) are computed and their answers
+//    written, for up to --drain_timeout.
+// 3. The admin listener and the models are shut down, and the process exits
+//    without calling the public grpc::Server's Shutdown: gRPC C++'s
+//    Shutdown answers every call that reaches the server after it begins
+//    (clients keep sending until they see its GOAWAY) by destroying it,
+//    which the client sees as CANCELLED, a code clients do not retry. The
+//    process exit closes the connections instead; a client sees UNAVAILABLE
+//    for anything it sent in that instant. Admitted requests were answered
+//    in step 2 (their answers are written before the count drops).
+[[noreturn]] void DrainAndExit(const char* signal_name, ServerLifecycle* lifecycle,
+                               RankingService* service, RepositoryPoller* poller,
+                               SignalWatcher* signals, grpc::Server* admin,
+                               ModelManager* manager) {
+  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
+  const absl::Time drain_start = absl::Now();
+  spdlog::info("{} received: not serving, draining admitted requests (up to {}); new requests "
+               "are answered UNAVAILABLE",
+               signal_name, absl::FormatDuration(drain));
+  lifecycle->StopServing();
+  service->StopAdmitting();
+  signals->SetPoller(nullptr);
+  if (poller != nullptr) poller->Stop();  // waits for a poll in progress, whose loads are cancelled
+  if (!service->WaitForAdmitted(drain_start + drain)) {
+    spdlog::warn("--drain_timeout ({}) passed with {} admitted request(s) unanswered; their "
+                 "clients see UNAVAILABLE when the connections close",
+                 absl::FormatDuration(drain), service->requests_in_flight());
+  }
+  if (admin != nullptr) admin->Shutdown(absl::ToChronoTime(absl::Now()));
+  manager->Shutdown();
+  spdlog::info("drained in {:.3f} s; exiting", absl::ToDoubleSeconds(absl::Now() - drain_start));
+  spdlog::default_logger()->flush();
+  std::fflush(nullptr);
+  _exit(0);
+}
 
 }  // namespace
 
@@ -449,7 +619,14 @@ int RunServe() {
   std::string backend = absl::GetFlag(FLAGS_backend);
   std::string why_no_gpu;
   const int gpus = engine::cuda::UsableCudaDevices(&why_no_gpu);
-  if (backend == "auto") backend = gpus > 0 ? "cuda" : "cpu";
+  if (backend == "auto") {
+    backend = gpus > 0 ? "cuda" : "cpu";
+    // A GPU that is there but cannot run this build deserves a warning; a
+    // machine without GPU or driver is the normal CPU case.
+    if (absl::StrContains(why_no_gpu, "no kernel image")) {
+      spdlog::warn("--backend=auto: serving on the CPU: {}", why_no_gpu);
+    }
+  }
   if (backend == "cuda" && gpus == 0) {
     spdlog::error("--backend=cuda: no usable GPU ({})", why_no_gpu);
     return 1;
@@ -457,16 +634,24 @@ int RunServe() {
   spdlog::info("rankd {} starting: backend {} ({} GPU(s){}), model root {}", kRankdVersion,
                backend, gpus, gpus == 0 ? ": " + why_no_gpu : "",
                absl::GetFlag(FLAGS_model_root));
+  spdlog::info("{}", engine::DescribeHostResources());
 
-  Metrics metrics(kRankdVersion, backend);
+  Metrics metrics(kRankdVersion, backend, engine::cuda::BuiltCudaArchs(),
+                  backend == "cuda" ? "" : why_no_gpu);
   const std::string host = absl::GetFlag(FLAGS_host);
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    absl::Status s = metrics.StartExposer(absl::StrCat(host, ":", absl::GetFlag(FLAGS_metrics_port)));
+    Metrics::ExposerOptions exposer;
+    exposer.num_threads = absl::GetFlag(FLAGS_metrics_threads);
+    exposer.request_timeout_ms = absl::GetFlag(FLAGS_metrics_request_timeout_ms);
+    const std::string metrics_host =
+        absl::GetFlag(FLAGS_metrics_host).empty() ? host : absl::GetFlag(FLAGS_metrics_host);
+    absl::Status s = metrics.StartExposer(
+        absl::StrCat(metrics_host, ":", absl::GetFlag(FLAGS_metrics_port)), exposer);
     if (!s.ok()) {
       spdlog::error("{}", std::string(s.message()));
       return 1;
     }
-    spdlog::info("metrics on http://{}:{}/metrics", host, metrics.exposer_port());
+    spdlog::info("metrics on http://{}:{}/metrics", metrics_host, metrics.exposer_port());
   }
 
   EngineVersionLoader::Options loader_options = LoaderOptionsFromFlags(backend);
@@ -493,41 +678,74 @@ int RunServe() {
     return 1;
   }
 
-  engine::RequestLimits limits;
-  limits.max_candidates = absl::GetFlag(FLAGS_max_candidates);
-  limits.max_ids_per_feature = absl::GetFlag(FLAGS_max_ids_per_feature);
-  limits.max_abs_input = static_cast<float>(absl::GetFlag(FLAGS_max_abs_input));
-  RankingService service(manager->get(), &metrics, limits, backend);
+  RankingService::Options service_options;
+  service_options.limits.max_candidates = absl::GetFlag(FLAGS_max_candidates);
+  service_options.limits.max_ids_per_feature = absl::GetFlag(FLAGS_max_ids_per_feature);
+  service_options.limits.max_abs_input = static_cast<float>(absl::GetFlag(FLAGS_max_abs_input));
+  service_options.backend = backend;
+  service_options.max_inflight_request_bytes = absl::GetFlag(FLAGS_max_inflight_request_bytes);
+  RankingService service(manager->get(), &metrics, service_options);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   const std::string address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_grpc_port));
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &grpc_port);
+  const TlsFiles tls = TlsFilesFromFlags();
+  builder.AddListeningPort(address, MakeServerCredentials(tls), &grpc_port);
   const int max_msg = static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxReceiveMessageSize(max_msg);
   builder.SetMaxSendMessageSize(max_msg);
+  ApplyConnectionOptions(ConnectionOptionsFromFlags(), &builder);
+  // Second line behind --max_inflight_request_bytes: rankd admits a request
+  // only once gRPC has received all of it, so many large messages arriving
+  // at once are buffered by gRPC's transport before any admission check.
+  // gRPC's memory quota bounds those buffers, at twice the admission budget
+  // (requests being received plus requests admitted); under its pressure
+  // the transport resets streams still arriving (the client sees
+  // RESOURCE_EXHAUSTED, "RST_STREAM with error code 11"; rankd never sees
+  // them, so they are not in its metrics).
+  const int64_t inflight_bytes = absl::GetFlag(FLAGS_max_inflight_request_bytes);
+  if (inflight_bytes > 0) {
+    grpc::ResourceQuota quota("rankd-public");
+    quota.Resize(static_cast<size_t>(
+        std::min<int64_t>(2 * inflight_bytes, std::numeric_limits<int64_t>::max() / 2)));
+    builder.SetResourceQuota(quota);
+  }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     spdlog::error("--grpc_port: cannot listen on {}", address);
     return 1;
   }
-  ModelControlService control(manager->get(), &metrics);
+  absl::StatusOr<std::unique_ptr<AdminAuth>> auth =
+      AdminAuth::Create(absl::GetFlag(FLAGS_admin_token_file));
+  if (!auth.ok()) {
+    spdlog::error("{}", std::string(auth.status().message()));
+    return 2;
+  }
+  ModelControlService control(manager->get(), &metrics, auth->get());
   int admin_port = 0;
   std::unique_ptr<grpc::Server> admin;
   if (absl::GetFlag(FLAGS_admin_port) >= 0) {
     admin = StartAdminServer(&control, &admin_port);
     if (admin == nullptr) return 1;
   }
+  int health_port = 0;
+  std::unique_ptr<grpc::Server> health;
+  if (absl::GetFlag(FLAGS_health_port) >= 0) {
+    health = StartHealthServer(host, &health_port);
+    if (health == nullptr) return 1;
+  }
   lifecycle.SetHealth(server->GetHealthCheckService(), **manager);
-  spdlog::info("serving {} model(s) on {}:{} (gRPC){}", (*manager)->ServedModels().size(), host,
-               grpc_port,
+  if (health) lifecycle.SetHealth(health->GetHealthCheckService(), **manager);
+  spdlog::info("serving {} model(s) on {}:{} (gRPC, {}){}{}", (*manager)->ServedModels().size(),
+               host, grpc_port, DescribeTls(tls),
                admin ? absl::StrCat("; admin API on ", absl::GetFlag(FLAGS_admin_host), ":",
-                                    admin_port)
-                     : "");
-  WritePortFile(grpc_port, metrics.exposer_port(), admin_port);
+                                    admin_port, (*auth)->requires_token() ? " (token)" : "")
+                     : "",
+               health ? absl::StrCat("; plaintext health on ", host, ":", health_port) : "");
+  WritePortFile(grpc_port, metrics.exposer_port(), admin_port, health_port);
 
   std::unique_ptr<RepositoryPoller> poller;
   if (absl::GetFlag(FLAGS_model_control) == "poll") {
@@ -536,21 +754,8 @@ int RunServe() {
     signals->SetPoller(poller.get());
   }
   signals->WaitForStop();
-  const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
-  spdlog::info("{} received: not serving, draining admitted requests (up to {})",
-               signals->stop_signal_name(), absl::FormatDuration(drain));
-  lifecycle.StopServing();
-  signals->SetPoller(nullptr);
-  if (poller) poller->Stop();  // waits for a poll in progress, whose loads are cancelled
-  const absl::Time drain_start = absl::Now();
-  // Stops accepting RPCs and waits for those in flight (queued in batchers,
-  // answered by workers); past the deadline the rest are cancelled.
-  server->Shutdown(absl::ToChronoTime(drain_start + drain));
-  if (admin) admin->Shutdown(absl::ToChronoTime(absl::Now()));
-  (*manager)->Shutdown();
-  server->Wait();
-  spdlog::info("drained in {:.3f} s; exiting", absl::ToDoubleSeconds(absl::Now() - drain_start));
-  return 0;
+  DrainAndExit(signals->stop_signal_name(), &lifecycle, &service, poller.get(), signals,
+               admin.get(), manager->get());
 }
 
 }  // namespace rankd::server

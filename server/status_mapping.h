@@ -2,12 +2,23 @@
 #ifndef RANKD_SERVER_STATUS_MAPPING_H_
 #define RANKD_SERVER_STATUS_MAPPING_H_
 
+#include <cstddef>
+
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
 
 namespace rankd::server {
 
-// Same code (absl and gRPC share the canonical code numbers) and message.
+// Most bytes of a message sent to a client. The message travels in the
+// grpc-message trailer (percent-encoded, up to 3 bytes per byte), and a
+// default gRPC client refuses trailers over 8 KiB: a longer message would
+// reach the client as an unreadable error, or none. Every place that quotes
+// a client's text cuts it to engine::kMaxQuotedBytes already; this is the
+// backstop for lists (served models, features) and anything missed.
+inline constexpr size_t kMaxStatusMessageBytes = 1024;
+
+// Same code (absl and gRPC share the canonical code numbers) and message,
+// cut to kMaxStatusMessageBytes.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace rankd::server

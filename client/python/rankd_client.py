@@ -148,10 +148,43 @@ def _with_version_label(request, version_label):
     return labelled
 
 
+def _read_small_file(name, path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read((1 << 20) + 1)
+    except OSError as e:
+        raise ValueError("%s: %s: %s" % (name, path, e.strerror)) from e
+    if len(data) > 1 << 20:
+        raise ValueError("%s: %s: larger than 1 MiB" % (name, path))
+    return data
+
+
+def _tls_credentials(ca_file, cert_file, key_file):
+    """grpc.ssl_channel_credentials from PEM files (client certificate: mTLS)."""
+    if bool(cert_file) != bool(key_file):
+        raise ValueError("tls_cert_file and tls_key_file: give both or neither")
+    root = _read_small_file("tls_ca_file", ca_file)
+    if b"-----BEGIN CERTIFICATE-----" not in root:
+        raise ValueError("tls_ca_file: %s: no PEM certificate in it" % ca_file)
+    chain = _read_small_file("tls_cert_file", cert_file) if cert_file else None
+    key = _read_small_file("tls_key_file", key_file) if key_file else None
+    return grpc.ssl_channel_credentials(root_certificates=root, private_key=key,
+                                        certificate_chain=chain)
+
+
+def _read_token(path):
+    token = _read_small_file("token_file", path).decode("ascii", "replace").strip()
+    if not token or any(c <= " " or c > "~" for c in token):
+        raise ValueError("token_file: %s: the token must be printable ASCII without spaces"
+                         % path)
+    return token
+
+
 class _Client:
     """One gRPC channel and the calls over it; the clients below share this."""
 
-    def __init__(self, target, timeout_s, max_message_bytes, options, credentials):
+    def __init__(self, target, timeout_s, max_message_bytes, options, credentials,
+                 tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None):
         if not target:
             raise ValueError("target: must not be empty")
         if timeout_s is None or timeout_s <= 0:
@@ -165,6 +198,13 @@ class _Client:
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
         ] + list(options)
+        if tls_ca_file:
+            if credentials is not None:
+                raise ValueError("give credentials or tls_ca_file, not both")
+            credentials = _tls_credentials(tls_ca_file, tls_cert_file, tls_key_file)
+        elif tls_cert_file or tls_key_file:
+            raise ValueError("tls_cert_file / tls_key_file: need tls_ca_file (mTLS is TLS first)")
+        self._token = _read_token(token_file) if token_file else ""
         if credentials is None:
             self._channel = grpc.insecure_channel(target, options=channel_options)
         else:
@@ -179,11 +219,17 @@ class _Client:
     def __exit__(self, *exc):
         self.close()
 
+    def _metadata(self, metadata):
+        """`metadata` plus the bearer token of token_file, if any."""
+        if not self._token:
+            return metadata
+        return list(metadata or ()) + [("authorization", "Bearer " + self._token)]
+
     def _call(self, method, request, timeout_s, metadata, default_timeout_s=None):
         if timeout_s is None:
             timeout_s = self.timeout_s if default_timeout_s is None else default_timeout_s
         try:
-            return method(request, timeout=timeout_s, metadata=metadata)
+            return method(request, timeout=timeout_s, metadata=self._metadata(metadata))
         except grpc.RpcError as e:
             raise RankdError(e.code(), e.details() or "") from e
 
@@ -199,11 +245,17 @@ class RankingClient(_Client):
         default, 4 MiB, is too small for requests of thousands of candidates).
       options: further gRPC channel options, as (name, value) pairs.
       credentials: grpc.ChannelCredentials; None = plaintext.
+      tls_ca_file: PEM CAs of the server's certificate: TLS (instead of
+        `credentials`); tls_cert_file / tls_key_file: this client's
+        certificate and key, for a server that requires one (mTLS).
+      token_file: a file holding a bearer token sent with every call.
     """
 
     def __init__(self, target=DEFAULT_TARGET, timeout_s=DEFAULT_TIMEOUT_S,
-                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None):
-        super().__init__(target, timeout_s, max_message_bytes, options, credentials)
+                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
+                 tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None):
+        super().__init__(target, timeout_s, max_message_bytes, options, credentials,
+                         tls_ca_file, tls_cert_file, tls_key_file, token_file)
         self._ranking = ranking_pb2_grpc.RankingStub(self._channel)
         # Only Check is used; built here rather than through the generated
         # health_pb2_grpc, which imports `grpc.health.v1` (see _load_health_pb2).
@@ -269,22 +321,24 @@ class AdminClient(_Client):
         save_snapshot.
       retry_backoff_s: wait before the first retry of an update stream
         (doubled for each next one, at most 10 s).
-      max_message_bytes, options, credentials: as for RankingClient. Off
-        loopback the admin listener wants mTLS (credentials) or a token
-        (pass it as `metadata` of each call).
+      max_message_bytes, options, credentials, tls_ca_file, tls_cert_file,
+        tls_key_file, token_file: as for RankingClient. Off loopback the admin
+        listener wants mTLS or a token (rankd serve --admin_token_file).
     """
 
     def __init__(self, target=DEFAULT_ADMIN_TARGET, timeout_s=DEFAULT_ADMIN_TIMEOUT_S,
                  load_timeout_s=DEFAULT_LOAD_TIMEOUT_S,
                  max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
-                 update_timeout_s=DEFAULT_UPDATE_TIMEOUT_S, retry_backoff_s=0.2):
+                 update_timeout_s=DEFAULT_UPDATE_TIMEOUT_S, retry_backoff_s=0.2,
+                 tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None):
         if model_control_pb2 is None:
             raise ImportError(
                 "rankd_client: rankd/v1/model_control_pb2.py is not importable: regenerate "
                 "the stubs with client/python/gen_stubs.sh OUT_DIR")
         if load_timeout_s is None or load_timeout_s <= 0:
             raise ValueError("load_timeout_s: must be > 0, got %r" % (load_timeout_s,))
-        super().__init__(target, timeout_s, max_message_bytes, options, credentials)
+        super().__init__(target, timeout_s, max_message_bytes, options, credentials,
+                         tls_ca_file, tls_cert_file, tls_key_file, token_file)
         if update_timeout_s is None or update_timeout_s <= 0:
             raise ValueError("update_timeout_s: must be > 0, got %r" % (update_timeout_s,))
         if retry_backoff_s < 0:
@@ -353,7 +407,7 @@ class AdminClient(_Client):
             attempt += 1
             try:
                 summary = self._control.UpdateEmbeddings(iter(messages), timeout=timeout_s,
-                                                         metadata=metadata)
+                                                         metadata=self._metadata(metadata))
                 return summary, attempt
             except grpc.RpcError as e:
                 code = e.code()

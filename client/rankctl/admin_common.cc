@@ -41,6 +41,10 @@ absl::StatusOr<client::ModelControlClient::Options> AdminOptionsFromFlags(
   client::ModelControlClient::Options options;
   options.target = target;
   if (absl::Status s = CheckConnectionFlags("admin_target", options.target); !s.ok()) return s;
+  absl::StatusOr<client::Security> security = SecurityFromFlags();
+  if (!security.ok()) return security.status();
+  options.credentials = security->credentials;
+  options.bearer_token = security->bearer_token;
   // Given: the deadline of every call. Not given: the client's own defaults
   // (short for list and label, long for load, unload, update and snapshot).
   options.deadline_ms = DeadlineMsOr(options.deadline_ms);

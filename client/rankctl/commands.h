@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "client/model_control_client.h"
 #include "client/ranking_client.h"
+#include "client/tls.h"
 #include "google/protobuf/message.h"
 #include "rankd/v1/model_control.pb.h"
 
@@ -54,6 +55,10 @@ int64_t DeadlineMsOr(int64_t default_ms);
 // --max_message_bytes and --connect_timeout_ms: INVALID_ARGUMENT naming the
 // flag, since the clients' own messages name Options fields instead.
 absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::string& target);
+
+// Credentials and token of --tls_ca_file, --tls_cert_file, --tls_key_file
+// and --token_file (errors name the flag).
+absl::StatusOr<client::Security> SecurityFromFlags();
 
 // A client from --target, --deadline_ms, --max_message_bytes and
 // --connect_timeout_ms; INVALID_ARGUMENT naming the flag when one is bad.

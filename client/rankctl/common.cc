@@ -22,6 +22,13 @@ ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "largest request or response mes
 ABSL_FLAG(int64_t, connect_timeout_ms, 0,
           "> 0: wait up to this long for a connection before the first call and fail "
           "with UNAVAILABLE without one; 0: connect with the first call");
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "PEM CAs that sign rankd's certificate: connect with TLS (default: plaintext)");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM client certificate for a server that requires one (mTLS; with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, token_file, "",
+          "file holding the admin API's bearer token (rankd serve --admin_token_file)");
 ABSL_FLAG(std::string, model, "",
           "info, load, unload, label, update, snapshot: the model's name; models: only this "
           "model");
@@ -68,10 +75,23 @@ absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::stri
   return absl::OkStatus();
 }
 
+absl::StatusOr<client::Security> SecurityFromFlags() {
+  client::SecurityFiles files;
+  files.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  files.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  files.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  files.token_file = absl::GetFlag(FLAGS_token_file);
+  return client::LoadSecurity(files);
+}
+
 absl::StatusOr<std::unique_ptr<client::RankingClient>> ClientFromFlags() {
   client::RankingClient::Options options;
   options.target = absl::GetFlag(FLAGS_target);
   if (absl::Status s = CheckConnectionFlags("target", options.target); !s.ok()) return s;
+  absl::StatusOr<client::Security> security = SecurityFromFlags();
+  if (!security.ok()) return security.status();
+  options.credentials = security->credentials;
+  options.bearer_token = security->bearer_token;
   options.deadline_ms = DeadlineMsOr(options.deadline_ms);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);

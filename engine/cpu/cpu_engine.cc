@@ -10,6 +10,7 @@
 #include "engine/request_validation.h"
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/embedding_pool.h"
+#include "kernels/cpu/host_resources.h"
 #include "kernels/cpu/types.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -74,9 +75,11 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   }
   std::unique_ptr<CpuEngine> engine(new CpuEngine(std::move(model), options));
   int threads = options.num_threads;
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0) threads = kernels::UsableCpus();
   engine->num_threads_ = threads;
-  engine->pool_ = std::make_unique<Pool>(threads);
+  // One thread: every task runs on the calling thread (ScoreBatch), so no
+  // pool thread is started (nor handed work, nor left spinning).
+  if (threads > 1) engine->pool_ = std::make_unique<Pool>(threads);
   for (int i = 0; i < threads; ++i) {
     engine->scratch_.push_back(std::make_unique<Scratch>());
   }
@@ -157,14 +160,19 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
   const int64_t num_tasks = (total + rows_per_task - 1) / rows_per_task;
   std::vector<std::vector<int64_t>> unresolved(num_tasks,
                                                std::vector<int64_t>(num_tables, 0));
-  if (num_tasks == 1) {
+  if (num_tasks == 1 || pool_ == nullptr) {
     // A small batch (every 1-candidate request at low load) is one task: run
     // it on the calling thread. Handing it to the pool cost two thread
     // wake-ups per batch plus the pool threads' spinning afterwards, several
     // times the task itself (perf, bench/NOTES.md "Per-request host path").
+    // Without a pool (one thread) every task runs here, one after another.
     // The same RunTask on the same rows gives the same bits.
     std::unique_ptr<Scratch> scratch = TakeCallerScratch();
-    RunTask(plan, 0, total, scratch.get(), &unresolved[0]);
+    for (int64_t t = 0; t < num_tasks; ++t) {
+      const int64_t begin = t * rows_per_task;
+      RunTask(plan, begin, std::min(total, begin + rows_per_task), scratch.get(),
+              &unresolved[t]);
+    }
     ReturnCallerScratch(std::move(scratch));
   } else {
     Eigen::Barrier done(static_cast<unsigned>(num_tasks));

@@ -11,8 +11,9 @@
 // from several threads at once; each call blocks until its batch is done. A
 // batch of a single task (up to one task's rows) runs on the calling thread
 // with a scratch arena taken from a small free list (one per concurrent
-// caller), so small batches wake no pool thread. The destructor waits for the
-// pool's threads to finish their current tasks.
+// caller), so small batches wake no pool thread. With num_threads 1 there is
+// no pool: every batch runs on the calling thread. The destructor waits for
+// the pool's threads to finish their current tasks.
 #ifndef RANKD_ENGINE_CPU_CPU_ENGINE_H_
 #define RANKD_ENGINE_CPU_CPU_ENGINE_H_
 
@@ -33,7 +34,8 @@ namespace rankd::engine {
 class CpuEngine {
  public:
   struct Options {
-    // Threads that split each batch; 0 = std::thread::hardware_concurrency().
+    // Threads that split each batch; 0 = every CPU this process may use
+    // (affinity and cgroup quota: kernels/cpu/host_resources.h).
     int num_threads = 0;
     // Upper bound on candidates one task computes; rounded up to a multiple of
     // kernels::kRowQuantum. Smaller tasks spread small batches over threads.
@@ -70,7 +72,7 @@ class CpuEngine {
   std::shared_ptr<const Model> model_;
   Options options_;
   int num_threads_ = 1;
-  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Pool> pool_;  // null with one thread
   // One per pool thread, indexed by Eigen::ThreadPool::CurrentThreadId().
   std::vector<std::unique_ptr<Scratch>> scratch_;
   // Free scratch arenas of callers running single-task batches inline.

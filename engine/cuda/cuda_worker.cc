@@ -294,7 +294,7 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
                       "final layer + sigmoid");
 }
 
-bool TinyShapeFor(const Model& m, kc::TinyDlrmShape* shape, std::string* why) {
+bool TinyShapeFor(const Model& m, int device, kc::TinyDlrmShape* shape, std::string* why) {
   auto no = [why](std::string reason) {
     if (why != nullptr) *why = std::move(reason);
     return false;
@@ -321,7 +321,7 @@ bool TinyShapeFor(const Model& m, kc::TinyDlrmShape* shape, std::string* why) {
   s.num_top = static_cast<int>(m.top.size());
   for (int i = 0; i < s.num_top; ++i) s.top[i] = m.top[i].out;
   s.self_interaction = m.self_interaction;
-  if (!kc::TinyDlrmSupported(s, why)) return false;
+  if (!kc::TinyDlrmSupported(s, kc::MaxSharedBytesPerBlock(device), why)) return false;
   if (s.interaction_width() != m.interaction_width) return no("interaction width mismatch");
   return true;
 }
@@ -330,7 +330,9 @@ absl::Status CudaWorker::InitTiny() {
   const Model& m = dm_->model();
   kc::TinyDlrmShape& s = tiny_shape_;
   // The fused kernel reads dense rows num_dense apart: only with unpadded inputs.
-  if (dm_->dense_ld() != m.num_dense || !TinyShapeFor(m, &s)) return absl::OkStatus();
+  if (dm_->dense_ld() != m.num_dense || !TinyShapeFor(m, dm_->device(), &s)) {
+    return absl::OkStatus();
+  }
   std::vector<kernels::LinearView> bottom, top;
   for (const Linear& l : m.bottom) bottom.push_back(l.view());
   for (const Linear& l : m.top) top.push_back(l.view());
@@ -671,7 +673,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     dmo.host_tables = host_tables;
     dmo.shared_cache = options.shared_host_cache;
     kc::TinyDlrmShape tiny;
-    dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, &tiny));
+    dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, d, &tiny));
     auto dm = DeviceModel::Create(model, dmo);
     if (!dm.ok()) return dm.status();
     if (report != nullptr) {
@@ -688,6 +690,16 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     }
   }
   return workers;
+}
+
+std::string BuiltCudaArchs() { return kc::BuiltCudaArchs(); }
+
+int64_t SmallestGpuMemoryBytes() {
+  int64_t smallest = 0;
+  for (const kc::DeviceInfo& d : kc::QueryDevices().devices) {
+    if (smallest == 0 || d.total_memory_bytes < smallest) smallest = d.total_memory_bytes;
+  }
+  return smallest;
 }
 
 int UsableCudaDevices(std::string* why_none) {

@@ -201,14 +201,23 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     int workers_per_device, std::vector<int> devices = {},
     CudaSetupReport* report = nullptr);
 
-// Whether the fused single-kernel forward handles `model`, and its shape;
-// `why` (when given) says which limit ruled it out.
-bool TinyShapeFor(const Model& model, kernels::cuda::TinyDlrmShape* shape,
+// Whether the fused single-kernel forward handles `model` on GPU `device`
+// (its shared memory per block, read from the device), and its shape; `why`
+// (when given) says which limit ruled it out.
+bool TinyShapeFor(const Model& model, int device, kernels::cuda::TinyDlrmShape* shape,
                   std::string* why = nullptr);
 
-// Number of CUDA devices this process can use (0 without GPU or driver), and
-// why there are none.
+// Number of CUDA devices this process can use (0 without GPU or driver, or
+// where this binary has no kernel image for them), and why there are none.
 int UsableCudaDevices(std::string* why_none = nullptr);
+
+// Total memory of the smallest usable GPU of this machine (what a placement
+// plan is made for); 0 without one.
+int64_t SmallestGpuMemoryBytes();
+
+// The virtual architectures of this binary's device code ("900", or
+// "800,900,1000" for --config=portable).
+std::string BuiltCudaArchs();
 
 }  // namespace rankd::engine::cuda
 

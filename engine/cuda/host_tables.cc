@@ -88,12 +88,13 @@ absl::StatusOr<std::shared_ptr<HostTables>> HostTables::Create(
     if (!in_place(t)) to_copy += t.rows.size;
   }
   if (to_copy > 0) {
-    absl::StatusOr<int64_t> available = ReadMemAvailable();
+    absl::StatusOr<AvailableHostMemory> available = ReadAvailableHostMemory();
     if (available.ok()) {
       absl::Status s = CheckHostMemory(
-          to_copy, *available,
+          to_copy, available->bytes,
           absl::StrCat("model \"", model->name,
-                       "\": pinned copies of its HOST tables (rows not in a pinnable allocation of their own)"));
+                       "\": pinned copies of its HOST tables (rows not in a pinnable allocation of their own)"),
+          available->source);
       if (!s.ok()) return s;
     }
   }

@@ -73,19 +73,24 @@ absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path) 
   close(*fd);
   if (!text.ok()) return text.status();
 
+  return ParseModelConfig(*text, path);
+}
+
+absl::StatusOr<rankd::v1::ModelConfig> ParseModelConfig(absl::string_view text,
+                                                        const std::string& source) {
   rankd::v1::ModelConfig config;
   {
-    // Syntax errors read "<path>:<line>:<col>: <message>", like a compiler.
+    // Syntax errors read "<source>:<line>:<col>: <message>", like a compiler.
     ErrorList syntax_errors;
-    CollectingErrorCollector collector(path, &syntax_errors);
+    CollectingErrorCollector collector(source, &syntax_errors);
     google::protobuf::TextFormat::Parser parser;
     parser.RecordErrorsTo(&collector);
-    if (!parser.ParseFromString(*text, &config)) {
-      if (syntax_errors.empty()) syntax_errors.Addf(path, ": cannot parse");
+    if (!parser.ParseFromString(std::string(text), &config)) {
+      if (syntax_errors.empty()) syntax_errors.Addf(source, ": cannot parse");
       return syntax_errors.ToStatus();
     }
   }
-  ErrorList errors(path);
+  ErrorList errors(source);
   CheckModelConfig(&config, &errors);
   if (!errors.empty()) return errors.ToStatus();
   return config;

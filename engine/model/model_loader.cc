@@ -640,7 +640,8 @@ int64_t SpecBytes(const TensorSpec& spec) {
 
 // Host memory the load will allocate: every table's rows and keys (generated
 // or read from the file: a loaded model holds its own copy), hash tables and
-// dense weights, checked against MemAvailable before anything is allocated:
+// dense weights, checked against the memory this process can still use
+// (MemAvailable, or the cgroup's room) before anything is allocated:
 // a model that cannot fit fails at once, naming what it needs, instead of
 // after minutes of filling or being OOM-killed. Page cache the file reads
 // leave behind is not counted (MemAvailable counts it as reclaimable).
@@ -677,10 +678,12 @@ absl::Status CheckModelHostMemory(const LoadContext& ctx,
   const int64_t total =
       random_rows + random_keys + file_rows + file_keys + hash + dense;
   int64_t available = ctx.mem_available;
+  std::string source = "MemAvailable in /proc/meminfo";
   if (available < 0) {
-    absl::StatusOr<int64_t> read = ReadMemAvailable();
+    absl::StatusOr<AvailableHostMemory> read = ReadAvailableHostMemory();
     if (!read.ok()) return absl::OkStatus();  // not Linux: no early check
-    available = *read;
+    available = read->bytes;
+    source = read->source;
   }
   std::vector<std::string> parts;
   auto part = [&parts](const char* name, int64_t bytes) {
@@ -698,7 +701,8 @@ absl::Status CheckModelHostMemory(const LoadContext& ctx,
   return CheckHostMemory(total, available,
                          absl::StrCat("loading model '", ctx.model, "' v",
                                       ctx.version, " (",
-                                      absl::StrJoin(parts, " + "), ")"));
+                                      absl::StrJoin(parts, " + "), ")"),
+                         source);
 }
 
 std::string Gb(int64_t bytes) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "engine/model/model.h"
 #include "engine/serving/clock.h"
@@ -30,6 +31,13 @@ inline constexpr int64_t kMaxModelConfigBytes = int64_t{16} << 20;
 // path that is not a regular file (a FIFO is never opened for reading: see
 // regular_file.h) or is over kMaxModelConfigBytes.
 absl::StatusOr<rankd::v1::ModelConfig> ReadModelConfig(const std::string& path);
+
+// ReadModelConfig's work after the file is read: parses `text` (a
+// model.pbtxt's contents), fills defaults and validates it. Errors are
+// prefixed with `source` as ReadModelConfig prefixes them with the path.
+// The size limit is the caller's (ReadModelConfig: kMaxModelConfigBytes).
+absl::StatusOr<rankd::v1::ModelConfig> ParseModelConfig(absl::string_view text,
+                                                        const std::string& source);
 
 // Fills defaults (documented in model_config.proto) and checks the config on
 // its own: unique names, widths > 0, features name known tables, DOT/DCN_V2

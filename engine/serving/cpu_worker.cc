@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/host_resources.h"
 
 namespace rankd::engine {
 
@@ -40,8 +41,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
         threads_per_worker));
   }
   if (num_cores <= 0) {
-    num_cores =
-        std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    num_cores = kernels::UsableCpus();
   }
   if (num_workers == 0) num_workers = std::max(1, num_cores / 4);
   if (threads_per_worker == 0) {

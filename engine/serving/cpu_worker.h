@@ -39,7 +39,7 @@ class CpuWorker final : public Worker {
 // The CPU workers of one model version, named "cpu:<i>", each with its own
 // engine. Zeros follow InstanceConfig: num_workers 0 = one per 4 cores (at
 // least 1); threads_per_worker 0 = cores / workers (at least 1). `num_cores`
-// 0 = std::thread::hardware_concurrency().
+// 0 = the CPUs this process may use (affinity and cgroup quota).
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
     std::shared_ptr<const Model> model, int num_workers, int threads_per_worker,
     int num_cores = 0);

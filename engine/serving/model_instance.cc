@@ -27,6 +27,7 @@ ModelInstance::Options ModelInstance::OptionsFromConfig(
     o.max_queue_requests = b.max_queue_requests();
   if (b.default_timeout_us() != 0)
     o.default_timeout_us = b.default_timeout_us();
+  o.admit_by_deadline = !b.disable_deadline_admission();
   return options;
 }
 

@@ -80,8 +80,11 @@ absl::Status HostTableStore::ReadDynamic(const EmbeddingTable& t, const TableSin
   const int64_t* row_keys = reinterpret_cast<const int64_t*>(t.keys.data);
   std::vector<int64_t> keys;
   std::vector<uint8_t> rows;
-  keys.reserve(per_piece);
-  rows.reserve(per_piece * row_bytes);
+  // At most the table's own size: a piece is sized for big tables, and a
+  // small table read (a snapshot, a check) must not allocate a whole one.
+  const int64_t reserve = std::min(per_piece, t.max_keys);
+  keys.reserve(reserve);
+  rows.reserve(reserve * row_bytes);
   for (int64_t r = 0; r < t.max_keys; ++r) {
     if (row_keys[r] == kernels::kEmptyKey) continue;
     keys.push_back(row_keys[r]);

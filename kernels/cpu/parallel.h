@@ -11,13 +11,15 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/host_resources.h"
+
 namespace rankd::kernels {
 
-// `requested` threads, or every hardware thread when 0 (at least 1).
+// `requested` threads, or every CPU this process may use when 0 (its
+// affinity and cgroup CPU quota: host_resources.h; at least 1).
 inline int ResolveThreads(int requested) {
   if (requested > 0) return requested;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  return UsableCpus();
 }
 
 // Calls fn(begin, end) for consecutive chunks [begin, end) of at most `chunk`

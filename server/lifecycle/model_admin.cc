@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/error_text.h"
 #include "server/lifecycle/model_manager.h"
 #include "server/lifecycle/serving_config.h"
 
@@ -11,8 +12,10 @@ namespace rankd::server {
 absl::Status ModelManager::UnknownModel(const std::string& name) const {
   std::vector<std::string> names;
   for (const auto& [n, slot] : models_) names.push_back(n);
-  return absl::NotFoundError(absl::StrCat("model: \"", name, "\" is not known; models: ",
-                                          names.empty() ? "none" : absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(absl::StrCat(
+      "model: \"", engine::TruncateForError(name), "\" is not known; models: ",
+      names.empty() ? "none"
+                    : engine::TruncateForError(absl::StrJoin(names, ", "), 4 * engine::kMaxQuotedBytes)));
 }
 
 absl::Status ModelManager::ScanOneModel(const std::string& name) {
@@ -27,9 +30,11 @@ absl::Status ModelManager::ScanOneModel(const std::string& name) {
     std::vector<std::string> names;
     for (const auto& [n, disk] : *scan) names.push_back(n);
     if (models_.count(name) > 0) ApplyModelScan(name, nullptr);
-    return absl::NotFoundError(absl::StrCat("model: \"", name, "\" is not in the repository ",
-                                            options_.model_root, "; models there: ",
-                                            names.empty() ? "none" : absl::StrJoin(names, ", ")));
+    return absl::NotFoundError(absl::StrCat(
+        "model: \"", engine::TruncateForError(name), "\" is not in the repository ",
+        options_.model_root, "; models there: ",
+        names.empty() ? "none"
+                      : engine::TruncateForError(absl::StrJoin(names, ", "), 4 * engine::kMaxQuotedBytes)));
   }
   ApplyModelScan(name, &it->second);
   return absl::OkStatus();
@@ -53,7 +58,7 @@ absl::StatusOr<rankd::v1::ModelStatus> ModelManager::Load(const std::string& mod
     }
     for (int64_t v : versions) {
       if (std::find(on_disk.begin(), on_disk.end(), v) == on_disk.end()) {
-        return absl::NotFoundError(absl::StrCat("versions: model \"", model, "\" has no version ",
+        return absl::NotFoundError(absl::StrCat("versions: model \"", engine::TruncateForError(model), "\" has no version ",
                                                 v, " in the repository; versions there: ",
                                                 on_disk.empty() ? "none" : absl::StrJoin(on_disk, ", ")));
       }
@@ -82,7 +87,7 @@ absl::StatusOr<rankd::v1::ModelStatus> ModelManager::Load(const std::string& mod
   for (int64_t v : versions) {
     const VersionSlot& vs = slot.versions.at(v);
     if (vs.record.state() == rankd::v1::FAILED) {
-      return absl::FailedPreconditionError(absl::StrCat("model \"", model, "\" version ", v,
+      return absl::FailedPreconditionError(absl::StrCat("model \"", engine::TruncateForError(model), "\" version ", v,
                                                         " FAILED: ", vs.record.reason()));
     }
   }
@@ -108,7 +113,7 @@ absl::StatusOr<rankd::v1::ModelStatus> ModelManager::Unload(const std::string& m
     for (const auto& [v, vs] : slot.versions) known.push_back(v);
     for (int64_t v : versions) {
       if (slot.versions.count(v) == 0) {
-        return absl::NotFoundError(absl::StrCat("versions: model \"", model, "\" has no version ",
+        return absl::NotFoundError(absl::StrCat("versions: model \"", engine::TruncateForError(model), "\" has no version ",
                                                 v, "; versions: ", absl::StrJoin(known, ", ")));
       }
     }
@@ -154,7 +159,7 @@ absl::StatusOr<rankd::v1::ModelStatus> ModelManager::SetLabel(const std::string&
         if (vs.served != nullptr) ready.push_back(n);
       }
       return absl::FailedPreconditionError(absl::StrCat(
-          "version: version ", version, " of model \"", model, "\" is ",
+          "version: version ", version, " of model \"", engine::TruncateForError(model), "\" is ",
           v == slot.versions.end() ? "unknown" : VersionStateName(v->second.record.state()),
           ", not READY; ready versions: ", ready.empty() ? "none" : absl::StrJoin(ready, ", ")));
     }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/error_text.h"
 #include "server/lifecycle/serving_config.h"
 #include "spdlog/spdlog.h"
 
@@ -13,7 +14,9 @@ namespace {
 
 std::string Quoted(const std::vector<std::string>& names) {
   if (names.empty()) return "none";
-  return absl::StrCat("\"", absl::StrJoin(names, "\", \""), "\"");
+  // Repository names, not the client's text, but there may be many.
+  return engine::TruncateForError(absl::StrCat("\"", absl::StrJoin(names, "\", \""), "\""),
+                                  4 * engine::kMaxQuotedBytes);
 }
 
 std::string VersionList(const std::vector<int64_t>& versions) {
@@ -85,7 +88,8 @@ absl::Status ModelManager::Start() {
     absl::MutexLock lock(&mu_);
     for (const std::string& name : to_load) {
       if (scan->count(name) == 0) {
-        return absl::NotFoundError(absl::StrCat("--load_model: no model \"", name, "\" under ",
+        return absl::NotFoundError(absl::StrCat("--load_model: no model \"",
+                                                engine::TruncateForError(name), "\" under ",
                                                 options_.model_root, "; models there: ",
                                                 Quoted(names)));
       }
@@ -140,7 +144,8 @@ absl::StatusOr<std::shared_ptr<ServedVersion>> ModelManager::Find(const std::str
   absl::ReaderMutexLock lock(&mu_);
   auto it = models_.find(model);
   if (it == models_.end() || it->second.versions.empty()) {
-    return absl::NotFoundError(absl::StrCat("model: \"", model, "\" is not served; served models: ",
+    return absl::NotFoundError(absl::StrCat("model: \"", engine::TruncateForError(model),
+                                            "\" is not served; served models: ",
                                             Quoted(ServedModelsLocked())));
   }
   const ModelSlot& slot = it->second;
@@ -156,7 +161,7 @@ absl::StatusOr<std::shared_ptr<ServedVersion>> ModelManager::Find(const std::str
     if (const VersionSlot* vs = ready(version)) return vs->served;
     auto vs = slot.versions.find(version);
     return absl::NotFoundError(absl::StrCat(
-        "version: model \"", model, "\" has no ready version ", version,
+        "version: model \"", engine::TruncateForError(model), "\" has no ready version ", version,
         vs == slot.versions.end() ? "" : absl::StrCat(" (it is ", VersionStateName(vs->second.record.state()), ")"),
         "; ready versions: ", VersionList(ready_versions)));
   }
@@ -168,14 +173,16 @@ absl::StatusOr<std::shared_ptr<ServedVersion>> ModelManager::Find(const std::str
     if (l == slot.labels.end()) {
       std::vector<std::string> labels;
       for (const auto& [name, v] : slot.labels) labels.push_back(absl::StrCat(name, "=", v));
-      return absl::NotFoundError(absl::StrCat("version_label: model \"", model,
-                                              "\" has no label \"", label, "\"; labels: ",
+      return absl::NotFoundError(absl::StrCat("version_label: model \"",
+                                              engine::TruncateForError(model), "\" has no label \"",
+                                              engine::TruncateForError(label), "\"; labels: ",
                                               labels.empty() ? "none" : absl::StrJoin(labels, ", ")));
     }
     if (const VersionSlot* vs = ready(l->second)) return vs->served;
     auto vs = slot.versions.find(l->second);
     return absl::UnavailableError(absl::StrCat(
-        "version_label: \"", label, "\" of model \"", model, "\" points at version ", l->second,
+        "version_label: \"", engine::TruncateForError(label), "\" of model \"",
+        engine::TruncateForError(model), "\" points at version ", l->second,
         ", which is ", vs == slot.versions.end() ? "not in the repository"
                                                   : VersionStateName(vs->second.record.state()),
         "; ready versions: ", VersionList(ready_versions)));
@@ -185,7 +192,8 @@ absl::StatusOr<std::shared_ptr<ServedVersion>> ModelManager::Find(const std::str
   for (const auto& [v, vs] : slot.versions) {
     states.push_back(absl::StrCat(v, " ", VersionStateName(vs.record.state())));
   }
-  return absl::UnavailableError(absl::StrCat("model: \"", model, "\" has no ready version (",
+  return absl::UnavailableError(absl::StrCat("model: \"", engine::TruncateForError(model),
+                                             "\" has no ready version (",
                                              absl::StrJoin(states, ", "), ")"));
 }
 

@@ -439,6 +439,29 @@ TEST_F(ModelManagerTest, PollModeStartsWithWhatLoads) {
   EXPECT_EQ(m.Find("ok", 9, "").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A client's model name or label is quoted cut to 128 bytes, whatever the
+// path: unknown model, unknown version, unknown label.
+TEST_F(ModelManagerTest, ErrorsQuoteClientNamesCutShort) {
+  Publish("ok", 1);
+  ModelManager& m = Make(ModelManager::Mode::kPoll);
+  ASSERT_TRUE(m.Start().ok());
+  const std::string huge(8 << 20, 'n');
+  for (const absl::Status& s :
+       {m.Find(huge, 0, "").status(), m.Find(huge, 3, "").status(),
+        m.Find(huge, 0, "beta").status(), m.Find("ok", 0, "x" + std::string(40, 'y')).status()}) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_LT(s.message().size(), 600u) << s.message().substr(0, 300);
+  }
+  absl::Status unknown = m.Find(huge, 0, "").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown.message().find("(8388608 bytes)"), absl::string_view::npos)
+      << unknown.message().substr(0, 300);
+  EXPECT_NE(unknown.message().find("\"ok\""), absl::string_view::npos);  // what is served
+  auto list = m.List(huge);
+  ASSERT_FALSE(list.ok());
+  EXPECT_LT(list.status().message().size(), 600u);
+}
+
 TEST_F(ModelManagerTest, AnOperatorsUnloadHoldsUntilTheFilesChange) {
   Publish("m", 1);
   Publish("m", 2);

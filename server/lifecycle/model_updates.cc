@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/error_text.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "engine/updates/snapshot_writer.h"
@@ -38,18 +39,18 @@ absl::Status ModelManager::ApplyUpdate(const std::string& model, int64_t version
       if (v == slot.versions.end()) {
         std::vector<int64_t> known;
         for (const auto& [n, vs] : slot.versions) known.push_back(n);
-        return absl::NotFoundError(absl::StrCat("version: model \"", model, "\" has no version ",
+        return absl::NotFoundError(absl::StrCat("version: model \"", engine::TruncateForError(model), "\" has no version ",
                                                 version, "; versions: ",
                                                 absl::StrJoin(known, ", ")));
       }
       const VersionState state = v->second.record.state();
       if (state == rankd::v1::LOADING) {
-        return absl::UnavailableError(absl::StrCat("version: model \"", model, "\" version ",
+        return absl::UnavailableError(absl::StrCat("version: model \"", engine::TruncateForError(model), "\" version ",
                                                    version, " is loading; retry when READY"));
       }
       if (state != rankd::v1::READY || v->second.served == nullptr) {
         return absl::FailedPreconditionError(
-            absl::StrCat("version: model \"", model, "\" version ", version, " is ",
+            absl::StrCat("version: model \"", engine::TruncateForError(model), "\" version ", version, " is ",
                          VersionStateName(state), " (updates go to READY versions)"));
       }
       targets.push_back(v->second.served);
@@ -67,7 +68,7 @@ absl::Status ModelManager::ApplyUpdate(const std::string& model, int64_t version
   const bool record = version == 0 && journals_[model].loading > 0;
   if (targets.empty() && !record) {
     return absl::FailedPreconditionError(
-        absl::StrCat("model \"", model, "\" has no READY version to update"));
+        absl::StrCat("model \"", engine::TruncateForError(model), "\" has no READY version to update"));
   }
   for (const std::shared_ptr<ServedVersion>& target : targets) {
     absl::Status s = apply(*target);
@@ -152,9 +153,9 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
     }
     if (source == nullptr) {
       return absl::FailedPreconditionError(
-          version > 0 ? absl::StrCat("version: model \"", model, "\" version ", version,
+          version > 0 ? absl::StrCat("version: model \"", engine::TruncateForError(model), "\" version ", version,
                                      " is not READY")
-                      : absl::StrCat("model \"", model, "\" has no READY version"));
+                      : absl::StrCat("model \"", engine::TruncateForError(model), "\" has no READY version"));
     }
     const int64_t highest = slot.versions.empty() ? 0 : slot.versions.rbegin()->first;
     if (new_version == 0) new_version = highest + 1;
@@ -165,7 +166,7 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
   }
   if (source->live_tables() == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "model \"", model, "\" version ", source->version(),
+        "model \"", engine::TruncateForError(model), "\" version ", source->version(),
         " cannot be snapshotted (its backend keeps fixed tables)"));
   }
   const std::string parent = absl::StrCat(options_.model_root, "/", model);

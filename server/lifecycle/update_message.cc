@@ -4,23 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/error_text.h"
 #include "engine/updates/delta_validation.h"
 
 namespace rankd::server {
 namespace {
 
-// Names are echoed into errors at most this long.
-constexpr size_t kMaxEchoBytes = 128;
-
-std::string Echo(const std::string& s) {
-  return s.size() <= kMaxEchoBytes ? s : absl::StrCat(s.substr(0, kMaxEchoBytes), "...");
-}
-
 absl::Status UnknownTable(const engine::Model& model, const std::string& name) {
   std::vector<std::string> names;
   for (const engine::EmbeddingTable& t : model.tables) names.push_back(t.name);
   return absl::NotFoundError(absl::StrCat("table: model \"", model.name, "\" version ",
-                                          model.version, " has no table \"", Echo(name),
+                                          model.version, " has no table \"", engine::TruncateForError(name),
                                           "\"; tables: ", absl::StrJoin(names, ", ")));
 }
 
@@ -54,7 +48,8 @@ absl::StatusOr<engine::LiveTables::Applied> ApplyUpdateMessage(
     delta.rows = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(msg.raw_rows().data()),
                                      msg.raw_rows().size());
   } else if (table.row_type == kernels::RowType::kFp32) {
-    if (msg.rows_size() != msg.ids_size() * table.dim) {
+    // In int64: ids x dim overflows int for a message of ~2^31 values.
+    if (msg.rows_size() != int64_t{msg.ids_size()} * table.dim) {
       return absl::InvalidArgumentError(absl::StrCat(
           "table ", table.name, ": rows: ", msg.rows_size(), " values for ", msg.ids_size(),
           " ids of dim ", table.dim, "; want ", int64_t{msg.ids_size()} * table.dim));

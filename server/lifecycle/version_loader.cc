@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "engine/model/model_loader.h"
 #include "engine/serving/cpu_worker.h"
+#include "engine/serving/host_resources.h"
 #include "engine/serving/warmup.h"
 #include "engine/cuda/cuda_table_store.h"
 #include "engine/updates/host_table_store.h"
@@ -105,7 +106,7 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
   // the keys (~1 G keys/s); only the CPU engine needs host hash tables.
   load.build_hash_tables = options_.backend != "cuda";
   if (while_serving) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int cores = engine::UsableCpus();
     load.num_threads = options_.background_load_threads > 0 ? options_.background_load_threads
                                                             : std::max(1, cores / 4);
   }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/cuda/cuda_worker.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/model_shapes.h"
 #include "engine/serving/cpu_worker.h"
@@ -30,8 +31,9 @@ ABSL_FLAG(bool, check, false,
           "inspect: also load the version as rankd serve would (config, weights file, tensor "
           "names, dtypes and shapes, NaN/Inf in rows and weights, duplicate keys, host memory, "
           "CPU warm-up scores finite) without serving; exit 1 with the error if it would fail");
-ABSL_FLAG(std::string, gpu_memory, "80GiB",
-          "inspect: GPU memory the placement plan is made for (default: an 80 GiB H100)");
+ABSL_FLAG(std::string, gpu_memory, "",
+          "inspect: GPU memory the placement plan is made for (default: this machine's "
+          "smallest GPU, or 80GiB, an H100, on a machine without one)");
 ABSL_FLAG(std::string, plan_budget, "",
           "inspect: device-memory budget of the plan, as rankd serve's --device_memory_budget "
           "(bytes like 8G, or a fraction of --gpu_memory; default: --gpu_memory minus the "
@@ -167,7 +169,12 @@ int RunInspect() {
 
   // The CUDA backend's placement for this config (what rankd serve --backend
   // cuda would load), before any weights are read.
-  auto gpu = engine::ParseMemoryBudget("--gpu_memory", absl::GetFlag(FLAGS_gpu_memory));
+  std::string gpu_memory = absl::GetFlag(FLAGS_gpu_memory);
+  if (gpu_memory.empty()) {
+    const int64_t here = engine::cuda::SmallestGpuMemoryBytes();
+    gpu_memory = here > 0 ? absl::StrCat(here) : "80GiB";
+  }
+  auto gpu = engine::ParseMemoryBudget("--gpu_memory", gpu_memory);
   if (!gpu.ok() || gpu->bytes <= 0) {
     std::cerr << "rankd inspect: "
               << (gpu.ok() ? "--gpu_memory: must be a size like 80GiB"

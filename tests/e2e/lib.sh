@@ -62,8 +62,24 @@ _e2e_cleanup() {
 }
 trap _e2e_cleanup EXIT
 
+# sanitizer_reports: fails the test for every rankd log of this test that
+# holds a sanitizer report (--config=asan / tsan builds; docs/testing.md).
+# The server's stderr goes to its log, not to the test's output, and a
+# report at exit would otherwise pass unseen.
+sanitizer_reports() {
+  local f
+  for f in "$TMP"/rankd.*.log; do
+    [[ -f "$f" ]] || continue
+    if grep -qE '(ERROR|WARNING): (Address|Leak|Thread|UndefinedBehavior)Sanitizer|runtime error:' "$f"; then
+      fail "sanitizer report in $f"
+      grep -E -A30 '(ERROR|WARNING): (Address|Leak|Thread|UndefinedBehavior)Sanitizer|runtime error:' "$f" | head -60 >&2
+    fi
+  done
+}
+
 # finish: prints the verdict and exits 0 only without failures.
 finish() {
+  sanitizer_reports
   if [[ "$FAILURES" -ne 0 ]]; then
     echo "$FAILURES check(s) failed" >&2
     [[ -n "$RANKD_LOG" && -f "$RANKD_LOG" ]] && { echo "--- rankd log (tail) ---" >&2; tail -n 30 "$RANKD_LOG" >&2; }
@@ -121,6 +137,15 @@ set_model_options() {
   printf '%s\n' "$2" >>"$pbtxt"
 }
 
+# model_features VERSION_DIR: the model's sparse feature names, in config
+# order, comma-separated (from model.pbtxt, one- or multi-line form).
+model_features() {
+  awk '/^sparse_features *\{/ { f = 1 }
+       f && match($0, /name: *"[^"]*"/) {
+         s = substr($0, RSTART, RLENGTH); gsub(/name: *|"/, "", s); print s; f = 0
+       }' "$1/model.pbtxt" | paste -sd, -
+}
+
 # start_rankd MODEL_ROOT [serve flags...]: starts `rankd serve` on 127.0.0.1
 # with free ports; returns once the port file is written (i.e. serving).
 # Sets RANKD_PID, GRPC_PORT, METRICS_PORT, TARGET (127.0.0.1:GRPC_PORT), RANKD_LOG,
@@ -145,6 +170,7 @@ start_rankd() {
   GRPC_PORT="$(sed -n 's/^grpc_port=//p' "$port_file")"
   METRICS_PORT="$(sed -n 's/^metrics_port=//p' "$port_file")"
   ADMIN_PORT="$(sed -n 's/^admin_port=//p' "$port_file")"
+  HEALTH_PORT="$(sed -n 's/^health_port=//p' "$port_file")"
   ADMIN_TARGET="127.0.0.1:$ADMIN_PORT"
   [[ "$GRPC_PORT" =~ ^[0-9]+$ && "$GRPC_PORT" -gt 0 ]] || die "bad port file: $(cat "$port_file")"
   [[ "$METRICS_PORT" =~ ^[0-9]+$ && "$METRICS_PORT" -gt 0 ]] || die "bad port file: $(cat "$port_file")"

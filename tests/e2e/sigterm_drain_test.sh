@@ -1,14 +1,20 @@
 #!/bin/bash
-# End to end: SIGTERM during load loses no admitted request.
+# End to end: SIGTERM during load loses no admitted request, and no request
+# is answered CANCELLED (issue 17, defect 9: a request in flight at SIGTERM
+# was answered CANCELLED in 3 of 4 runs, a code clients do not retry).
 # rankctl keeps 16 heavy calls in flight against a single worker; once some
 # have completed, the test snapshots /metrics (OK so far: M; admitted and
 # waiting in the batcher: Q) and sends SIGTERM. Then:
 #   - rankd exits 0, within the bound, after logging the drain;
 #   - every line either succeeded with the scores of `rankd score`
-#     (bit-exact) or failed UNAVAILABLE / CANCELLED (never admitted);
+#     (bit-exact) or failed UNAVAILABLE (never admitted, retryable), never
+#     CANCELLED;
 #   - at least M + Q lines succeeded: everything admitted before SIGTERM
 #     (the Q queued ones included) got its scores;
 #   - some lines did fail (the signal really came during the load).
+# The whole is repeated ROUNDS times: the CANCELLED answers came from a race
+# (requests reaching the server after its gRPC Shutdown began), which one
+# round may miss.
 source "$(dirname "$0")/lib.sh"
 
 MODELS="$TMP/models"
@@ -28,46 +34,58 @@ for _ in $(seq 12); do  # 300 lines, far more than the drain leaves time for
 done
 TOTAL=$(wc -l <"$TMP/req.jsonl")
 
-start_rankd "$MODELS" --drain_timeout 30s
+ROUNDS=3
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+  log "round $ROUND of $ROUNDS"
+  start_rankd "$MODELS" --drain_timeout 30s
 
-rankctl score --input "$TMP/req.jsonl" --output "$TMP/got.jsonl" --concurrency 16 \
-  --deadline_ms 60000 2>"$TMP/rankctl.err" &
-CTL_PID=$!
-track_pid "$CTL_PID"
+  rankctl score --input "$TMP/req.jsonl" --output "$TMP/got.$ROUND.jsonl" --concurrency 16 \
+    --deadline_ms 60000 2>"$TMP/rankctl.$ROUND.err" &
+  CTL_PID=$!
+  track_pid "$CTL_PID"
 
-# Wait (bounded) until the load is well under way and requests are waiting in
-# the batcher (on a loaded 2-core machine the queue can be briefly short), and
-# send SIGTERM right after the snapshot that showed it.
-OK_SO_FAR=0
-Q=0
-for ((i = 0; i < 400; i++)); do
-  scrape "$TMP/metrics_before.txt"
-  OK_SO_FAR="$(metric_int "$TMP/metrics_before.txt" rankd_requests_total 'model="kaggle"' 'code="OK"')"
-  Q="$(metric_int "$TMP/metrics_before.txt" rankd_queue_requests 'model="kaggle"')"
-  [[ -n "$OK_SO_FAR" && "$OK_SO_FAR" -ge 40 && -n "$Q" && "$Q" -ge 4 ]] && break
-  sleep 0.02
+  # Wait (bounded) until the load is well under way and requests are waiting in
+  # the batcher (on a loaded 2-core machine the queue can be briefly short), and
+  # send SIGTERM right after the snapshot that showed it.
+  OK_SO_FAR=0
+  Q=0
+  for ((i = 0; i < 400; i++)); do
+    scrape "$TMP/metrics_before.txt"
+    OK_SO_FAR="$(metric_int "$TMP/metrics_before.txt" rankd_requests_total 'model="kaggle"' 'code="OK"')"
+    Q="$(metric_int "$TMP/metrics_before.txt" rankd_queue_requests 'model="kaggle"')"
+    [[ -n "$OK_SO_FAR" && "$OK_SO_FAR" -ge 40 && -n "$Q" && "$Q" -ge 4 ]] && break
+    sleep 0.02
+  done
+  [[ -n "$OK_SO_FAR" && "$OK_SO_FAR" -ge 40 ]] || die "load did not get going: $OK_SO_FAR OK"
+  M=$OK_SO_FAR
+  log "before SIGTERM: $M OK, $Q queued in the batcher"
+  [[ "$Q" -ge 4 ]] || fail "only $Q queued when SIGTERM was sent (16 in flight): the test proves little"
+  T0=$SECONDS
+  stop_rankd TERM
+  expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
+  [[ $((SECONDS - T0)) -le 15 ]] || fail "rankd took $((SECONDS - T0)) s to drain"
+  expect_grep "drain logged" "$RANKD_LOG" 'SIGTERM received: not serving, draining'
+  expect_grep "exit logged" "$RANKD_LOG" 'drained in .* s; exiting'
+
+  # rankctl finishes quickly once the server is gone (UNAVAILABLE).
+  for ((i = 0; i < 600; i++)); do kill -0 "$CTL_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$CTL_PID" 2>/dev/null && die "rankctl still running 60 s after rankd exited"
+  wait "$CTL_PID"
+  CTL_RC=$?
+
+  check_admitted_answered "SIGTERM" "$TMP/rankctl.$ROUND.err" "$TMP/got.$ROUND.jsonl" "$TMP/want.jsonl" \
+    "$TOTAL" "$M" "$Q" UNAVAILABLE
+  if [[ "$CTL_RC" != 3 ]]; then
+    fail "rankctl exit code (UNAVAILABLE lines): got '$CTL_RC', want '3'"
+    log "rankctl stderr (lines not about UNAVAILABLE):"
+    grep -v 'UNAVAILABLE' "$TMP/rankctl.$ROUND.err" | tail -n 30 >&2
+  fi
+  # Informational: over one HTTP/2 connection the OK lines are normally a prefix.
+  FIRST_FAILED="$(head -n 1 "$TMP/failed.txt" | awk '{print $1}')"
+  log "first failed line: ${FIRST_FAILED:-none}; OK lines: $N_OK"
+  CANCELLED_LINES="$(awk '$2 == "CANCELLED"' "$TMP/failed.txt" | wc -l)"
+  expect_eq "round $ROUND: lines answered CANCELLED" "$CANCELLED_LINES" 0
+  expect_grep "round $ROUND: new requests refused during the drain" "$RANKD_LOG" \
+    'new requests are answered UNAVAILABLE'
 done
-[[ -n "$OK_SO_FAR" && "$OK_SO_FAR" -ge 40 ]] || die "load did not get going: $OK_SO_FAR OK"
-M=$OK_SO_FAR
-log "before SIGTERM: $M OK, $Q queued in the batcher"
-[[ "$Q" -ge 4 ]] || fail "only $Q queued when SIGTERM was sent (16 in flight): the test proves little"
-T0=$SECONDS
-stop_rankd TERM
-expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
-[[ $((SECONDS - T0)) -le 15 ]] || fail "rankd took $((SECONDS - T0)) s to drain"
-expect_grep "drain logged" "$RANKD_LOG" 'SIGTERM received: not serving, draining'
-expect_grep "exit logged" "$RANKD_LOG" 'drained in .* s; exiting'
-
-# rankctl finishes quickly once the server is gone (UNAVAILABLE).
-for ((i = 0; i < 600; i++)); do kill -0 "$CTL_PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$CTL_PID" 2>/dev/null && die "rankctl still running 60 s after rankd exited"
-wait "$CTL_PID"
-CTL_RC=$?
-
-check_admitted_answered "SIGTERM" "$TMP/rankctl.err" "$TMP/got.jsonl" "$TMP/want.jsonl" \
-  "$TOTAL" "$M" "$Q" UNAVAILABLE CANCELLED
-expect_eq "rankctl exit code (UNAVAILABLE lines)" "$CTL_RC" 3
-# Informational: over one HTTP/2 connection the OK lines are normally a prefix.
-FIRST_FAILED="$(head -n 1 "$TMP/failed.txt" | awk '{print $1}')"
-log "first failed line: ${FIRST_FAILED:-none}; OK lines: $N_OK"
 finish
