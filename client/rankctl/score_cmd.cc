@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -16,8 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "client/rankctl/commands.h"
+#include "client/rankctl/ordered_window.h"
 #include "google/protobuf/util/json_util.h"
 #include "rankd/v1/ranking.pb.h"
 
@@ -31,57 +30,8 @@ ABSL_FLAG(int, concurrency, 1, "score: requests in flight at once (responses sta
 namespace rankd::rankctl {
 namespace {
 
-// One input line, from parsing to output.
-struct Slot {
-  int64_t line = 0;
-  bool done = false;
-  absl::StatusOr<rankd::v1::ScoreResponse> result;
-};
-
-// The lines between the oldest one not yet written and the newest one read.
-// Completions (on gRPC threads) only fill in slots; the main thread writes
-// them, oldest first, so output order is input order whatever the order of
-// completion.
-class Window {
- public:
-  // Blocks until fewer than `max_in_flight` calls are in flight and fewer than
-  // `max_slots` lines are held (a slow oldest call must not let completed
-  // responses pile up without bound).
-  void WaitForRoom(int max_in_flight, size_t max_slots) {
-    absl::MutexLock lock(&mu_);
-    while (in_flight_ >= max_in_flight || slots_.size() >= max_slots) cv_.Wait(&mu_);
-  }
-  void Push(std::shared_ptr<Slot> slot, bool call) {
-    absl::MutexLock lock(&mu_);
-    if (call) ++in_flight_;
-    slots_.push_back(std::move(slot));
-  }
-  void Complete(Slot* slot, absl::StatusOr<rankd::v1::ScoreResponse> result) {
-    absl::MutexLock lock(&mu_);
-    slot->result = std::move(result);
-    slot->done = true;
-    --in_flight_;
-    cv_.Signal();
-  }
-  // Takes the finished slots at the front; with `wait_all`, first waits until
-  // no call is in flight.
-  std::vector<std::shared_ptr<Slot>> TakeDone(bool wait_all) {
-    absl::MutexLock lock(&mu_);
-    while (wait_all && in_flight_ > 0) cv_.Wait(&mu_);
-    std::vector<std::shared_ptr<Slot>> done;
-    while (!slots_.empty() && slots_.front()->done) {
-      done.push_back(std::move(slots_.front()));
-      slots_.pop_front();
-    }
-    return done;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
-};
+using Slot = OrderedWindow<rankd::v1::ScoreResponse>::Slot;
+using Window = OrderedWindow<rankd::v1::ScoreResponse>;
 
 // Gives `request` the version label `label` (--version_label; "" = leave the
 // request as it is). A line that names a version, or another label, conflicts
