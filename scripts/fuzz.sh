@@ -8,7 +8,8 @@
 # (default ~/.cache/rankd/fuzz): the growing corpus per target (seeded from
 # tests/fuzz/corpus/<target>/, which stays as committed), crash / leak /
 # timeout inputs under artifacts/<target>/, each run's log, and one line per
-# run in executions.tsv (date, target, seconds, executions, result) to add up
+# run in executions.tsv (date, target, seconds, executions, result,
+# processes) to add up
 # executions over campaigns. A crash input worth keeping as a regression
 # goes into tests/fuzz/corpus/<target>/ once fixed (its _corpus_test then
 # replays it in every test run).
@@ -18,8 +19,12 @@
 # something (or did not build / run).
 #
 # Options: --seconds N (per target; default 60), --jobs N (targets fuzzed at
-# once, one process each; default 1), --out DIR, --targets "a b" (default:
-# all *_fuzzer targets), --no-build.
+# once; default 1), --procs N (processes per target, sharing its corpus
+# directory, executions added up; default 1), --out DIR, --targets "a b"
+# (default: all *_fuzzer targets), --no-build, --bin_dir DIR (where the
+# *_fuzzer binaries are; default Bazel's fuzz output; implies --no-build),
+# --runner CMD (prefix for each binary, e.g. a GPU bundle's `run`, which is
+# then given the target's name instead of its path).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +33,9 @@ jobs=1
 out="${HOME}/.cache/rankd/fuzz"
 targets=""
 build=1
+procs=1
+bin_dir=""
+runner=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
@@ -35,8 +43,14 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
-    *) echo "usage: $0 [--seconds N] [--jobs N] [--out DIR] [--targets \"a b\"] [--no-build]" >&2; exit 2 ;;
+    --procs) procs="$2"; shift 2 ;;
+    --bin_dir) bin_dir="$2"; build=0; shift 2 ;;
+    --runner) runner="$2"; build=0; shift 2 ;;
+    *) echo "usage: $0 [--seconds N] [--jobs N] [--procs N] [--out DIR] [--targets \"a b\"] [--no-build] [--bin_dir DIR] [--runner CMD]" >&2; exit 2 ;;
   esac
+done
+for n in "$seconds" "$jobs" "$procs"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "$0: --seconds, --jobs and --procs take a whole number >= 1, got \"$n\"" >&2; exit 2; }
 done
 [[ -n "$targets" ]] || targets=$(cd tests/fuzz && ls -- *_fuzzer.cc | sed 's/\.cc$//')
 
@@ -51,30 +65,43 @@ if [[ "$build" -eq 1 ]]; then
 fi
 # The fuzz configuration's own output directory (.bazelrc: --platform_suffix);
 # not `bazel info`, which would wait for any bazel command in progress.
-bin_dir="bazel-out/k8-opt-fuzz/bin/tests/fuzz"
+[[ -n "$bin_dir" ]] || bin_dir="bazel-out/k8-opt-fuzz/bin/tests/fuzz"
+seeds="$PWD/tests/fuzz/corpus"
 
 # fuzz_one TARGET: one campaign; writes its verdict to $out/<target>.result.
 fuzz_one() {
   local t="$1" work="$out/corpus/$1" art="$out/artifacts/$1/" log
   mkdir -p "$work" "$art" "$out/logs"
-  log="$out/logs/$t.$(date -u +%Y%m%dT%H%M%SZ).log"
+  local stamp p rc=0 execs=0 e cmd
+  stamp=$(date -u +%Y%m%dT%H%M%SZ)
+  if [[ -n "$runner" ]]; then cmd=($runner "$t"); else cmd=("$bin_dir/$t"); fi
   # -timeout: one input over 10 s is a hang; -rss_limit_mb: 2 GiB is a leak
-  # or an unbounded allocation (inputs are at most -max_len bytes).
-  "$bin_dir/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$art" \
-    "$work" "tests/fuzz/corpus/$t" >"$log" 2>&1
-  local rc=$?
-  local execs
-  execs=$(awk '/stat::number_of_executed_units:/{print $2}' "$log" | tail -1)
-  execs="${execs:-0}"
+  # or an unbounded allocation (inputs are at most -max_len bytes). Several
+  # processes share $work (new inputs are files named by their hash) and
+  # each reloads what the others add (-reload, libFuzzer's default).
+  local pids=()
+  for ((p = 0; p < procs; p++)); do
+    log="$out/logs/$t.$stamp.$p.log"
+    "${cmd[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=65536 -print_final_stats=1 -artifact_prefix="$art" \
+      -seed=$((RANDOM * 32768 + RANDOM + p + 1)) \
+      "$work" "$seeds/$t" >"$log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${!pids[@]}"; do
+    wait "${pids[$p]}" || rc=$?
+    e=$(awk '/stat::number_of_executed_units:/{print $2}' "$out/logs/$t.$stamp.$p.log" | tail -1)
+    execs=$((execs + ${e:-0}))
+  done
+  log="$out/logs/$t.$stamp.*.log"
   local verdict=PASS
   [[ "$rc" -eq 0 ]] || verdict=FAIL
-  printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$t" "$seconds" "$execs" "$verdict" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$t" "$seconds" "$execs" "$verdict" "$procs" \
     >>"$out/executions.tsv"
-  local rate=$(( execs / (seconds > 0 ? seconds : 1) ))
+  local rate=$(( execs / seconds ))
   echo "fuzz $t: $verdict $execs execs in $seconds s (${rate}/s), log $log" >"$out/$t.result"
   if [[ "$verdict" == FAIL ]]; then
-    { echo "--- $t (exit $rc): tail of $log"; tail -n 40 "$log"; } >>"$out/$t.result"
+    { echo "--- $t (exit $rc): tails of $log"; tail -n 40 $log; } >>"$out/$t.result"
   fi
 }
 

@@ -68,6 +68,10 @@ ABSL_FLAG(int, completion_threads, 2,
           "serve: threads per model version that answer computed requests so workers go "
           "straight back to computing (0 = each worker answers its own batches; 2 measured "
           "+51% 1-candidate req/s on the H100, bench/NOTES.md)");
+ABSL_FLAG(int, cpu_compute_nice, 10,
+          "serve: CPU backend: nice increment (0-19) of the threads that compute batches, so "
+          "the threads that receive, refuse and answer requests run first when the cores are "
+          "saturated (0 = same priority as the rest of the server)");
 ABSL_FLAG(bool, completion_inline_when_idle, true,
           "serve: with --completion_threads, a batch of under 8 requests that leaves the queue "
           "empty is answered by its worker (one thread wake-up less per request at low load)");
@@ -213,6 +217,10 @@ absl::Status CheckFlags() {
         "--max_candidates, --max_ids_per_feature, --workers, --cpu_threads and "
         "--completion_threads must be >= 0");
   }
+  if (absl::GetFlag(FLAGS_cpu_compute_nice) < 0 || absl::GetFlag(FLAGS_cpu_compute_nice) > 19) {
+    return absl::InvalidArgumentError(absl::StrCat("--cpu_compute_nice: must be in [0, 19], got ",
+                                                   absl::GetFlag(FLAGS_cpu_compute_nice)));
+  }
   if (absl::GetFlag(FLAGS_host_staging_mib) < 0 || absl::GetFlag(FLAGS_host_staging_mib) > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("--host_staging_mib: must be in [0, 1024], got ",
                                                    absl::GetFlag(FLAGS_host_staging_mib)));
@@ -320,6 +328,7 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.cpu_threads_per_worker = absl::GetFlag(FLAGS_cpu_threads);
   o.completion_threads = absl::GetFlag(FLAGS_completion_threads);
   o.complete_inline_when_idle = absl::GetFlag(FLAGS_completion_inline_when_idle);
+  o.cpu_compute_nice = absl::GetFlag(FLAGS_cpu_compute_nice);
   o.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
   o.backend = backend;
   o.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);

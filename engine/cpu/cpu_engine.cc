@@ -11,6 +11,7 @@
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/host_resources.h"
+#include "kernels/cpu/thread_priority.h"
 #include "kernels/cpu/types.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -19,9 +20,29 @@ namespace rankd::engine {
 using kernels::Activation;
 using kernels::RoundUpRows;
 
+namespace {
+
+// Eigen's thread environment, with each pool thread named and set to the
+// engine's nice increment before it takes work.
+struct PoolThreadEnvironment : Eigen::StlThreadEnvironment {
+  int nice = 0;
+  EnvThread* CreateThread(std::function<void()> f) {
+    return new EnvThread([f = std::move(f), nice = nice] {
+      pthread_setname_np(pthread_self(), "rankd-compute");
+      // A failure leaves the thread at the default priority: slower refusals
+      // under overload, never wrong scores, so it is not an error.
+      kernels::LowerThisThreadPriority(nice);
+      f();
+    });
+  }
+};
+
+}  // namespace
+
 struct CpuEngine::Pool {
-  explicit Pool(int threads) : pool(threads) {}
-  Eigen::ThreadPool pool;
+  Pool(int threads, int nice)
+      : pool(threads, /*allow_spinning=*/true, PoolThreadEnvironment{{}, nice}) {}
+  Eigen::ThreadPoolTempl<PoolThreadEnvironment> pool;
 };
 
 // Per-thread buffers, grown on demand and reused across batches.
@@ -68,6 +89,11 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
         "CpuEngine: num_threads must be >= 0 (0 = all cores), got ",
         options.num_threads));
   }
+  if (options.thread_nice < 0 || options.thread_nice > kernels::kMaxNice) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CpuEngine: thread_nice must be in [0, ", kernels::kMaxNice, "], got ",
+        options.thread_nice));
+  }
   if (options.max_rows_per_task <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CpuEngine: max_rows_per_task must be > 0, got ",
@@ -79,7 +105,7 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   engine->num_threads_ = threads;
   // One thread: every task runs on the calling thread (ScoreBatch), so no
   // pool thread is started (nor handed work, nor left spinning).
-  if (threads > 1) engine->pool_ = std::make_unique<Pool>(threads);
+  if (threads > 1) engine->pool_ = std::make_unique<Pool>(threads, options.thread_nice);
   for (int i = 0; i < threads; ++i) {
     engine->scratch_.push_back(std::make_unique<Scratch>());
   }

@@ -40,6 +40,11 @@ class CpuEngine {
     // Upper bound on candidates one task computes; rounded up to a multiple of
     // kernels::kRowQuantum. Smaller tasks spread small batches over threads.
     int max_rows_per_task = 256;
+    // Nice increment of the pool's threads (kernels/cpu/thread_priority.h):
+    // 0 = the creating thread's priority. Serving raises it so that threads
+    // answering requests run first on a saturated host. The thread that
+    // calls ScoreBatch computes a share too, at its own priority.
+    int thread_nice = 0;
   };
 
   static absl::StatusOr<std::unique_ptr<CpuEngine>> Create(

@@ -4,9 +4,18 @@
 #include <cstring>
 #include <memory>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "engine/testing/reference_forward.h"
 #include "engine/testing/test_models.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/thread_priority.h"
 
 namespace rankd::engine {
 namespace {
@@ -243,6 +252,53 @@ TEST(CpuEngineTest, RejectsBadOptions) {
   o.num_threads = 1;
   o.max_rows_per_task = 0;
   EXPECT_FALSE(CpuEngine::Create(model, o).ok());
+  o.max_rows_per_task = 256;
+  for (int nice : {-1, kernels::kMaxNice + 1}) {
+    o.thread_nice = nice;
+    absl::StatusOr<std::unique_ptr<CpuEngine>> engine = CpuEngine::Create(model, o);
+    ASSERT_FALSE(engine.ok());
+    EXPECT_NE(engine.status().message().find("thread_nice"), std::string::npos)
+        << engine.status();
+  }
+}
+
+// Nice values of this process's threads named `name` (/proc/self/task).
+std::vector<int> NiceOfThreadsNamed(const std::string& name) {
+  std::vector<int> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string got;
+    if (!std::getline(comm, got) || got != name) continue;
+    std::ifstream stat_file(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)),
+                     std::istreambuf_iterator<char>());
+    // Fields after the ")" closing comm: state is field 3, nice field 19.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && (fields >> field); ++i) {
+    }
+    out.push_back(std::stoi(field));
+  }
+  return out;
+}
+
+TEST(CpuEngineTest, PoolThreadsRunAtTheirNiceIncrement) {
+  const int base = kernels::ThisThreadNice();
+  CpuEngine::Options o;
+  o.num_threads = 3;
+  o.thread_nice = 5;
+  absl::StatusOr<std::unique_ptr<CpuEngine>> engine = CpuEngine::Create(GoldenModel(), o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  // Each pool thread sets its name and nice as it starts, which may be just
+  // after Create returns.
+  const std::vector<int> want(3, std::min(kernels::kMaxNice, base + 5));
+  std::vector<int> got;
+  for (int tries = 0; tries < 1000 && got != want; ++tries) {
+    got = NiceOfThreadsNamed("rankd-compute");
+    if (got != want) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(kernels::ThisThreadNice(), base);
 }
 
 }  // namespace

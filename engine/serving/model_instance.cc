@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/thread_priority.h"
 
 namespace rankd::engine {
 
@@ -55,6 +56,11 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "ModelInstance options: completion_threads must be >= 0, got ",
         options.completion_threads));
+  }
+  if (options.worker_nice < 0 || options.worker_nice > kernels::kMaxNice) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ModelInstance options: worker_nice must be in [0, ", kernels::kMaxNice,
+        "], got ", options.worker_nice));
   }
   if (observer == nullptr) observer = NoopServingObserver();
   if (clock == nullptr) clock = RealClock::Get();
@@ -203,6 +209,9 @@ void ModelInstance::RunWorker(Worker* worker) {
   // Named so per-thread CPU (top -H, /proc/PID/task/*/comm, perf --sort comm;
   // bench/host_path.sh) tells worker time from gRPC and pool threads.
   pthread_setname_np(pthread_self(), "rankd-worker");
+  // Best effort: a thread left at the default priority only answers
+  // refusals more slowly under overload (thread_priority.h).
+  kernels::LowerThisThreadPriority(options_.worker_nice);
   const ModelVersionRef model = ref();
   // Reused across batches: no allocation per batch in steady state.
   std::vector<const Request*> requests;

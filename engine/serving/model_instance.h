@@ -75,6 +75,12 @@ class ModelInstance {
     // (Worker::AttachLiveTables), while the batch is enqueued, so an update
     // is applied between batches (live_tables.h). Null = tables never change.
     std::shared_ptr<LiveTables> live_tables;
+    // Nice increment of the worker threads (kernels/cpu/thread_priority.h);
+    // 0 = the priority of the thread that calls Create. The server raises it
+    // for the CPU backend, whose workers compute on the host, so that the
+    // threads receiving and refusing requests run first when cores are
+    // saturated. At most kernels::kMaxNice.
+    int worker_nice = 0;
   };
 
   // Batches are handed to completion threads in slices of at least this many

@@ -22,6 +22,7 @@
 #include "engine/testing/test_models.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/thread_priority.h"
 
 namespace rankd::engine {
 namespace {
@@ -284,6 +285,58 @@ TEST(ModelInstanceTest, BlockedWorkerFormsMultiRequestBatch) {
   EXPECT_EQ(observer.batches[1].worker, "recording");
   EXPECT_EQ(observer.max_depth, 3);
   EXPECT_EQ(observer.last_depth, 0);
+}
+
+// Records the nice value of the thread that executes its batches.
+class NiceRecordingWorker final : public Worker {
+ public:
+  explicit NiceRecordingWorker(std::atomic<int>* nice) : nice_(nice) {}
+  absl::string_view name() const override { return "nice"; }
+  absl::Status Execute(absl::Span<const Request* const> requests,
+                       absl::Span<const absl::Span<float>> scores,
+                       BatchStats*) override {
+    nice_->store(kernels::ThisThreadNice());
+    for (size_t r = 0; r < requests.size(); ++r) {
+      for (float& s : scores[r]) s = 1.0f;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::atomic<int>* nice_;
+};
+
+TEST(ModelInstanceTest, WorkerThreadsRunAtTheirNiceIncrement) {
+  const int base = kernels::ThisThreadNice();
+  for (int increment : {0, 3}) {
+    std::atomic<int> seen{-100};
+    ModelInstance::Options options = Batching(100, 1, 60'000'000);
+    options.worker_nice = increment;
+    auto instance = MakeInstance(
+        IdModel(), options, One(std::make_unique<NiceRecordingWorker>(&seen)));
+    std::unique_ptr<Call> call = IdCall(0, 1);
+    ASSERT_TRUE(instance->Submit(call->Item()).ok());
+    call->done.WaitForNotification();
+    instance->Shutdown();
+    EXPECT_TRUE(call->status.ok()) << call->status;
+    EXPECT_EQ(seen.load(), std::min(kernels::kMaxNice, base + increment))
+        << "increment " << increment;
+  }
+  EXPECT_EQ(kernels::ThisThreadNice(), base);  // the creating thread keeps its own
+}
+
+TEST(ModelInstanceTest, RejectsNiceOutsideItsRange) {
+  for (int nice : {-1, kernels::kMaxNice + 1}) {
+    ModelInstance::Options options;
+    options.worker_nice = nice;
+    std::atomic<int> seen{0};
+    auto instance = ModelInstance::Create(
+        IdModel(), options, One(std::make_unique<NiceRecordingWorker>(&seen)));
+    ASSERT_FALSE(instance.ok());
+    EXPECT_EQ(instance.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(instance.status().message().find("worker_nice"), std::string::npos)
+        << instance.status();
+  }
 }
 
 TEST(ModelInstanceTest, TimingSplitsQueueAndCompute) {

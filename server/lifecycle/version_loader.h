@@ -68,6 +68,12 @@ class EngineVersionLoader final : public VersionLoader {
     engine::cuda::CudaWorker::Options cuda;
     // ModelInstance::Options::completion_threads.
     int completion_threads = 0;
+    // CPU backend: nice increment of the compute threads (each worker's
+    // thread and its engine's pool; kernels/cpu/thread_priority.h), so the
+    // threads that receive, refuse and answer requests run first on a
+    // saturated host. 0 = same priority as the server. Not applied to CUDA
+    // workers, whose host work feeds the GPU.
+    int cpu_compute_nice = 0;
     // ModelInstance::Options::complete_inline_when_idle.
     bool complete_inline_when_idle = true;
     // DynamicBatcher::Options::idle_spin_us of every model version.
