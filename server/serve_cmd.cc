@@ -41,6 +41,7 @@
 #include "server/lifecycle/version_loader.h"
 #include "server/admin_auth.h"
 #include "server/model_control_service.h"
+#include "server/protobuf_log.h"
 #include "server/ranking_service.h"
 #include "server/tls.h"
 #include "server/tools/commands.h"
@@ -624,6 +625,8 @@ int RunServe() {
     return 2;
   }
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  // Client-triggered protobuf lines (invalid UTF-8 in a request) are bounded.
+  RouteProtobufLogsToSpdlog();
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
   std::string backend = absl::GetFlag(FLAGS_backend);
   std::string why_no_gpu;

@@ -165,6 +165,16 @@ def cmd_malformed(a):
     print(f"sent {len(cases)} malformed Score requests")
 
 
+def cmd_utf8_flood(a):
+    # The same malformed request again and again: each is refused, and the
+    # server's log must not grow a line per request (checked by the caller).
+    ch = channel(a.target)
+    for i in range(a.count):
+        expect_answer(ch, f"Score, model not UTF-8 #{i}", "/rankd.v1.Ranking/Score",
+                      b"\x0a\x02\xc3\x28", [grpc.StatusCode.INVALID_ARGUMENT])
+    print(f"sent {a.count} Score requests whose model name is not UTF-8")
+
+
 def scrape_seconds(port, timeout):
     start = time.monotonic()
     try:
@@ -402,6 +412,9 @@ def main():
     h.add_argument("--features", required=True, help="the model's features, comma-separated")
     m = sub.add_parser("malformed")
     m.add_argument("--target", required=True)
+    u = sub.add_parser("utf8-flood")
+    u.add_argument("--target", required=True)
+    u.add_argument("--count", type=int, default=200)
     i = sub.add_parser("idle-metrics")
     i.add_argument("--port", type=int, required=True)
     i.add_argument("--idle", type=int, required=True)
@@ -431,7 +444,7 @@ def main():
     k.add_argument("--target", required=True)
     k.add_argument("--wait_s", type=float, default=4)
     a = p.parse_args()
-    {"huge-names": cmd_huge_names, "malformed": cmd_malformed, "idle-metrics": cmd_idle_metrics,
+    {"huge-names": cmd_huge_names, "malformed": cmd_malformed, "utf8-flood": cmd_utf8_flood, "idle-metrics": cmd_idle_metrics,
      "inflight": cmd_inflight, "inflight-admission": cmd_inflight_admission,
      "conn-age": cmd_conn_age, "ping-flood": cmd_ping_flood}[a.cmd](a)
     if FAILED:

@@ -48,6 +48,14 @@ expect_eq "rankd_requests_refused_total{reason=malformed}" \
 NF="$(metric_int "$TMP/m1.txt" rankd_requests_total 'model=""' 'code="NOT_FOUND"')"
 [[ -n "$NF" && "$NF" -ge 3 ]] || fail "unknown huge model names not counted under model=\"\": '$NF'"
 
+# A client repeating a request whose string is not UTF-8 gets INVALID_ARGUMENT
+# each time; protobuf's log line about it reaches the log once per 10 s, not
+# once per request (server/protobuf_log.h).
+hostile utf8-flood --target "$TARGET" --count 200 || fail "UTF-8 flood (above)"
+UTF8_LINES="$(grep -c 'invalid UTF-8' "$RANKD_LOG")"
+[[ "$UTF8_LINES" -ge 1 && "$UTF8_LINES" -le 2 ]] ||
+  fail "protobuf's invalid UTF-8 line logged $UTF8_LINES times for 201 such requests (want 1 or 2)"
+
 stop_rankd TERM
 expect_eq "rankd exit status" "$RANKD_RC" 0
 finish
