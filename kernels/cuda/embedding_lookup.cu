@@ -24,6 +24,11 @@
 //   * Every lane ends with the pooled chunk of its columns; a bag's output
 //     rows (several for a shared bag) are written with 16-byte stores when
 //     the output is aligned.
+//   * DYNAMIC tables with LRU / LFU scores: each resolved id touches its
+//     row's score (TouchScoresWarp): a warp combines its touches of one row,
+//     LRU skips rows already stamped with the batch's time, and LFU counts
+//     are summed per block in shared memory (TouchAggregate) before they
+//     reach the scores.
 //   * Unresolved ids are not loaded: each lane keeps the count, weight sum
 //     (SUM/MEAN) and weight max/min (MAX) of its unresolved ids, reduced once
 //     per bag. sum_i w_i * d = (sum_i w_i) * d up to rounding, and
@@ -157,6 +162,20 @@ __device__ __forceinline__ bool Aligned16(const void* p) {
 // ---------------------------------------------------------------------------
 // Pooled lookup.
 
+// LFU score touches of one block, summed in shared memory before they reach
+// the scores: an open-addressing table keyed by the score's address (0 =
+// empty slot), flushed with one global add per distinct address when the
+// block ends. Under skewed traffic a hot key's counter then takes one atomic
+// per block instead of one per warp step (those atomics, on one address,
+// serialize in L2). An address that finds no slot within kAggProbes of its
+// hash is added to the scores directly.
+constexpr int kAggSlots = 512;
+constexpr int kAggProbes = 8;
+struct TouchAggregate {
+  unsigned long long addr[kAggSlots];
+  unsigned int count[kAggSlots];
+};
+
 // A run of consecutive bags of one feature that one warp pools (warp-uniform).
 struct SegmentJob {
   const void* rows;
@@ -186,7 +205,25 @@ struct SegmentJob {
   unsigned long long* scores;
   int score_policy;
   unsigned long long score_now;
+  TouchAggregate* agg;  // the block's LFU aggregate (shared memory), or nullptr
 };
+
+// Adds n to *p through the block's aggregate (a global add when kAggProbes
+// slots from the address's hash hold other addresses).
+__device__ __forceinline__ void AggregateAdd(TouchAggregate* agg, unsigned long long* p,
+                                             unsigned n) {
+  const unsigned long long a = reinterpret_cast<unsigned long long>(p);
+  unsigned s = static_cast<unsigned>((a >> 3) * 0x9E3779B97F4A7C15ull >> 40) & (kAggSlots - 1);
+  for (int i = 0; i < kAggProbes; ++i) {
+    const unsigned long long old = atomicCAS(&agg->addr[s], 0ull, a);
+    if (old == 0ull || old == a) {
+      atomicAdd(&agg->count[s], n);
+      return;
+    }
+    s = (s + 1) & (kAggSlots - 1);
+  }
+  atomicAdd(p, static_cast<unsigned long long>(n));
+}
 
 // Score touches of a warp's resolved rows, one per id (twin of
 // kernels::TouchScoreForLookup): every lane of the warp calls it, converged;
@@ -196,10 +233,12 @@ struct SegmentJob {
 // (under skewed traffic those atomics contend for one address). LRU also
 // skips a row whose score, read earlier by the caller (`seen`, through the
 // read-only cache: maybe older than the truth, never newer), is already >=
-// now; scores only grow during lookups, so the result is the same.
+// now; scores only grow during lookups, so the result is the same. With
+// `agg` (the block's TouchAggregate), LFU counts go through it.
 __device__ __forceinline__ void TouchScoresWarp(unsigned long long* scores, int64_t row,
                                                 int policy, unsigned long long now,
-                                                unsigned long long seen, int lane) {
+                                                unsigned long long seen, int lane,
+                                                TouchAggregate* agg = nullptr) {
   const bool want = row != kMissingRow && (policy == 2 || (policy == 1 && seen < now));
   if (__ballot_sync(kFullMask, want) == 0) return;
   const unsigned long long key = want ? static_cast<unsigned long long>(row) : ~0ull;
@@ -207,6 +246,8 @@ __device__ __forceinline__ void TouchScoresWarp(unsigned long long* scores, int6
   if (!want || lane != __ffs(peers) - 1) return;
   if (policy == 1) {
     atomicMax(scores + row, now);
+  } else if (agg != nullptr) {
+    AggregateAdd(agg, scores + row, static_cast<unsigned>(__popc(peers)));
   } else {
     atomicAdd(scores + row, static_cast<unsigned long long>(__popc(peers)));
   }
@@ -448,7 +489,8 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
       if constexpr (!kIndirect) {
         // Warp-uniform test of a shared-memory pointer; the warp is converged.
         if (col0 == 0 && job.scores != nullptr) {
-          TouchScoresWarp(job.scores, my_row, job.score_policy, job.score_now, seen, lane);
+          TouchScoresWarp(job.scores, my_row, job.score_policy, job.score_now, seen, lane,
+                          job.agg);
         }
       }
     }
@@ -620,8 +662,18 @@ __device__ __forceinline__ void PoolSegmentDispatchMax(const volatile SegmentJob
 template <bool kAllowIndirect>
 __global__ void __launch_bounds__(kPoolThreads, 4)
     PooledLookupKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix,
-                       bool prefetch) {
+                       bool prefetch, bool aggregate) {
   const int lane = threadIdx.x & (kWarpSize - 1);
+  // aggregate: the launch may touch scores (block-uniform, so the barriers
+  // below are reached by every thread).
+  __shared__ TouchAggregate touch_agg;
+  if (aggregate) {
+    for (int i = threadIdx.x; i < kAggSlots; i += blockDim.x) {
+      touch_agg.addr[i] = 0;
+      touch_agg.count[i] = 0;
+    }
+    __syncthreads();
+  }
   const int num_features = args.num_features;
   const int64_t num_bags = min(args.total_bags, __ldg(bag_prefix + num_features));
   __shared__ SegmentJob segment_jobs[kPoolWarpsPerBlock];
@@ -683,6 +735,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
         job.scores = scored ? table.scores : nullptr;
         job.score_policy = table.score_policy;
         job.score_now = args.score_now_ptr != nullptr ? *args.score_now_ptr : args.score_now;
+        job.agg = aggregate ? &touch_agg : nullptr;
       }
       __syncwarp();
 
@@ -716,6 +769,16 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
             PoolSegmentDispatchMax<RowType::kBf16, 1, kAllowIndirect>(job, pooling, indirect, lane);
           }
           break;
+      }
+    }
+  }
+  if (aggregate) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < kAggSlots; i += blockDim.x) {
+      const unsigned long long a = touch_agg.addr[i];
+      if (a != 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(a),
+                  static_cast<unsigned long long>(touch_agg.count[i]));
       }
     }
   }
@@ -1105,6 +1168,9 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
     const char* v = std::getenv("RANKD_LOOKUP_PREFETCH");
     return v == nullptr || std::strcmp(v, "0") != 0;
   }();
+  // Score touches are possible (a scored table reads its clock from one of
+  // these): LFU counts are then summed per block first.
+  const bool aggregate = args.score_now_ptr != nullptr || args.score_now != 0;
   const int64_t warps = (args.total_bags + kSlotsPerWarp - 1) / kSlotsPerWarp;
   const int64_t blocks = (warps + kPoolWarpsPerBlock - 1) / kPoolWarpsPerBlock;
   if (blocks > INT_MAX) return cudaErrorInvalidValue;  // 6.9e10 bags
@@ -1161,10 +1227,10 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
           st, ordered);
     }
     PooledLookupKernel<true><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
-        args, bag_prefix, prefetch);
+        args, bag_prefix, prefetch, aggregate);
   } else {
     PooledLookupKernel<false><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
-        args, bag_prefix, prefetch);
+        args, bag_prefix, prefetch, aggregate);
   }
   return cudaGetLastError();
 }
