@@ -34,6 +34,11 @@ absl::Status ValidateConnectionOptions(const ConnectionOptions& o) {
                         true)}) {
     if (absl::Status s = CheckRange(flag, value, zero_ok); !s.ok()) return s;
   }
+  if (o.max_concurrent_streams < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_concurrent_streams: must be >= 0 (0 = no limit), got ",
+                     o.max_concurrent_streams));
+  }
   return absl::OkStatus();
 }
 
@@ -55,6 +60,9 @@ std::vector<std::pair<std::string, int>> ConnectionChannelArgs(const ConnectionO
   args.emplace_back(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
                     o.keepalive_permit_without_calls ? 1 : 0);
   args.emplace_back(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  if (o.max_concurrent_streams > 0) {
+    args.emplace_back(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
+  }
   return args;
 }
 

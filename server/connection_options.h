@@ -48,10 +48,20 @@ struct ConnectionOptions {
   // flight (an idle client keeping its connection warm). Enforced with the
   // interval above.
   bool keepalive_permit_without_calls = true;
+  // Calls one client connection may have open at once (HTTP/2
+  // SETTINGS_MAX_CONCURRENT_STREAMS); 0 = gRPC's default (no limit). Under
+  // overload a server whose gRPC threads cannot even read every request
+  // (a host-bound one) otherwise queues the excess in its transport, before
+  // any handler can refuse it, and answers everything late. With a limit the
+  // excess waits in the clients' channels instead (and ends there with
+  // DEADLINE_EXCEEDED if no stream frees up in time), and the server spends
+  // its cores on the calls it can finish.
+  int max_concurrent_streams = 0;
 };
 
 // Checks ranges: ages and intervals >= 0 (and at most a day: larger values
-// overflow gRPC's int milliseconds or mean "never" anyway), timeouts > 0.
+// overflow gRPC's int milliseconds or mean "never" anyway), timeouts > 0,
+// max_concurrent_streams >= 0.
 // Errors name the flag (--max_connection_age_s, ...).
 absl::Status ValidateConnectionOptions(const ConnectionOptions& options);
 

@@ -26,6 +26,18 @@ TEST(ConnectionOptions, DefaultsAreValidAndRecycleConnections) {
   EXPECT_EQ(args.at("grpc.keepalive_permit_without_calls"), 1);
   EXPECT_EQ(args.at("grpc.http2.max_ping_strikes"), 2);
   EXPECT_EQ(args.at("grpc.http2.max_pings_without_data"), 0);
+  EXPECT_EQ(args.count("grpc.max_concurrent_streams"), 0u);  // no limit by default
+}
+
+TEST(ConnectionOptions, ConcurrentStreamsLimit) {
+  ConnectionOptions o;
+  o.max_concurrent_streams = 16;
+  ASSERT_TRUE(ValidateConnectionOptions(o).ok());
+  EXPECT_EQ(Args(o).at("grpc.max_concurrent_streams"), 16);
+  o.max_concurrent_streams = -1;
+  absl::Status s = ValidateConnectionOptions(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--max_concurrent_streams")) << s;
 }
 
 TEST(ConnectionOptions, ZeroTurnsAgeAndServerPingsOff) {

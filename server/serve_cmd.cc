@@ -73,6 +73,11 @@ ABSL_FLAG(int, cpu_compute_nice, 10,
           "serve: CPU backend: nice increment (0-19) of the threads that compute batches, so "
           "the threads that receive, refuse and answer requests run first when the cores are "
           "saturated (0 = same priority as the rest of the server)");
+ABSL_FLAG(bool, cpu_compute_idle, false,
+          "serve: CPU backend: the threads that compute batches run under SCHED_IDLE, so any "
+          "other thread of the server (receiving, refusing, answering) preempts them at once; "
+          "for containers and dedicated cores (on a shared host without CPU cgroups any busy "
+          "process would starve them)");
 ABSL_FLAG(bool, completion_inline_when_idle, true,
           "serve: with --completion_threads, a batch of under 8 requests that leaves the queue "
           "empty is answered by its worker (one thread wake-up less per request at low load)");
@@ -117,6 +122,10 @@ ABSL_FLAG(double, keepalive_min_client_interval_s, 10,
           "get GOAWAY too_many_pings");
 ABSL_FLAG(bool, keepalive_permit_without_calls, true,
           "serve: accept client keepalive pings on connections without RPCs in flight");
+ABSL_FLAG(int, max_concurrent_streams, 0,
+          "serve: calls one client connection may have open at once on the public port (HTTP/2 "
+          "max concurrent streams; 0 = no limit): under overload the excess waits in the "
+          "clients' channels instead of the server's transport");
 ABSL_FLAG(int, max_candidates, 16384, "serve: most candidates in one request (0 = no limit)");
 ABSL_FLAG(int64_t, max_ids_per_feature, 1 << 20,
           "serve: most ids of one sparse feature in one request (0 = no limit)");
@@ -184,6 +193,7 @@ ConnectionOptions ConnectionOptionsFromFlags() {
   o.keepalive_timeout_s = absl::GetFlag(FLAGS_keepalive_timeout_s);
   o.keepalive_min_client_interval_s = absl::GetFlag(FLAGS_keepalive_min_client_interval_s);
   o.keepalive_permit_without_calls = absl::GetFlag(FLAGS_keepalive_permit_without_calls);
+  o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   return o;
 }
 
@@ -330,6 +340,7 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.completion_threads = absl::GetFlag(FLAGS_completion_threads);
   o.complete_inline_when_idle = absl::GetFlag(FLAGS_completion_inline_when_idle);
   o.cpu_compute_nice = absl::GetFlag(FLAGS_cpu_compute_nice);
+  o.cpu_compute_idle = absl::GetFlag(FLAGS_cpu_compute_idle);
   o.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
   o.backend = backend;
   o.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
