@@ -6,8 +6,11 @@
 //   forward  replays of the captured forward with the inputs already on the
 //            device (CUDA events, median of --iters after --warmup);
 //   execute  the whole Execute() call: pack on the host, one copy in, forward,
-//            one copy out, synchronize (host clock, median).
-// Prints one line: model, batch, math, max rel error, forward us, execute us.
+//            one copy out, synchronize (host clock, median), and its phases
+//            (CudaWorker::HostPathTimes: offsets, pack, enqueue, wait for
+//            the GPU, unpack; medians of each).
+// Prints one line: model, batch, math, max rel error, forward us, execute us,
+// host phases, device stages.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -142,6 +145,7 @@ int main(int argc, char** argv) {
     if (i >= absl::GetFlag(FLAGS_warmup)) fwd.push_back(ms * 1000.0);
   }
   std::vector<double> exec;
+  std::vector<double> host_phases[5];
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters) / 2; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     absl::Status s = (*worker)->Execute(reqs, outs, nullptr);
@@ -152,6 +156,20 @@ int main(int argc, char** argv) {
     }
     if (i >= absl::GetFlag(FLAGS_warmup)) {
       exec.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      const auto& h = (*worker)->last_host_path();
+      const double phases[] = {h.offsets_us, h.pack_us, h.enqueue_us, h.wait_us, h.unpack_us};
+      for (int k = 0; k < 5; ++k) host_phases[k].push_back(phases[k]);
+    }
+  }
+  // Execute's wall time by phase (CudaWorker::HostPathTimes), medians.
+  std::string host_path;
+  {
+    const char* names[] = {"offsets", "pack", "enqueue", "wait", "unpack"};
+    for (int k = 0; k < 5; ++k) {
+      char buf[48];
+      std::snprintf(buf, sizeof(buf), "%s%s=%.1f", k == 0 ? "" : ",", names[k],
+                    Median(host_phases[k]));
+      host_path += buf;
     }
   }
   // Per-stage device times (direct launches, no graph), median over runs.
@@ -246,9 +264,9 @@ int main(int argc, char** argv) {
   }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
   std::printf("RESULT label=%s model=%s batch=%d math=%s fused=%d max_rel_err=%.3e forward_us=%.2f "
-              "execute_us=%.2f stages_us=%s%s %s\n",
+              "execute_us=%.2f host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b,
               absl::GetFlag(FLAGS_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0, max_rel,
-              Median(fwd), Median(exec), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
+              Median(fwd), Median(exec), host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 #include "engine/cuda/cuda_worker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,21 @@ namespace kc = kernels::cuda;
 absl::Status LaunchStatus(cudaError_t err, const char* what) { return CudaStatus(err, what); }
 
 constexpr int64_t kPlanSlackBytes = int64_t{256} << 20;
+
+// Microseconds since the previous Lap (or construction): splits a call's
+// wall time into the phases of CudaWorker::HostPathTimes.
+class HostPathClock {
+ public:
+  double Lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double us = std::chrono::duration<double, std::micro>(now - last_).count();
+    last_ = now;
+    return us;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 }  // namespace
 
@@ -384,12 +400,14 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
                                   int64_t row_end, LiveTables* live) {
   const Model& m = dm_->model();
   const int64_t padded = Bucket(row_end - row_begin);
+  HostPathClock clock;
   absl::Status s =
       EnsureArena(padded, CountSliceIds(m, requests, offsets, row_begin, row_end));
   if (!s.ok()) return s;
   layout_ = MakeLayout(m, padded, ids_capacity_, dm_->dense_ld());
   PackSlice(m, requests, offsets, row_begin, row_end, feat_col_, &layout_,
             host_arena_.as<uint8_t>());
+  host_path_.pack_us += clock.Lap();
   {
     // Updates (DeviceModel::Update): the slice's GPU work is enqueued under
     // the version's gate, after the last committed update's writes; the
@@ -402,7 +420,11 @@ absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
     if (!s.ok()) return s;
     RANKD_RETURN_IF_CUDA_ERROR(recorded, "record the batch's event");
   }
-  return CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
+  host_path_.enqueue_us += clock.Lap();
+  s = CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
+  host_path_.wait_us += clock.Lap();
+  ++host_path_.slices;
+  return s;
 }
 
 absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
@@ -483,6 +505,8 @@ absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
 absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
                                  absl::Span<const absl::Span<float>> scores, BatchStats* stats) {
   const Model& m = dm_->model();
+  host_path_ = HostPathTimes();
+  HostPathClock clock;
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
   const RequestOffsets offsets = ComputeRequestOffsets(m, requests);
   const int64_t total = offsets.row_start.back();
@@ -520,6 +544,7 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
   // to its last (an update between them would split the batch); a batch of
   // one slice holds it while the slice is enqueued.
   const bool one_slice = total <= options_.max_rows;
+  host_path_.offsets_us = clock.Lap();
   std::optional<LiveTables::BatchScope> whole_batch;
   if (!one_slice) whole_batch.emplace(live_);
   size_t r = 0;
@@ -527,6 +552,7 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
     const int64_t end = std::min<int64_t>(total, begin + options_.max_rows);
     absl::Status s = RunSlice(requests, offsets, begin, end, one_slice ? live_ : nullptr);
     if (!s.ok()) return s;
+    clock.Lap();  // RunSlice accounted for its own time
     if (dm_->any_host()) {
       // Ids of each feature in this slice, from the packed bag offsets; the
       // slice's cache misses decide whether the next slice stages them.
@@ -585,6 +611,7 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
           reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
       last_counts_.assign(counts, counts + last_counts_.size());
     }
+    host_path_.unpack_us += clock.Lap();
   }
   return absl::OkStatus();
 }

@@ -97,6 +97,20 @@ class CudaWorker final : public Worker {
   absl::StatusOr<std::vector<double>> ProfileLastForward();
   bool uses_fused_tiny() const { return fused_tiny_; }
 
+  // Where the host's time went in the last Execute (wall time on the
+  // calling thread, summed over its slices), so benchmarks and profiles can
+  // tell packing from waiting for the GPU. Read it on the thread that called
+  // Execute, after it returned.
+  struct HostPathTimes {
+    double offsets_us = 0;  // ComputeRequestOffsets and per-batch stats set-up
+    double pack_us = 0;     // arena sizing, id counting, layout, PackSlice
+    double enqueue_us = 0;  // copies in, forward (graph launch), copies out queued
+    double wait_us = 0;     // cudaStreamSynchronize: the GPU's work not hidden
+    double unpack_us = 0;   // scores to the requests, counters to the stats
+    int slices = 0;
+  };
+  const HostPathTimes& last_host_path() const { return host_path_; }
+
  private:
   CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options, std::string name);
   absl::Status Init();
@@ -174,6 +188,7 @@ class CudaWorker final : public Worker {
   bool last_was_tiny_ = false;
   // Set only inside ProfileLastForward: events recorded between stages.
   std::vector<cudaEvent_t>* stage_events_ = nullptr;
+  HostPathTimes host_path_;  // of the last Execute
 
   // One graph per padded row count, valid for the current arena.
   std::map<int64_t, cudaGraphExec_t> graphs_;
