@@ -73,11 +73,6 @@ ABSL_FLAG(int, cpu_compute_nice, 10,
           "serve: CPU backend: nice increment (0-19) of the threads that compute batches, so "
           "the threads that receive, refuse and answer requests run first when the cores are "
           "saturated (0 = same priority as the rest of the server)");
-ABSL_FLAG(bool, cpu_compute_idle, false,
-          "serve: CPU backend: the threads that compute batches run under SCHED_IDLE, so any "
-          "other thread of the server (receiving, refusing, answering) preempts them at once; "
-          "for containers and dedicated cores (on a shared host without CPU cgroups any busy "
-          "process would starve them)");
 ABSL_FLAG(bool, completion_inline_when_idle, true,
           "serve: with --completion_threads, a batch of under 8 requests that leaves the queue "
           "empty is answered by its worker (one thread wake-up less per request at low load)");
@@ -340,7 +335,6 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.completion_threads = absl::GetFlag(FLAGS_completion_threads);
   o.complete_inline_when_idle = absl::GetFlag(FLAGS_completion_inline_when_idle);
   o.cpu_compute_nice = absl::GetFlag(FLAGS_cpu_compute_nice);
-  o.cpu_compute_idle = absl::GetFlag(FLAGS_cpu_compute_idle);
   o.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
   o.backend = backend;
   o.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);

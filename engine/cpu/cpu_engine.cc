@@ -23,17 +23,15 @@ using kernels::RoundUpRows;
 namespace {
 
 // Eigen's thread environment, with each pool thread named and set to the
-// engine's nice increment (or SCHED_IDLE) before it takes work.
+// engine's nice increment before it takes work.
 struct PoolThreadEnvironment : Eigen::StlThreadEnvironment {
   int nice = 0;
-  bool idle = false;
   EnvThread* CreateThread(std::function<void()> f) {
-    return new EnvThread([f = std::move(f), nice = nice, idle = idle] {
+    return new EnvThread([f = std::move(f), nice = nice] {
       pthread_setname_np(pthread_self(), "rankd-compute");
       // A failure leaves the thread at the default priority: slower refusals
       // under overload, never wrong scores, so it is not an error.
       kernels::LowerThisThreadPriority(nice);
-      if (idle) kernels::UseIdlePolicyForThisThread();
       f();
     });
   }
@@ -42,8 +40,8 @@ struct PoolThreadEnvironment : Eigen::StlThreadEnvironment {
 }  // namespace
 
 struct CpuEngine::Pool {
-  Pool(int threads, int nice, bool idle)
-      : pool(threads, /*allow_spinning=*/true, PoolThreadEnvironment{{}, nice, idle}) {}
+  Pool(int threads, int nice)
+      : pool(threads, /*allow_spinning=*/true, PoolThreadEnvironment{{}, nice}) {}
   Eigen::ThreadPoolTempl<PoolThreadEnvironment> pool;
 };
 
@@ -107,7 +105,7 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   engine->num_threads_ = threads;
   // One thread: every task runs on the calling thread (ScoreBatch), so no
   // pool thread is started (nor handed work, nor left spinning).
-  if (threads > 1) engine->pool_ = std::make_unique<Pool>(threads, options.thread_nice, options.thread_idle);
+  if (threads > 1) engine->pool_ = std::make_unique<Pool>(threads, options.thread_nice);
   for (int i = 0; i < threads; ++i) {
     engine->scratch_.push_back(std::make_unique<Scratch>());
   }

@@ -45,9 +45,6 @@ class CpuEngine {
     // answering requests run first on a saturated host. The thread that
     // calls ScoreBatch computes a share too, at its own priority.
     int thread_nice = 0;
-    // The pool's threads run under SCHED_IDLE instead (thread_priority.h):
-    // they yield the core to any other thread of the server at once.
-    bool thread_idle = false;
   };
 
   static absl::StatusOr<std::unique_ptr<CpuEngine>> Create(

@@ -1,7 +1,5 @@
 #include "engine/cpu/cpu_engine.h"
 
-#include <sched.h>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -264,9 +262,8 @@ TEST(CpuEngineTest, RejectsBadOptions) {
   }
 }
 
-// Field `number` (man 5 proc: 19 nice, 41 policy) of the stat line of each of
-// this process's threads named `name` (/proc/self/task).
-std::vector<int> StatFieldOfThreadsNamed(const std::string& name, int number) {
+// Nice values of this process's threads named `name` (/proc/self/task).
+std::vector<int> NiceOfThreadsNamed(const std::string& name) {
   std::vector<int> out;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(task.path() / "comm");
@@ -275,10 +272,10 @@ std::vector<int> StatFieldOfThreadsNamed(const std::string& name, int number) {
     std::ifstream stat_file(task.path() / "stat");
     std::string stat((std::istreambuf_iterator<char>(stat_file)),
                      std::istreambuf_iterator<char>());
-    // Fields after the ")" closing comm, from state (field 3).
+    // Fields after the ")" closing comm: state is field 3, nice field 19.
     std::istringstream fields(stat.substr(stat.rfind(')') + 2));
     std::string field;
-    for (int i = 3; i <= number && (fields >> field); ++i) {
+    for (int i = 3; i <= 19 && (fields >> field); ++i) {
     }
     out.push_back(std::stoi(field));
   }
@@ -297,28 +294,11 @@ TEST(CpuEngineTest, PoolThreadsRunAtTheirNiceIncrement) {
   const std::vector<int> want(3, std::min(kernels::kMaxNice, base + 5));
   std::vector<int> got;
   for (int tries = 0; tries < 1000 && got != want; ++tries) {
-    got = StatFieldOfThreadsNamed("rankd-compute", 19);
+    got = NiceOfThreadsNamed("rankd-compute");
     if (got != want) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(got, want);
   EXPECT_EQ(kernels::ThisThreadNice(), base);
-}
-
-TEST(CpuEngineTest, PoolThreadsRunUnderSchedIdleWhenAsked) {
-  if (kernels::ThisThreadUsesIdlePolicy()) GTEST_SKIP() << "the test already runs under SCHED_IDLE";
-  CpuEngine::Options o;
-  o.num_threads = 3;
-  o.thread_idle = true;
-  absl::StatusOr<std::unique_ptr<CpuEngine>> engine = CpuEngine::Create(GoldenModel(), o);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  const std::vector<int> want(3, SCHED_IDLE);
-  std::vector<int> got;
-  for (int tries = 0; tries < 1000 && got != want; ++tries) {
-    got = StatFieldOfThreadsNamed("rankd-compute", 41);
-    if (got != want) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(got, want);
-  EXPECT_FALSE(kernels::ThisThreadUsesIdlePolicy());
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ absl::Status CpuWorker::Execute(absl::Span<const Request* const> requests,
 
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
     std::shared_ptr<const Model> model, int num_workers, int threads_per_worker,
-    int num_cores, int thread_nice, bool thread_idle) {
+    int num_cores, int thread_nice) {
   if (num_workers < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "workers_per_device must be >= 0 (0 = automatic), got ", num_workers));
@@ -52,7 +52,6 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
     CpuEngine::Options options;
     options.num_threads = threads_per_worker;
     options.thread_nice = thread_nice;
-    options.thread_idle = thread_idle;
     absl::StatusOr<std::unique_ptr<CpuWorker>> worker =
         CpuWorker::Create(model, options, absl::StrCat("cpu:", i));
     if (!worker.ok()) return worker.status();

@@ -40,10 +40,10 @@ class CpuWorker final : public Worker {
 // engine. Zeros follow InstanceConfig: num_workers 0 = one per 4 cores (at
 // least 1); threads_per_worker 0 = cores / workers (at least 1). `num_cores`
 // 0 = the CPUs this process may use (affinity and cgroup quota).
-// `thread_nice`, `thread_idle`: CpuEngine::Options of every engine.
+// `thread_nice`: CpuEngine::Options::thread_nice of every engine.
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
     std::shared_ptr<const Model> model, int num_workers, int threads_per_worker,
-    int num_cores = 0, int thread_nice = 0, bool thread_idle = false);
+    int num_cores = 0, int thread_nice = 0);
 
 }  // namespace rankd::engine
 

@@ -212,7 +212,6 @@ void ModelInstance::RunWorker(Worker* worker) {
   // Best effort: a thread left at the default priority only answers
   // refusals more slowly under overload (thread_priority.h).
   kernels::LowerThisThreadPriority(options_.worker_nice);
-  if (options_.worker_idle) kernels::UseIdlePolicyForThisThread();
   const ModelVersionRef model = ref();
   // Reused across batches: no allocation per batch in steady state.
   std::vector<const Request*> requests;

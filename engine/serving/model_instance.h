@@ -81,8 +81,6 @@ class ModelInstance {
     // threads receiving and refusing requests run first when cores are
     // saturated. At most kernels::kMaxNice.
     int worker_nice = 0;
-    // The worker threads run under SCHED_IDLE instead (thread_priority.h).
-    bool worker_idle = false;
   };
 
   // Batches are handed to completion threads in slices of at least this many

@@ -290,14 +290,12 @@ TEST(ModelInstanceTest, BlockedWorkerFormsMultiRequestBatch) {
 // Records the nice value of the thread that executes its batches.
 class NiceRecordingWorker final : public Worker {
  public:
-  explicit NiceRecordingWorker(std::atomic<int>* nice, std::atomic<int>* idle = nullptr)
-      : nice_(nice), idle_(idle) {}
+  explicit NiceRecordingWorker(std::atomic<int>* nice) : nice_(nice) {}
   absl::string_view name() const override { return "nice"; }
   absl::Status Execute(absl::Span<const Request* const> requests,
                        absl::Span<const absl::Span<float>> scores,
                        BatchStats*) override {
     nice_->store(kernels::ThisThreadNice());
-    if (idle_ != nullptr) idle_->store(kernels::ThisThreadUsesIdlePolicy() ? 1 : 0);
     for (size_t r = 0; r < requests.size(); ++r) {
       for (float& s : scores[r]) s = 1.0f;
     }
@@ -306,7 +304,6 @@ class NiceRecordingWorker final : public Worker {
 
  private:
   std::atomic<int>* nice_;
-  std::atomic<int>* idle_;
 };
 
 TEST(ModelInstanceTest, WorkerThreadsRunAtTheirNiceIncrement) {
@@ -326,24 +323,6 @@ TEST(ModelInstanceTest, WorkerThreadsRunAtTheirNiceIncrement) {
         << "increment " << increment;
   }
   EXPECT_EQ(kernels::ThisThreadNice(), base);  // the creating thread keeps its own
-}
-
-TEST(ModelInstanceTest, WorkerThreadsRunUnderSchedIdleWhenAsked) {
-  if (kernels::ThisThreadUsesIdlePolicy()) GTEST_SKIP() << "the test already runs under SCHED_IDLE";
-  for (bool idle : {false, true}) {
-    std::atomic<int> nice{-100}, seen{-1};
-    ModelInstance::Options options = Batching(100, 1, 60'000'000);
-    options.worker_idle = idle;
-    auto instance = MakeInstance(
-        IdModel(), options, One(std::make_unique<NiceRecordingWorker>(&nice, &seen)));
-    std::unique_ptr<Call> call = IdCall(0, 1);
-    ASSERT_TRUE(instance->Submit(call->Item()).ok());
-    call->done.WaitForNotification();
-    instance->Shutdown();
-    EXPECT_TRUE(call->status.ok()) << call->status;
-    EXPECT_EQ(seen.load(), idle ? 1 : 0) << "worker_idle " << idle;
-  }
-  EXPECT_FALSE(kernels::ThisThreadUsesIdlePolicy());
 }
 
 TEST(ModelInstanceTest, RejectsNiceOutsideItsRange) {

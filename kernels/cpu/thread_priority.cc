@@ -1,6 +1,5 @@
 #include "kernels/cpu/thread_priority.h"
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,17 +28,6 @@ int LowerThisThreadPriority(int increment) {
   const int target = std::min(kMaxNice, now + std::min(increment, 2 * kMaxNice + 1));
   if (setpriority(PRIO_PROCESS, tid, target) != 0) return errno;
   return 0;
-}
-
-int UseIdlePolicyForThisThread() {
-  sched_param param{};
-  param.sched_priority = 0;  // the only value SCHED_IDLE takes
-  if (sched_setscheduler(static_cast<pid_t>(ThisThreadId()), SCHED_IDLE, &param) != 0) return errno;
-  return 0;
-}
-
-bool ThisThreadUsesIdlePolicy() {
-  return sched_getscheduler(static_cast<pid_t>(ThisThreadId())) == SCHED_IDLE;
 }
 
 }  // namespace rankd::kernels

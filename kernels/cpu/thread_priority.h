@@ -8,18 +8,10 @@
 // first, while the compute threads still get every cycle nobody else wants:
 // nice only matters when threads compete for a core.
 //
-// Stronger: SCHED_IDLE (UseIdlePolicyForThisThread). A thread under it runs
-// only when no other thread of its run queue (its cgroup, in a container)
-// wants the core, and a waking thread preempts it at once; nice 19 still
-// leaves it a share and lets it finish its time slice. For containers and
-// dedicated cores: on a shared host without CPU cgroups, any busy process
-// would starve the compute threads, so it is opt-in.
-//
-// On Linux each thread has its own nice value and policy (setpriority /
-// sched_setscheduler on a thread id); threads a thread creates start with
-// its values. Raising nice or entering SCHED_IDLE needs no privilege; going
-// back does (CAP_SYS_NICE), so a thread lowered here stays lowered.
-// Thread-safe.
+// On Linux each thread has its own nice value (setpriority on a thread id);
+// threads a thread creates start with its value. Raising nice needs no
+// privilege; lowering it again does (CAP_SYS_NICE), so a thread lowered here
+// stays lowered. Thread-safe.
 #ifndef RANKD_KERNELS_CPU_THREAD_PRIORITY_H_
 #define RANKD_KERNELS_CPU_THREAD_PRIORITY_H_
 
@@ -35,13 +27,6 @@ int LowerThisThreadPriority(int increment);
 
 // The calling thread's nice value.
 int ThisThreadNice();
-
-// Puts the calling thread under SCHED_IDLE. Returns 0, or the errno of the
-// failed sched_setscheduler call.
-int UseIdlePolicyForThisThread();
-
-// Whether the calling thread runs under SCHED_IDLE.
-bool ThisThreadUsesIdlePolicy();
 
 }  // namespace rankd::kernels
 

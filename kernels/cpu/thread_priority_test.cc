@@ -55,17 +55,5 @@ TEST(ThreadPriority, ThreadsStartWithTheirCreatorsValue) {
   EXPECT_EQ(child, std::min(kMaxNice, before + 2));
 }
 
-TEST(ThreadPriority, IdlePolicyForTheCallingThreadAndItsChildren) {
-  if (ThisThreadUsesIdlePolicy()) GTEST_SKIP() << "the test already runs under SCHED_IDLE";
-  const std::pair<bool, bool> got = OnNewThread([] {
-    EXPECT_EQ(UseIdlePolicyForThisThread(), 0);
-    return std::make_pair(ThisThreadUsesIdlePolicy(),
-                          OnNewThread([] { return ThisThreadUsesIdlePolicy(); }));
-  });
-  EXPECT_TRUE(got.first);
-  EXPECT_TRUE(got.second);  // threads it creates inherit the policy
-  EXPECT_FALSE(ThisThreadUsesIdlePolicy());  // other threads keep theirs
-}
-
 }  // namespace
 }  // namespace rankd::kernels

@@ -76,7 +76,7 @@ absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader
     const int threads = options_.cpu_threads_per_worker > 0 ? options_.cpu_threads_per_worker
                                                            : instances.cpu_threads_per_worker();
     workers = engine::CreateCpuWorkers(model, n, threads, /*num_cores=*/0,
-                                       options_.cpu_compute_nice, options_.cpu_compute_idle);
+                                       options_.cpu_compute_nice);
     stores->push_back(std::make_shared<engine::HostTableStore>(model));
   }
   if (!workers.ok()) return InDirectory(workers.status(), directory);
@@ -145,10 +145,7 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
   instance_options.completion_threads = options_.completion_threads;
   instance_options.complete_inline_when_idle = options_.complete_inline_when_idle;
   instance_options.batching.idle_spin_us = options_.worker_spin_us;
-  if (options_.backend == "cpu") {
-    instance_options.worker_nice = options_.cpu_compute_nice;
-    instance_options.worker_idle = options_.cpu_compute_idle;
-  }
+  if (options_.backend == "cpu") instance_options.worker_nice = options_.cpu_compute_nice;
   auto instance =
       engine::ModelInstance::Create(*model, instance_options, std::move(*workers), observer_);
   if (!instance.ok()) return InDirectory(instance.status(), directory);

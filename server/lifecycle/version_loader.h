@@ -74,9 +74,6 @@ class EngineVersionLoader final : public VersionLoader {
     // saturated host. 0 = same priority as the server. Not applied to CUDA
     // workers, whose host work feeds the GPU.
     int cpu_compute_nice = 0;
-    // CPU backend: the compute threads run under SCHED_IDLE instead
-    // (thread_priority.h), for containers and dedicated cores.
-    bool cpu_compute_idle = false;
     // ModelInstance::Options::complete_inline_when_idle.
     bool complete_inline_when_idle = true;
     // DynamicBatcher::Options::idle_spin_us of every model version.
