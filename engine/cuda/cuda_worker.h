@@ -102,7 +102,7 @@ class CudaWorker final : public Worker {
   // tell packing from waiting for the GPU. Read it on the thread that called
   // Execute, after it returned.
   struct HostPathTimes {
-    double offsets_us = 0;  // ComputeRequestOffsets and per-batch stats set-up
+    double offsets_us = 0;  // ComputeRequestOffsets, stats set-up, HOST tables' reader gate
     double pack_us = 0;     // arena sizing, id counting, layout, PackSlice
     double enqueue_us = 0;  // copies in, forward (graph launch), copies out queued
     double wait_us = 0;     // cudaStreamSynchronize: the GPU's work not hidden
