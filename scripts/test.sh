@@ -26,8 +26,8 @@ jobs_flag=(--jobs=2)
 [ -n "${CI:-}" ] && jobs_flag+=(--local_ram_resources=HOST_RAM*.6)
 
 # The concurrent parts run under TSan: batcher, model instance, completion
-# executor, the CPU engine's pool, live tables (the NoTornRows update
-# stress test) and the model manager. Not the server end-to-end tests:
+# executor, the CPU engine's pool, the CUDA workers' packing pool, live
+# tables (the NoTornRows update stress test) and the model manager. Not the server end-to-end tests:
 # Debian's gRPC is not instrumented, and TSan then reports races inside
 # gRPC (its recvmsg / memcpy / free against its own lock-free hand-offs,
 # which TSan cannot see) that only broad suppressions would silence, and
@@ -37,6 +37,7 @@ TSAN_TESTS=(
   //engine/serving:model_instance_test
   //engine/serving:completion_executor_test
   //engine/cpu:cpu_engine_test
+  //engine/cuda:pack_pool_test
   //engine/updates:live_tables_test
   //server/lifecycle:model_manager_test
 )
@@ -48,7 +49,7 @@ total_failed=0
 # suite at 90 minutes; the suite should take at most 60 there. A stage starts
 # only while at least its share of the budget is left: asan (a second build of
 # every C++ file, with clang, and every test again) needs about 30 minutes,
-# tsan (abseil for TSan once, then six tests) about 10, fuzz (a build and four
+# tsan (abseil for TSan once, then seven tests) about 10, fuzz (a build and four
 # 60 s runs) about 10. A stage that does not fit is reported as not run, by
 # name, and counted neither way. A sanitizer stage still running 15 minutes
 # past the budget is stopped (Bazel interrupted): what it finished counts,

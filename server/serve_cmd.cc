@@ -84,6 +84,10 @@ ABSL_FLAG(bool, host_cache_shared, true,
           "serve: HOST tables with the same row size share one HBM cache whose slots go to the "
           "rows accessed most in any of them (false: each table caches its own share, the plan's "
           "rows of it)");
+ABSL_FLAG(int, gpu_pack_threads, -1,
+          "serve: threads (one pool for every GPU worker) that split the host packing of "
+          "batches of 1024 rows or more; -1 = half the usable CPUs, at most 8; 0 = each worker "
+          "packs alone; at most 64");
 ABSL_FLAG(int64_t, worker_spin_us, 0,
           "serve: a worker that finds its queue empty spins this long (us) before it sleeps: "
           "trades CPU for the wake-up latency of a sleeping thread (0 = sleep at once; at most "
@@ -227,6 +231,11 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--cpu_compute_nice: must be in [0, 19], got ",
                                                    absl::GetFlag(FLAGS_cpu_compute_nice)));
   }
+  if (absl::GetFlag(FLAGS_gpu_pack_threads) < -1 || absl::GetFlag(FLAGS_gpu_pack_threads) > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu_pack_threads: must be in [-1, 64] (-1 = default, 0 = none), got ",
+        absl::GetFlag(FLAGS_gpu_pack_threads)));
+  }
   if (absl::GetFlag(FLAGS_host_staging_mib) < 0 || absl::GetFlag(FLAGS_host_staging_mib) > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("--host_staging_mib: must be in [0, 1024], got ",
                                                    absl::GetFlag(FLAGS_host_staging_mib)));
@@ -343,6 +352,7 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
   o.cuda.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
   o.cuda.shared_host_cache = absl::GetFlag(FLAGS_host_cache_shared);
+  o.cuda.pack_threads = absl::GetFlag(FLAGS_gpu_pack_threads);
   o.cuda.budget = *engine::ParseMemoryBudget(
       "--device_memory_budget", absl::GetFlag(FLAGS_device_memory_budget));  // checked
   return o;

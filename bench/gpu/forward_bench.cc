@@ -8,7 +8,11 @@
 //   execute  the whole Execute() call: pack on the host, one copy in, forward,
 //            one copy out, synchronize (host clock, median), and its phases
 //            (CudaWorker::HostPathTimes: offsets, pack, enqueue, wait for
-//            the GPU, unpack; medians of each).
+//            the GPU, unpack; medians of each);
+//   steady   --steady_workers workers of the same GPU, as the server runs
+//            them, each fed the request back to back on its own thread: wall
+//            time / batches, so one worker's packing overlaps another's GPU
+//            work (scores checked against the CPU engine too).
 // Prints one line: model, batch, math, max rel error, forward us, execute us,
 // host phases, device stages.
 #include <algorithm>
@@ -20,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -30,6 +35,7 @@
 #include "engine/cpu/cpu_engine.h"
 #include "engine/batch_stats.h"
 #include "engine/cuda/cuda_worker.h"
+#include "engine/cuda/pack_pool.h"
 #include "engine/model/placement_plan.h"
 #include "engine/model/model_loader.h"
 #include "google/protobuf/util/json_util.h"
@@ -44,6 +50,15 @@ ABSL_FLAG(int, warmup, 20, "untimed iterations first");
 ABSL_FLAG(double, tolerance, 1e-5, "max relative error vs the CPU engine (exit 1 beyond)");
 ABSL_FLAG(bool, fused, true, "allow the fused tiny-model kernel");
 ABSL_FLAG(std::string, label, "", "label for the result line");
+ABSL_FLAG(int, pack_threads, -1,
+          "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
+          "default, 0 = none)");
+ABSL_FLAG(int, max_rows, 0,
+          "CudaWorker::Options::max_rows: rows per slice (0 = the whole batch in one slice; "
+          "the forward figure is then of the last slice)");
+ABSL_FLAG(int, steady_workers, 2,
+          "steady state: this many workers on the one GPU (the server's default per GPU), "
+          "sharing one packing pool, each running Execute back to back (0 = skip)");
 ABSL_FLAG(double, host_cache_fraction, -1,
           ">= 0: also run every table in pinned host memory (placement HOST) behind an HBM "
           "cache of this fraction of its rows, refresh the caches between runs, and require "
@@ -98,10 +113,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   rankd::engine::cuda::CudaWorker::Options wo;
-  wo.max_rows = std::max(b, 16);
+  wo.max_rows = absl::GetFlag(FLAGS_max_rows) > 0 ? absl::GetFlag(FLAGS_max_rows) : std::max(b, 16);
   wo.math = absl::GetFlag(FLAGS_math) == "tf32" ? rankd::kernels::cuda::MathMode::kTf32
                                                 : rankd::kernels::cuda::MathMode::kFp32;
   wo.allow_fused_tiny = absl::GetFlag(FLAGS_fused);
+  wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   auto worker = rankd::engine::cuda::CudaWorker::Create(*dm, wo, "bench");
   if (!worker.ok()) {
     std::cerr << worker.status() << "\n";
@@ -171,6 +187,53 @@ int main(int argc, char** argv) {
                     Median(host_phases[k]));
       host_path += buf;
     }
+  }
+  // Steady state: workers of this GPU back to back, one shared packing pool.
+  double steady_us = 0;
+  const int steady_workers = absl::GetFlag(FLAGS_steady_workers);
+  if (steady_workers > 0) {
+    namespace ec = rankd::engine::cuda;
+    std::shared_ptr<ec::PackPool> pool;
+    const int threads = wo.pack_threads < 0 ? ec::PackPool::DefaultThreads() : wo.pack_threads;
+    if (threads > 0) pool = std::make_shared<ec::PackPool>(threads);
+    std::vector<std::unique_ptr<ec::CudaWorker>> workers;
+    for (int w = 0; w < steady_workers; ++w) {
+      auto sw = ec::CudaWorker::Create(*dm, wo, "steady", pool);
+      if (!sw.ok()) {
+        std::cerr << sw.status() << "\n";
+        return 2;
+      }
+      workers.push_back(std::move(*sw));
+    }
+    std::vector<std::vector<float>> outs_w(steady_workers, std::vector<float>(b));
+    const int per_worker = std::max(1, absl::GetFlag(FLAGS_iters) / 2);
+    std::vector<absl::Status> status(steady_workers);
+    auto run = [&](int w, int n) {
+      absl::Span<float> o[] = {absl::MakeSpan(outs_w[w])};
+      for (int i = 0; i < n && status[w].ok(); ++i) status[w] = workers[w]->Execute(reqs, o, nullptr);
+    };
+    for (int w = 0; w < steady_workers; ++w) run(w, 2);  // graphs captured, arenas sized
+    for (int w = 0; w < steady_workers; ++w) std::fill(outs_w[w].begin(), outs_w[w].end(), std::nanf(""));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads_w;
+    for (int w = 0; w < steady_workers; ++w) threads_w.emplace_back(run, w, per_worker);
+    for (auto& t : threads_w) t.join();
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int w = 0; w < steady_workers; ++w) {
+      if (!status[w].ok()) {
+        std::cerr << status[w] << "\n";
+        return 2;
+      }
+      for (int i = 0; i < b; ++i) {
+        const double ref = (*want)[i];
+        const double err = std::isnan(outs_w[w][i])
+                               ? INFINITY
+                               : std::abs(outs_w[w][i] - ref) / std::max(std::abs(ref), 1e-30);
+        max_rel = std::max(max_rel, err);
+      }
+    }
+    steady_us = std::chrono::duration<double, std::micro>(t1 - t0).count() /
+                (static_cast<double>(per_worker) * steady_workers);
   }
   // Per-stage device times (direct launches, no graph), median over runs.
   std::string stages = "-";
@@ -263,10 +326,12 @@ int main(int argc, char** argv) {
     host_result = buf;
   }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
-  std::printf("RESULT label=%s model=%s batch=%d math=%s fused=%d max_rel_err=%.3e forward_us=%.2f "
-              "execute_us=%.2f host_us=%s stages_us=%s%s %s\n",
-              absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b,
-              absl::GetFlag(FLAGS_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0, max_rel,
-              Median(fwd), Median(exec), host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
+  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s fused=%d pack_threads=%d "
+              "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f (x%d workers) "
+              "host_us=%s stages_us=%s%s %s\n",
+              absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
+              absl::GetFlag(FLAGS_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0,
+              absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady_us,
+              steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -19,21 +19,70 @@ std::vector<Segment> Segments(const RequestOffsets& o, int64_t row_begin, int64_
 
 bool Shared(const FeatureInput& in) { return in.lengths.size() == 1; }
 
+// Index (within request r's ids of feature f) of candidate c's first id;
+// c = num_candidates gives the end. Bag offsets are read only for a
+// candidate inside the request.
+int64_t IdAt(const RequestOffsets& o, const Request& req, size_t r, size_t f, int64_t c) {
+  if (c == 0) return 0;
+  if (c == req.num_candidates) return static_cast<int64_t>(req.features[f].ids.size());
+  return o.of(r, f)[c];
+}
+
+// Ids of segment s of feature f: [first, end) within the request's ids.
+struct IdRange {
+  int64_t first = 0, end = 0;
+};
+IdRange SegmentIds(const RequestOffsets& o, absl::Span<const Request* const> requests,
+                   const RowSegment& s, size_t f) {
+  const Request& req = *requests[s.request];
+  if (Shared(req.features[f])) return {0, static_cast<int64_t>(req.features[f].ids.size())};
+  return {IdAt(o, req, s.request, f, s.first_candidate),
+          IdAt(o, req, s.request, f, s.first_candidate + s.count)};
+}
+
 }  // namespace
 
-RequestOffsets ComputeRequestOffsets(const Model& model,
-                                     absl::Span<const Request* const> requests) {
-  RequestOffsets o;
+void ComputeRequestOffsets(const Model& model, absl::Span<const Request* const> requests,
+                           RequestOffsets* out, const ParallelFor& parallel, bool bag_offsets) {
+  RequestOffsets& o = *out;
+  const size_t nf = model.features.size();
+  o.num_features = nf;
+  o.has_bag_offsets = bag_offsets;
   o.row_start.assign(requests.size() + 1, 0);
-  o.offsets.resize(requests.size());
   for (size_t r = 0; r < requests.size(); ++r) {
     o.row_start[r + 1] = o.row_start[r] + requests[r]->num_candidates;
-    o.offsets[r].resize(model.features.size());
-    for (size_t f = 0; f < model.features.size(); ++f) {
-      o.offsets[r][f] = BagOffsets(requests[r]->features[f].lengths);
+  }
+  if (!bag_offsets) {
+    o.data.clear();  // keeps its capacity
+    o.start.clear();
+    return;
+  }
+  o.start.resize(requests.size() * nf);
+  int64_t at = 0;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    for (size_t f = 0; f < nf; ++f) {
+      o.start[r * nf + f] = at;
+      at += static_cast<int64_t>(requests[r]->features[f].lengths.size()) + 1;
     }
   }
-  return o;
+  o.data.resize(at);  // keeps its capacity: no allocation once large enough
+  auto feature = [&](int64_t f) {
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const auto& lengths = requests[r]->features[f].lengths;
+      int64_t* off = o.data.data() + o.start[r * nf + f];
+      int64_t sum = 0;
+      off[0] = 0;
+      for (size_t b = 0; b < lengths.size(); ++b) {
+        sum += lengths[b];
+        off[b + 1] = sum;
+      }
+    }
+  };
+  if (parallel) {
+    parallel(static_cast<int64_t>(nf), feature);
+  } else {
+    for (size_t f = 0; f < nf; ++f) feature(static_cast<int64_t>(f));
+  }
 }
 
 int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> requests,
@@ -41,10 +90,8 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
   int64_t total = 0;
   for (const Segment& s : Segments(o, row_begin, row_end)) {
     for (size_t f = 0; f < model.features.size(); ++f) {
-      const auto& off = o.offsets[s.request][f];
-      total += Shared(requests[s.request]->features[f])
-                   ? off[1]
-                   : off[s.first_candidate + s.count] - off[s.first_candidate];
+      const IdRange ids = SegmentIds(o, requests, s, f);
+      total += ids.end - ids.first;
     }
   }
   return total;
@@ -78,90 +125,158 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
   return l;
 }
 
-void PackSlice(const Model& model, absl::Span<const Request* const> requests,
-               const RequestOffsets& o, int64_t row_begin, int64_t row_end,
-               absl::Span<const int> feat_col, PackedLayout* layout, uint8_t* arena) {
-  PackedLayout& l = *layout;
-  l.rows = row_end - row_begin;
-  l.any_weighted = false;
-  const std::vector<Segment> segments = Segments(o, row_begin, row_end);
+namespace {
+
+// Where each feature's bag entries and ids go in a slice, fixed before any
+// task writes, so the features can be packed independently.
+struct SlicePlan {
+  std::vector<Segment> segments;
+  std::vector<int64_t> entry_begin;  // [F + 1]: bags plus one sentinel each
+  std::vector<int64_t> id_begin;     // [F + 1]
+  std::vector<uint8_t> weighted;     // [F]: some request of the slice sent weights
+};
+
+SlicePlan PlanSlice(const Model& model, absl::Span<const Request* const> requests,
+                    const RequestOffsets& o, int64_t row_begin, int64_t row_end) {
+  SlicePlan p;
+  p.segments = Segments(o, row_begin, row_end);
+  const size_t nf = model.features.size();
+  p.entry_begin.assign(nf + 1, 0);
+  p.id_begin.assign(nf + 1, 0);
+  p.weighted.assign(nf, 0);
+  for (size_t f = 0; f < nf; ++f) {
+    int64_t entries = 1, ids = 0;  // the sentinel
+    for (const Segment& s : p.segments) {
+      const FeatureInput& in = requests[s.request]->features[f];
+      const IdRange range = SegmentIds(o, requests, s, f);
+      entries += Shared(in) ? 1 : s.count;
+      ids += range.end - range.first;
+      if (!in.weights.empty()) p.weighted[f] = 1;
+    }
+    p.entry_begin[f + 1] = p.entry_begin[f] + entries;
+    p.id_begin[f + 1] = p.id_begin[f] + ids;
+  }
+  return p;
+}
+
+// Dense rows [a, b) of the slice's padded rows (zeros past `rows` and past
+// num_dense).
+void PackDense(const Model& model, absl::Span<const Request* const> requests,
+               const std::vector<Segment>& segments, const PackedLayout& l, int64_t a,
+               int64_t b, float* dense) {
   const int nd = model.num_dense;
   const int ld = l.dense_ld;
-  float* dense = reinterpret_cast<float*>(arena + l.dense_offset);
   for (const Segment& s : segments) {
-    const float* src = requests[s.request]->dense.data() + s.first_candidate * nd;
+    const int64_t from = std::max(a, s.local_row);
+    const int64_t to = std::min(b, s.local_row + s.count);
+    if (from >= to) continue;
+    const float* src =
+        requests[s.request]->dense.data() + (s.first_candidate + from - s.local_row) * nd;
     if (ld == nd) {
-      std::memcpy(dense + s.local_row * ld, src, sizeof(float) * s.count * nd);
+      std::memcpy(dense + from * ld, src, sizeof(float) * (to - from) * nd);
     } else {
-      for (int64_t i = 0; i < s.count; ++i) {
-        float* dst = dense + (s.local_row + i) * ld;
+      for (int64_t i = 0; i < to - from; ++i) {
+        float* dst = dense + (from + i) * ld;
         std::memcpy(dst, src + i * nd, sizeof(float) * nd);
         std::fill(dst + nd, dst + ld, 0.0f);
       }
     }
   }
-  std::fill(dense + l.rows * ld, dense + l.padded_rows * ld, 0.0f);
+  const int64_t pad_from = std::max(a, l.rows);
+  if (pad_from < b) std::fill(dense + pad_from * ld, dense + b * ld, 0.0f);
+}
 
+// Feature f's descriptor, bags (entries and sentinel), ids and weights.
+void PackFeature(const Model& model, absl::Span<const Request* const> requests,
+                 const RequestOffsets& o, const SlicePlan& p, size_t f, int feat_col,
+                 const PackedLayout& l, uint8_t* arena) {
   int64_t* ids = reinterpret_cast<int64_t*>(arena + l.ids_offset);
   float* weights = reinterpret_cast<float*>(arena + l.weights_offset);
   int64_t* bag_ids = reinterpret_cast<int64_t*>(arena + l.bag_ids_offset);
   int32_t* bag_rows = reinterpret_cast<int32_t*>(arena + l.bag_rows_offset);
-  auto* features = reinterpret_cast<kernels::cuda::DeviceFeature*>(arena + l.features_offset);
-  int64_t* bag_prefix = reinterpret_cast<int64_t*>(arena + l.bag_prefix_offset);
-
-  int64_t id_at = 0;     // next free id slot
-  int64_t entry_at = 0;  // next bag entry (bags + sentinels)
-  int64_t bags_before = 0;
-  for (size_t f = 0; f < model.features.size(); ++f) {
-    kernels::cuda::DeviceFeature& df = features[f];
-    df.table = model.features[f].table;
-    df.out_col = feat_col[f];
-    df.bag_begin = entry_at;
-    df.weighted = 0;
-    bag_prefix[f] = bags_before;
-    for (const Segment& s : segments) {
-      const FeatureInput& in = requests[s.request]->features[f];
-      const auto& off = o.offsets[s.request][f];
-      const bool weighted = !in.weights.empty();
-      df.weighted |= weighted ? 1 : 0;
-      auto copy_ids = [&](int64_t from, int64_t to) {
-        const int64_t n = to - from;
-        std::memcpy(ids + id_at, in.ids.data() + from, sizeof(int64_t) * n);
-        if (weighted) {
-          std::memcpy(weights + id_at, in.weights.data() + from, sizeof(float) * n);
-        } else {
-          std::fill(weights + id_at, weights + id_at + n, 1.0f);
-        }
-      };
-      if (Shared(in)) {
-        bag_ids[entry_at] = id_at;
-        bag_rows[entry_at] = static_cast<int32_t>(s.local_row);
-        ++entry_at;
-        copy_ids(0, off[1]);
-        id_at += off[1];
+  auto& df = reinterpret_cast<kernels::cuda::DeviceFeature*>(arena + l.features_offset)[f];
+  df.table = model.features[f].table;
+  df.out_col = feat_col;
+  df.bag_begin = p.entry_begin[f];
+  df.num_bags = p.entry_begin[f + 1] - p.entry_begin[f] - 1;
+  df.weighted = p.weighted[f];
+  // Bags of the features before: their entries less one sentinel each.
+  reinterpret_cast<int64_t*>(arena + l.bag_prefix_offset)[f] =
+      p.entry_begin[f] - static_cast<int64_t>(f);
+  int64_t id_at = p.id_begin[f];
+  int64_t entry_at = p.entry_begin[f];
+  for (const Segment& s : p.segments) {
+    const FeatureInput& in = requests[s.request]->features[f];
+    const IdRange range = SegmentIds(o, requests, s, f);
+    auto copy_ids = [&](int64_t from, int64_t to) {
+      const int64_t n = to - from;
+      std::memcpy(ids + id_at, in.ids.data() + from, sizeof(int64_t) * n);
+      if (!p.weighted[f]) return;  // the kernels read no weights for this feature
+      if (!in.weights.empty()) {
+        std::memcpy(weights + id_at, in.weights.data() + from, sizeof(float) * n);
       } else {
-        const int64_t first = off[s.first_candidate];
-        for (int64_t c = 0; c < s.count; ++c) {
-          bag_ids[entry_at] = id_at + off[s.first_candidate + c] - first;
-          bag_rows[entry_at] = static_cast<int32_t>(s.local_row + c);
-          ++entry_at;
-        }
-        const int64_t last = off[s.first_candidate + s.count];
-        copy_ids(first, last);
-        id_at += last - first;
+        std::fill(weights + id_at, weights + id_at + n, 1.0f);
+      }
+    };
+    if (Shared(in)) {
+      bag_ids[entry_at] = id_at;
+      bag_rows[entry_at] = static_cast<int32_t>(s.local_row);
+      ++entry_at;
+    } else {
+      // Each bag starts where the one before ended (lengths' prefix sums).
+      const int32_t* lengths = in.lengths.data() + s.first_candidate;
+      int64_t at = id_at;
+      for (int64_t c = 0; c < s.count; ++c) {
+        bag_ids[entry_at] = at;
+        bag_rows[entry_at] = static_cast<int32_t>(s.local_row + c);
+        at += lengths[c];
+        ++entry_at;
       }
     }
-    df.num_bags = entry_at - df.bag_begin;
-    l.any_weighted |= df.weighted != 0;
-    bags_before += df.num_bags;
-    // Sentinel: end of the last bag's ids and rows.
-    bag_ids[entry_at] = id_at;
-    bag_rows[entry_at] = static_cast<int32_t>(l.rows);
-    ++entry_at;
+    copy_ids(range.first, range.end);
+    id_at += range.end - range.first;
   }
-  bag_prefix[model.features.size()] = bags_before;
-  l.total_ids = id_at;
-  l.total_bags = bags_before;
+  // Sentinel: end of the last bag's ids and rows.
+  bag_ids[entry_at] = id_at;
+  bag_rows[entry_at] = static_cast<int32_t>(l.rows);
+}
+
+// Dense rows per packing task: large enough that a task's start is noise.
+constexpr int64_t kDenseRowsPerTask = 8192;
+
+}  // namespace
+
+void PackSlice(const Model& model, absl::Span<const Request* const> requests,
+               const RequestOffsets& o, int64_t row_begin, int64_t row_end,
+               absl::Span<const int> feat_col, PackedLayout* layout, uint8_t* arena,
+               const ParallelFor& parallel) {
+  PackedLayout& l = *layout;
+  l.rows = row_end - row_begin;
+  const SlicePlan p = PlanSlice(model, requests, o, row_begin, row_end);
+  const size_t nf = model.features.size();
+  float* dense = reinterpret_cast<float*>(arena + l.dense_offset);
+  const int64_t dense_tasks = (l.padded_rows + kDenseRowsPerTask - 1) / kDenseRowsPerTask;
+  auto task = [&](int64_t t) {
+    if (t < static_cast<int64_t>(nf)) {
+      PackFeature(model, requests, o, p, static_cast<size_t>(t), feat_col[t], l, arena);
+    } else {
+      const int64_t a = (t - static_cast<int64_t>(nf)) * kDenseRowsPerTask;
+      PackDense(model, requests, p.segments, l, a,
+                std::min(l.padded_rows, a + kDenseRowsPerTask), dense);
+    }
+  };
+  const int64_t tasks = static_cast<int64_t>(nf) + dense_tasks;
+  if (parallel) {
+    parallel(tasks, task);
+  } else {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
+  }
+  reinterpret_cast<int64_t*>(arena + l.bag_prefix_offset)[nf] =
+      p.entry_begin[nf] - static_cast<int64_t>(nf);
+  l.total_ids = p.id_begin[nf];
+  l.total_bags = p.entry_begin[nf] - static_cast<int64_t>(nf);
+  l.any_weighted = false;
+  for (uint8_t w : p.weighted) l.any_weighted |= w != 0;
 }
 
 }  // namespace rankd::engine::cuda

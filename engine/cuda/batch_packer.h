@@ -14,9 +14,18 @@
 //   features  kernels::cuda::DeviceFeature [F]
 //   bag_prefix int64  [F + 1]
 //   ids       int64   [ids_capacity]            all features' ids (total_ids used)
-//   weights   float   [ids_capacity]            1.0 where a request sent none
+//   weights   float   [ids_capacity]            written only for weighted features
+//                                               (DeviceFeature::weighted): their
+//                                               ids' weights, 1.0 where a request
+//                                               of the slice sent none; the
+//                                               kernels read no other entry
 // The used bytes are two ranges: [0, ids_offset + 8 * total_ids) and the
 // weights' first 4 * total_ids bytes (only needed when some feature is weighted).
+//
+// Packing can be split over threads (a ParallelFor): each feature's bags and
+// ids, and each chunk of dense rows, are written by one task into a region
+// fixed before the tasks start, so the arena's bytes do not depend on how the
+// tasks were scheduled.
 // A request's shared bag (one `lengths` entry) becomes one bag covering all of
 // its candidates' rows, so it is pooled once and broadcast by the kernel.
 #ifndef RANKD_ENGINE_CUDA_BATCH_PACKER_H_
@@ -24,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,17 +64,38 @@ struct PackedLayout {
   int64_t max_bags_value = 0;
 };
 
-// Per-request bag offsets (prefix sums of lengths), computed once per batch
-// and reused by every slice.
-struct RequestOffsets {
-  // offsets[r][f]: lengths.size() + 1 entries.
-  std::vector<std::vector<std::vector<int64_t>>> offsets;
-  std::vector<int64_t> row_start;  // [R + 1]
-};
-RequestOffsets ComputeRequestOffsets(const Model& model,
-                                     absl::Span<const Request* const> requests);
+// Runs task(i) for every i in [0, n), possibly on several threads at once,
+// and returns when all have returned. Empty: in order, on the calling thread.
+using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t)>& task)>;
 
-// Ids of rows [row_begin, row_end) over all features (a shared bag counts once).
+// Where each request's rows start and, when asked for, its bag offsets
+// (prefix sums of lengths), computed once per batch and reused by every
+// slice. The bag offsets are needed only by slices that start or end inside
+// a request (a batch of more than one slice): a slice of whole requests
+// takes each bag's ids from the lengths as it packs. The storage is reused
+// across batches (a worker keeps one), so a steady stream of batches of one
+// size allocates nothing.
+struct RequestOffsets {
+  std::vector<int64_t> row_start;  // [R + 1]
+  // Request r's feature f: lengths.size() + 1 offsets from data[start[r * F + f]]
+  // (empty unless computed with bag offsets).
+  std::vector<int64_t> data;
+  std::vector<int64_t> start;  // [R * F]
+  size_t num_features = 0;
+  bool has_bag_offsets = false;
+  const int64_t* of(size_t r, size_t f) const {
+    return data.data() + start[r * num_features + f];
+  }
+};
+// Fills `out`; the bag offsets (one task per feature when `parallel` is
+// given) only when `bag_offsets`.
+void ComputeRequestOffsets(const Model& model, absl::Span<const Request* const> requests,
+                           RequestOffsets* out, const ParallelFor& parallel = nullptr,
+                           bool bag_offsets = true);
+
+// Ids of rows [row_begin, row_end) over all features (a shared bag counts
+// once). Needs bag offsets unless the rows are whole requests; so do
+// PackSlice and the rows it packs.
 int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> requests,
                       const RequestOffsets& offsets, int64_t row_begin, int64_t row_end);
 
@@ -76,10 +107,12 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
 // Writes rows [row_begin, row_end) (at most layout.padded_rows rows, at most
 // layout.ids_capacity ids) into `arena` (layout.bytes bytes) and fills the
 // layout's rows / total_ids / total_bags / any_weighted. `feat_col[f]` is the
-// first column of feature f in the interaction input rows.
+// first column of feature f in the interaction input rows. With `parallel`,
+// one task per feature and per chunk of dense rows (same bytes as without).
 void PackSlice(const Model& model, absl::Span<const Request* const> requests,
                const RequestOffsets& offsets, int64_t row_begin, int64_t row_end,
-               absl::Span<const int> feat_col, PackedLayout* layout, uint8_t* arena);
+               absl::Span<const int> feat_col, PackedLayout* layout, uint8_t* arena,
+               const ParallelFor& parallel = nullptr);
 
 }  // namespace rankd::engine::cuda
 

@@ -1,6 +1,9 @@
 #include "engine/cuda/batch_packer.h"
 
 #include <cstring>
+#include <functional>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/testing/test_models.h"
@@ -18,7 +21,8 @@ using testing::OwnedRequest;
 // the ids (and weights) of its request's bag, and the dense rows match.
 void CheckSlice(const Model& m, const std::vector<const Request*>& reqs, int64_t begin,
                 int64_t end, int64_t padded, int dense_ld = 0) {
-  const RequestOffsets o = ComputeRequestOffsets(m, reqs);
+  RequestOffsets o;
+  ComputeRequestOffsets(m, reqs, &o);
   const int64_t ids = CountSliceIds(m, reqs, o, begin, end);
   PackedLayout l = MakeLayout(m, padded, ids + 3, dense_ld);
   std::vector<uint8_t> arena(l.bytes, 0xAB);  // poison
@@ -57,11 +61,21 @@ void CheckSlice(const Model& m, const std::vector<const Request*>& reqs, int64_t
       ASSERT_GE(found, 0) << "row " << row << " feature " << f << " has no bag";
       const FeatureInput& in = req.features[f];
       const int64_t bag = in.lengths.size() == 1 ? 0 : c;
-      const int64_t from = o.offsets[r][f][bag], to = o.offsets[r][f][bag + 1];
+      const int64_t from = o.of(r, f)[bag], to = o.of(r, f)[bag + 1];
       ASSERT_EQ(bag_ids[found + 1] - bag_ids[found], to - from);
+      // The kernels read weights only for a weighted feature; it is weighted
+      // exactly when some request of the slice sent weights for it.
+      bool any_weights = false;
+      for (size_t q = 0; q < reqs.size(); ++q) {
+        const bool in_slice = o.row_start[q] < end && o.row_start[q + 1] > begin;
+        any_weights |= in_slice && !reqs[q]->features[f].weights.empty();
+      }
+      ASSERT_EQ(df.weighted != 0, any_weights) << "feature " << f;
       for (int64_t i = 0; i < to - from; ++i) {
         EXPECT_EQ(ids_a[bag_ids[found] + i], in.ids[from + i]);
-        EXPECT_EQ(w_a[bag_ids[found] + i], in.weights.empty() ? 1.0f : in.weights[from + i]);
+        if (df.weighted) {
+          EXPECT_EQ(w_a[bag_ids[found] + i], in.weights.empty() ? 1.0f : in.weights[from + i]);
+        }
       }
     }
   }
@@ -107,6 +121,100 @@ TEST(BatchPackerTest, SlicesOfMixedRequestsRoundTrip) {
   CheckSlice(*model, reqs, 5, 40, 64);  // starts and ends inside requests
   CheckSlice(*model, reqs, total - 3, total, 16);
   CheckSlice(*model, reqs, 3, 50, 64, /*dense_ld=*/8);  // num_dense 5 padded to 8
+}
+
+// Packing split into tasks, run in reverse order and on several threads,
+// writes the same bytes as packing in order on one thread.
+TEST(BatchPackerTest, ParallelPackingWritesTheSameBytes) {
+  testing::RandomModelSpec spec;
+  spec.table_rows = {7, 11, 13, 5, 9, 3};
+  spec.request_level_features = {1};
+  auto model = MakeRandomModel(spec);
+  std::vector<OwnedRequest> owned;
+  for (int i = 0; i < 6; ++i) {
+    testing::RandomRequestSpec rs;
+    rs.num_candidates = 3000 * (i % 3) + 5 * i + 1;  // dense rows span several tasks
+    rs.max_bag = 3;
+    rs.weighted = i == 2;
+    rs.seed = 40 + i;
+    owned.push_back(MakeRandomRequest(*model, rs));
+  }
+  std::vector<Request> views;
+  std::vector<const Request*> reqs;
+  for (auto& o : owned) views.push_back(o.view());
+  for (auto& v : views) reqs.push_back(&v);
+  std::vector<int> feat_col(model->features.size(), 0);
+  const ParallelFor reversed = [](int64_t n, const std::function<void(int64_t)>& task) {
+    for (int64_t i = n - 1; i >= 0; --i) task(i);
+  };
+  const ParallelFor threads = [](int64_t n, const std::function<void(int64_t)>& task) {
+    std::vector<std::thread> pool;
+    for (int64_t i = 0; i < n; ++i) pool.emplace_back(task, i);
+    for (auto& t : pool) t.join();
+  };
+  RequestOffsets o;
+  ComputeRequestOffsets(*model, reqs, &o);
+  const int64_t total = o.row_start.back();
+  ASSERT_GT(total, 16000);
+  for (const auto& [begin, end] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, total}, {2000, total - 100}, {10, 30}}) {
+    const int64_t ids = CountSliceIds(*model, reqs, o, begin, end);
+    const int64_t padded = (end - begin + 15) / 16 * 16 + 16;
+    for (const ParallelFor& parallel : {reversed, threads}) {
+      RequestOffsets po;
+      ComputeRequestOffsets(*model, reqs, &po, parallel);
+      ASSERT_EQ(po.data, o.data);
+      PackedLayout a = MakeLayout(*model, padded, ids, 8);
+      PackedLayout b = a;
+      std::vector<uint8_t> serial(a.bytes, 0xCD), split(a.bytes, 0xCD);
+      PackSlice(*model, reqs, o, begin, end, feat_col, &a, serial.data());
+      PackSlice(*model, reqs, po, begin, end, feat_col, &b, split.data(), parallel);
+      EXPECT_EQ(a.total_ids, b.total_ids);
+      EXPECT_EQ(a.total_bags, b.total_bags);
+      EXPECT_EQ(a.any_weighted, b.any_weighted);
+      ASSERT_TRUE(serial == split) << "rows [" << begin << ", " << end << ")";
+    }
+  }
+  // A slice of whole requests needs no bag offsets: the same bytes without.
+  RequestOffsets rows_only;
+  ComputeRequestOffsets(*model, reqs, &rows_only, nullptr, /*bag_offsets=*/false);
+  EXPECT_TRUE(rows_only.data.empty());
+  EXPECT_EQ(rows_only.row_start, o.row_start);
+  ASSERT_EQ(CountSliceIds(*model, reqs, rows_only, 0, total), CountSliceIds(*model, reqs, o, 0, total));
+  const int64_t padded = (total + 15) / 16 * 16;
+  PackedLayout a = MakeLayout(*model, padded, CountSliceIds(*model, reqs, o, 0, total));
+  PackedLayout b = a;
+  std::vector<uint8_t> with(a.bytes, 0xEF), without(a.bytes, 0xEF);
+  PackSlice(*model, reqs, o, 0, total, feat_col, &a, with.data());
+  PackSlice(*model, reqs, rows_only, 0, total, feat_col, &b, without.data(), threads);
+  EXPECT_TRUE(with == without);
+}
+
+// Offsets storage is reused: a second batch with fewer requests and bags
+// gives the same offsets as a fresh computation.
+TEST(BatchPackerTest, ReusedOffsetsMatchFreshOnes) {
+  testing::RandomModelSpec spec;
+  auto model = MakeRandomModel(spec);
+  std::vector<OwnedRequest> owned;
+  for (int i = 0; i < 3; ++i) {
+    testing::RandomRequestSpec rs;
+    rs.num_candidates = 40 - 15 * i;
+    rs.max_bag = 4;
+    rs.seed = 70 + i;
+    owned.push_back(MakeRandomRequest(*model, rs));
+  }
+  std::vector<Request> views;
+  for (auto& o : owned) views.push_back(o.view());
+  std::vector<const Request*> all = {&views[0], &views[1], &views[2]};
+  std::vector<const Request*> last = {&views[2]};
+  RequestOffsets reused, fresh;
+  ComputeRequestOffsets(*model, all, &reused);
+  ComputeRequestOffsets(*model, last, &reused);
+  ComputeRequestOffsets(*model, last, &fresh);
+  EXPECT_EQ(reused.data, fresh.data);
+  EXPECT_EQ(reused.start, fresh.start);
+  EXPECT_EQ(reused.row_start, fresh.row_start);
+  EXPECT_EQ(reused.row_start.back(), 10);
 }
 
 TEST(BatchPackerTest, LayoutDependsOnlyOnBucketAndCapacity) {

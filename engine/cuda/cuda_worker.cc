@@ -38,8 +38,23 @@ class HostPathClock {
 }  // namespace
 
 CudaWorker::CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options,
-                       std::string name)
-    : dm_(std::move(model)), options_(options), name_(std::move(name)) {}
+                       std::string name, std::shared_ptr<PackPool> pack_pool)
+    : dm_(std::move(model)),
+      options_(options),
+      name_(std::move(name)),
+      pack_pool_(std::move(pack_pool)) {
+  if (pack_pool_ == nullptr && options_.pack_threads != 0) {
+    const int threads =
+        options_.pack_threads < 0 ? PackPool::DefaultThreads() : options_.pack_threads;
+    if (threads > 0) pack_pool_ = std::make_shared<PackPool>(threads);
+  }
+  if (pack_pool_ != nullptr) pack_parallel_ = pack_pool_->AsParallelFor();
+}
+
+ParallelFor CudaWorker::PackParallel(int64_t rows) const {
+  if (pack_pool_ == nullptr || rows < options_.parallel_pack_min_rows) return nullptr;
+  return pack_parallel_;
+}
 
 CudaWorker::~CudaWorker() {
   cudaSetDevice(dm_->device());
@@ -58,12 +73,19 @@ void CudaWorker::DropGraphs() {
 }
 
 absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(
-    std::shared_ptr<const DeviceModel> model, const Options& options, std::string name) {
+    std::shared_ptr<const DeviceModel> model, const Options& options, std::string name,
+    std::shared_ptr<PackPool> pack_pool) {
   if (options.max_rows <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("CudaWorker: max_rows must be > 0, got ", options.max_rows));
   }
-  std::unique_ptr<CudaWorker> w(new CudaWorker(std::move(model), options, std::move(name)));
+  if (options.pack_threads < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CudaWorker: pack_threads must be >= -1 (-1 = default, 0 = none), got ",
+        options.pack_threads));
+  }
+  std::unique_ptr<CudaWorker> w(
+      new CudaWorker(std::move(model), options, std::move(name), std::move(pack_pool)));
   absl::Status s = w->Init();
   if (!s.ok()) return s;
   return w;
@@ -157,38 +179,44 @@ absl::Status CudaWorker::Init() {
     if (!s.ok()) return s;
   }
   // Typical bags are small: start with 4 ids per row and feature; grows on demand.
-  return EnsureArena(rows, rows * static_cast<int64_t>(m.features.size()) * 4);
+  return EnsureArena(rows * static_cast<int64_t>(m.features.size()) * 4, 1);
 }
 
-absl::Status CudaWorker::EnsureArena(int64_t padded_rows, int64_t ids) {
-  if (ids <= ids_capacity_ && host_arena_.bytes() > 0) return absl::OkStatus();
-  const int64_t capacity = std::max(ids, 2 * ids_capacity_);
-  const PackedLayout biggest =
-      MakeLayout(dm_->model(), kernels::RoundUpRows(options_.max_rows), capacity, dm_->dense_ld());
-  (void)padded_rows;
-  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-  DropGraphs();  // they point into the old arena
-  absl::Status s = host_arena_.Allocate(biggest.bytes, "staging arena");
-  if (!s.ok()) return s;
-  s = device_arena_.Allocate(biggest.bytes, "device arena");
-  if (!s.ok()) return s;
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(device_arena_.get(), 0, biggest.bytes), "arena memset");
-  if (dm_->any_host()) {
-    // Staging rows: what host_staging_bytes holds, never more than ids.
-    int64_t max_row_bytes = 16;
-    for (const TablePlan& t : dm_->plan().tables) {
-      if (t.tier == Tier::kHost) max_row_bytes = std::max(max_row_bytes, t.row_bytes);
-    }
-    const int64_t stride = (max_row_bytes + 15) / 16 * 16;
-    const int64_t rows = std::min(capacity, std::max<int64_t>(options_.host_staging_bytes, 0) / stride);
-    const int64_t bytes = kc::HostStagingBytes(capacity, rows, max_row_bytes);
-    s = host_staging_block_.Allocate(bytes, "HOST-table staging");
+absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {
+  if (ids > ids_capacity_ || host_arenas_[0].bytes() == 0) {
+    const int64_t capacity = std::max(ids, 2 * ids_capacity_);
+    const PackedLayout biggest = MakeLayout(dm_->model(), kernels::RoundUpRows(options_.max_rows),
+                                            capacity, dm_->dense_ld());
+    RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    DropGraphs();  // they point into the old arena
+    absl::Status s = host_arenas_[0].Allocate(biggest.bytes, "staging arena");
     if (!s.ok()) return s;
-    host_staging_ = kc::CarveHostStaging(host_staging_block_.get(), capacity, rows, max_row_bytes,
-                                         dm_->host_span_bytes());
-    host_staging_.limit = staging_limit_.as<unsigned int>();
+    if (host_arenas_[1].bytes() > 0) host_arenas_[1].Reset();  // remade below when needed
+    s = device_arena_.Allocate(biggest.bytes, "device arena");
+    if (!s.ok()) return s;
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(device_arena_.get(), 0, biggest.bytes), "arena memset");
+    if (dm_->any_host()) {
+      // Staging rows: what host_staging_bytes holds, never more than ids.
+      int64_t max_row_bytes = 16;
+      for (const TablePlan& t : dm_->plan().tables) {
+        if (t.tier == Tier::kHost) max_row_bytes = std::max(max_row_bytes, t.row_bytes);
+      }
+      const int64_t stride = (max_row_bytes + 15) / 16 * 16;
+      const int64_t rows =
+          std::min(capacity, std::max<int64_t>(options_.host_staging_bytes, 0) / stride);
+      const int64_t bytes = kc::HostStagingBytes(capacity, rows, max_row_bytes);
+      s = host_staging_block_.Allocate(bytes, "HOST-table staging");
+      if (!s.ok()) return s;
+      host_staging_ = kc::CarveHostStaging(host_staging_block_.get(), capacity, rows,
+                                           max_row_bytes, dm_->host_span_bytes());
+      host_staging_.limit = staging_limit_.as<unsigned int>();
+    }
+    ids_capacity_ = capacity;
   }
-  ids_capacity_ = capacity;
+  if (slots > 1 && host_arenas_[1].bytes() < host_arenas_[0].bytes()) {
+    // Only batches of several slices pack one slice while the GPU runs another.
+    return host_arenas_[1].Allocate(host_arenas_[0].bytes(), "second staging arena");
+  }
   return absl::OkStatus();
 }
 
@@ -373,7 +401,7 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
   const Model& m = dm_->model();
   uint8_t* arena = device_arena_.as<uint8_t>();
   const auto* host_features = reinterpret_cast<const kc::DeviceFeature*>(
-      host_arena_.as<uint8_t>() + l.features_offset);
+      host_arenas_[cur_].as<uint8_t>() + l.features_offset);
   kc::TinyDlrmArgs args;
   args.dense = reinterpret_cast<const float*>(arena + l.dense_offset);
   args.weights = tiny_weights_.as<float>();
@@ -395,51 +423,45 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
   return CudaStatus(kc::LaunchTinyDlrm(tiny_shape_, args, stream_), "fused tiny-model forward");
 }
 
-absl::Status CudaWorker::RunSlice(absl::Span<const Request* const> requests,
-                                  const RequestOffsets& offsets, int64_t row_begin,
-                                  int64_t row_end, LiveTables* live) {
+void CudaWorker::PackInto(int slot, absl::Span<const Request* const> requests,
+                          const RequestOffsets& offsets, int64_t row_begin, int64_t row_end) {
   const Model& m = dm_->model();
-  const int64_t padded = Bucket(row_end - row_begin);
-  HostPathClock clock;
-  absl::Status s =
-      EnsureArena(padded, CountSliceIds(m, requests, offsets, row_begin, row_end));
+  layouts_[slot] = MakeLayout(m, Bucket(row_end - row_begin), ids_capacity_, dm_->dense_ld());
+  const ParallelFor parallel = PackParallel(row_end - row_begin);
+  if (parallel) ++host_path_.pack_tasks_parallel;
+  PackSlice(m, requests, offsets, row_begin, row_end, feat_col_, &layouts_[slot],
+            host_arenas_[slot].as<uint8_t>(), parallel);
+}
+
+absl::Status CudaWorker::EnqueuePacked(int slot, LiveTables* live) {
+  cur_ = slot;
+  // Updates (DeviceModel::Update): the slice's GPU work is enqueued under
+  // the version's gate, after the last committed update's writes; the
+  // batch event lets later updates wait for it.
+  LiveTables::BatchScope tables(live);
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, dm_->updates_done(), 0),
+                             "wait for embedding updates");
+  absl::Status s = EnqueueSlice(layouts_[slot].padded_rows);
+  const cudaError_t recorded = cudaEventRecord(batch_done_, stream_);
   if (!s.ok()) return s;
-  layout_ = MakeLayout(m, padded, ids_capacity_, dm_->dense_ld());
-  PackSlice(m, requests, offsets, row_begin, row_end, feat_col_, &layout_,
-            host_arena_.as<uint8_t>());
-  host_path_.pack_us += clock.Lap();
-  {
-    // Updates (DeviceModel::Update): the slice's GPU work is enqueued under
-    // the version's gate, after the last committed update's writes; the
-    // batch event lets later updates wait for it.
-    LiveTables::BatchScope tables(live);
-    RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, dm_->updates_done(), 0),
-                               "wait for embedding updates");
-    s = EnqueueSlice(padded);
-    const cudaError_t recorded = cudaEventRecord(batch_done_, stream_);
-    if (!s.ok()) return s;
-    RANKD_RETURN_IF_CUDA_ERROR(recorded, "record the batch's event");
-  }
-  host_path_.enqueue_us += clock.Lap();
-  s = CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
-  host_path_.wait_us += clock.Lap();
-  ++host_path_.slices;
-  return s;
+  RANKD_RETURN_IF_CUDA_ERROR(recorded, "record the batch's event");
+  return absl::OkStatus();
 }
 
 absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
   const Model& m = dm_->model();
+  const PackedLayout& layout = layouts_[cur_];
   absl::Status s;
-  uint8_t* host = host_arena_.as<uint8_t>();
+  uint8_t* host = host_arenas_[cur_].as<uint8_t>();
   uint8_t* dev = device_arena_.as<uint8_t>();
   RANKD_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(dev, host, layout_.ids_offset + 8 * layout_.total_ids,
+      cudaMemcpyAsync(dev, host, layout.ids_offset + 8 * layout.total_ids,
                       cudaMemcpyHostToDevice, stream_),
       "batch host -> device");
-  if (layout_.any_weighted) {
+  if (layout.any_weighted) {
     RANKD_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(dev + layout_.weights_offset, host + layout_.weights_offset,
-                        4 * layout_.total_ids, cudaMemcpyHostToDevice, stream_),
+        cudaMemcpyAsync(dev + layout.weights_offset, host + layout.weights_offset,
+                        4 * layout.total_ids, cudaMemcpyHostToDevice, stream_),
         "weights host -> device");
   }
   if (dm_->any_host()) {
@@ -458,10 +480,10 @@ absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
                                                cudaMemcpyHostToDevice, stream_),
                                "score clock host -> device");
   }
-  last_was_tiny_ = CanRunTiny(layout_);
+  last_was_tiny_ = CanRunTiny(layout);
   if (last_was_tiny_) {
     // One kernel: a graph would save nothing, and its pointers vary per batch.
-    s = ForwardTiny(layout_);
+    s = ForwardTiny(layout);
     if (!s.ok()) return s;
   } else if (options_.use_graphs) {
     auto it = graphs_.find(padded);
@@ -470,12 +492,12 @@ absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
     } else {
       // First batch of this bucket: run directly (cuBLASLt plans are made
       // here, outside any capture), then capture the same work for replays.
-      s = Forward(layout_);
+      s = Forward(layout);
       if (!s.ok()) return s;
       cudaGraph_t graph = nullptr;
       RANKD_RETURN_IF_CUDA_ERROR(
           cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "begin capture");
-      absl::Status captured = Forward(layout_);
+      absl::Status captured = Forward(layout);
       const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
       if (!captured.ok()) return captured;
       RANKD_RETURN_IF_CUDA_ERROR(end, "end capture");
@@ -486,10 +508,10 @@ absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
       graphs_[padded] = exec;
     }
   } else {
-    s = Forward(layout_);
+    s = Forward(layout);
     if (!s.ok()) return s;
   }
-  const size_t score_bytes = sizeof(float) * layout_.rows;
+  const size_t score_bytes = sizeof(float) * layout.rows;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(host_out_.as<uint8_t>(), out_.get(), score_bytes,
                                              cudaMemcpyDeviceToHost, stream_),
                              "scores device -> host");
@@ -508,28 +530,17 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
   host_path_ = HostPathTimes();
   HostPathClock clock;
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
-  const RequestOffsets offsets = ComputeRequestOffsets(m, requests);
-  const int64_t total = offsets.row_start.back();
-  if (stats != nullptr) {
-    stats->unresolved_ids_per_table.assign(m.tables.size(), 0);
-    if (dm_->any_host()) {
-      stats->host_reads_per_table.assign(m.tables.size(), 0);
-      stats->host_rows_read_per_table.assign(m.tables.size(), 0);
-      stats->lookups_per_table.assign(m.tables.size(), 0);
-      stats->cache_occupancy_per_table.assign(m.tables.size(), -2.0);
-      const PlacementPlan& plan = dm_->plan();
-      for (size_t t = 0; t < m.tables.size(); ++t) {
-        if (plan.tables[t].tier == Tier::kHost) stats->cache_occupancy_per_table[t] = -1.0;
-      }
-      for (const DeviceModel::CacheInfo& c : dm_->cache_info()) {
-        stats->cache_occupancy_per_table[c.table] =
-            c.stats.capacity > 0 ? static_cast<double>(c.stats.occupied) / c.stats.capacity : 0.0;
-      }
-    }
-  }
+  int64_t total = 0;
+  for (const Request* q : requests) total += q->num_candidates;
+  const int64_t step = options_.max_rows;
+  const bool one_slice = total <= step;
+  // Bag offsets only for slices that cut through requests.
+  ComputeRequestOffsets(m, requests, &offsets_, PackParallel(total), /*bag_offsets=*/!one_slice);
+  const RequestOffsets& offsets = offsets_;
+  if (stats != nullptr) StartStats(stats);
   // HOST tables: the batch is inside the cache's reader gate from its first
-  // launch to its completion (RunSlice synchronizes), so no refresh rewrites
-  // a slot it may read.
+  // launch to its completion (each slice is waited for), so no refresh
+  // rewrites a slot it may read.
   struct GateScope {
     ReaderGate* gate;
     int reader;
@@ -543,77 +554,123 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
   // Updates: a batch of several slices holds the gate from its first slice
   // to its last (an update between them would split the batch); a batch of
   // one slice holds it while the slice is enqueued.
-  const bool one_slice = total <= options_.max_rows;
-  host_path_.offsets_us = clock.Lap();
   std::optional<LiveTables::BatchScope> whole_batch;
   if (!one_slice) whole_batch.emplace(live_);
+  host_path_.offsets_us = clock.Lap();
+
+  // The arenas fit the largest slice before any slice is in flight.
+  int64_t max_ids = 0;
+  for (int64_t begin = 0; begin < total; begin += step) {
+    max_ids = std::max(max_ids, CountSliceIds(m, requests, offsets, begin,
+                                              std::min(total, begin + step)));
+  }
+  absl::Status s = EnsureArena(max_ids, one_slice ? 1 : 2);
+  if (!s.ok()) return s;
+  // Slice k + 1 is packed into the other arena while the GPU runs slice k.
+  PackInto(0, requests, offsets, 0, std::min(total, step));
+  host_path_.pack_us += clock.Lap();
+  s = EnqueuePacked(0, one_slice ? live_ : nullptr);
+  if (!s.ok()) return s;
+  host_path_.enqueue_us += clock.Lap();
   size_t r = 0;
-  for (int64_t begin = 0; begin < total; begin += options_.max_rows) {
-    const int64_t end = std::min<int64_t>(total, begin + options_.max_rows);
-    absl::Status s = RunSlice(requests, offsets, begin, end, one_slice ? live_ : nullptr);
+  for (int64_t begin = 0; begin < total; begin += step) {
+    const int64_t end = std::min<int64_t>(total, begin + step);
+    const int next = cur_ ^ 1;
+    if (end < total) {
+      PackInto(next, requests, offsets, end, std::min(total, end + step));
+      host_path_.pack_us += clock.Lap();
+    }
+    s = CudaStatus(cudaStreamSynchronize(stream_), "batch on GPU");
+    host_path_.wait_us += clock.Lap();
+    ++host_path_.slices;
     if (!s.ok()) return s;
-    clock.Lap();  // RunSlice accounted for its own time
-    if (dm_->any_host()) {
-      // Ids of each feature in this slice, from the packed bag offsets; the
-      // slice's cache misses decide whether the next slice stages them.
-      const uint8_t* arena = host_arena_.as<uint8_t>();
-      const auto* features =
-          reinterpret_cast<const kc::DeviceFeature*>(arena + layout_.features_offset);
-      const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + layout_.bag_ids_offset);
-      const PlacementPlan& plan = dm_->plan();
-      int64_t host_lookups = 0;
-      for (size_t f = 0; f < m.features.size(); ++f) {
-        const kc::DeviceFeature& df = features[f];
-        const int64_t ids = bag_ids[df.bag_begin + df.num_bags] - bag_ids[df.bag_begin];
-        if (stats != nullptr) stats->lookups_per_table[m.features[f].table] += ids;
-        if (plan.tables[m.features[f].table].tier == Tier::kHost) host_lookups += ids;
-      }
-      const auto* counts =
-          reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
-      int64_t misses = 0;
-      for (size_t t = 0; t < m.tables.size(); ++t) {
-        misses += counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
-      }
-      if (host_lookups > 0) {
-        staging_on_ = misses >= options_.staging_min_miss_rate * static_cast<double>(host_lookups);
-      }
-    }
-    const float* host_scores = host_out_.as<float>();
-    for (int64_t row = begin; row < end;) {
-      while (offsets.row_start[r + 1] <= row) ++r;
-      const int64_t c = row - offsets.row_start[r];
-      const int64_t take = std::min(end, offsets.row_start[r + 1]) - row;
-      std::memcpy(scores[r].data() + c, host_scores + (row - begin), sizeof(float) * take);
-      row += take;
-    }
-    if (stats != nullptr) {
-      const auto* counts =
-          reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
-      const size_t nt = m.tables.size();
-      for (size_t t = 0; t < nt; ++t) {
-        stats->unresolved_ids_per_table[t] += counts[t] - last_counts_[t];
-      }
-      for (size_t f = 0; f < m.features.size(); ++f) {  // the fused path counts per feature
-        stats->unresolved_ids_per_table[m.features[f].table] +=
-            counts[nt + f] - last_counts_[nt + f];
-      }
-      if (dm_->any_host()) {
-        for (size_t t = 0; t < nt; ++t) {
-          stats->host_reads_per_table[t] +=
-              counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
-          stats->host_rows_read_per_table[t] +=
-              counts[host_rows_read_index_ + t] - last_counts_[host_rows_read_index_ + t];
-        }
-      }
-    }
-    {
-      const auto* counts =
-          reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
-      last_counts_.assign(counts, counts + last_counts_.size());
-    }
+    UnpackSlice(offsets, begin, end, scores, stats, &r);
     host_path_.unpack_us += clock.Lap();
+    if (end < total) {
+      s = EnqueuePacked(next, nullptr);
+      if (!s.ok()) return s;
+      host_path_.enqueue_us += clock.Lap();
+    }
   }
   return absl::OkStatus();
+}
+
+void CudaWorker::StartStats(BatchStats* stats) const {
+  const Model& m = dm_->model();
+  stats->unresolved_ids_per_table.assign(m.tables.size(), 0);
+  if (!dm_->any_host()) return;
+  stats->host_reads_per_table.assign(m.tables.size(), 0);
+  stats->host_rows_read_per_table.assign(m.tables.size(), 0);
+  stats->lookups_per_table.assign(m.tables.size(), 0);
+  stats->cache_occupancy_per_table.assign(m.tables.size(), -2.0);
+  const PlacementPlan& plan = dm_->plan();
+  for (size_t t = 0; t < m.tables.size(); ++t) {
+    if (plan.tables[t].tier == Tier::kHost) stats->cache_occupancy_per_table[t] = -1.0;
+  }
+  for (const DeviceModel::CacheInfo& c : dm_->cache_info()) {
+    stats->cache_occupancy_per_table[c.table] =
+        c.stats.capacity > 0 ? static_cast<double>(c.stats.occupied) / c.stats.capacity : 0.0;
+  }
+}
+
+void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64_t end,
+                             absl::Span<const absl::Span<float>> scores, BatchStats* stats,
+                             size_t* request) {
+  const Model& m = dm_->model();
+  const PackedLayout& layout = layouts_[cur_];
+  const auto* counts =
+      reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
+  if (dm_->any_host()) {
+    // Ids of each feature in this slice, from the packed bag offsets; the
+    // slice's cache misses decide whether the next slice stages them.
+    const uint8_t* arena = host_arenas_[cur_].as<uint8_t>();
+    const auto* features =
+        reinterpret_cast<const kc::DeviceFeature*>(arena + layout.features_offset);
+    const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + layout.bag_ids_offset);
+    const PlacementPlan& plan = dm_->plan();
+    int64_t host_lookups = 0;
+    for (size_t f = 0; f < m.features.size(); ++f) {
+      const kc::DeviceFeature& df = features[f];
+      const int64_t ids = bag_ids[df.bag_begin + df.num_bags] - bag_ids[df.bag_begin];
+      if (stats != nullptr) stats->lookups_per_table[m.features[f].table] += ids;
+      if (plan.tables[m.features[f].table].tier == Tier::kHost) host_lookups += ids;
+    }
+    int64_t misses = 0;
+    for (size_t t = 0; t < m.tables.size(); ++t) {
+      misses += counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
+    }
+    if (host_lookups > 0) {
+      staging_on_ = misses >= options_.staging_min_miss_rate * static_cast<double>(host_lookups);
+    }
+  }
+  const float* host_scores = host_out_.as<float>();
+  size_t& r = *request;
+  for (int64_t row = begin; row < end;) {
+    while (offsets.row_start[r + 1] <= row) ++r;
+    const int64_t c = row - offsets.row_start[r];
+    const int64_t take = std::min(end, offsets.row_start[r + 1]) - row;
+    std::memcpy(scores[r].data() + c, host_scores + (row - begin), sizeof(float) * take);
+    row += take;
+  }
+  if (stats != nullptr) {
+    const size_t nt = m.tables.size();
+    for (size_t t = 0; t < nt; ++t) {
+      stats->unresolved_ids_per_table[t] += counts[t] - last_counts_[t];
+    }
+    for (size_t f = 0; f < m.features.size(); ++f) {  // the fused path counts per feature
+      stats->unresolved_ids_per_table[m.features[f].table] +=
+          counts[nt + f] - last_counts_[nt + f];
+    }
+    if (dm_->any_host()) {
+      for (size_t t = 0; t < nt; ++t) {
+        stats->host_reads_per_table[t] +=
+            counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
+        stats->host_rows_read_per_table[t] +=
+            counts[host_rows_read_index_ + t] - last_counts_[host_rows_read_index_ + t];
+      }
+    }
+  }
+  last_counts_.assign(counts, counts + last_counts_.size());
 }
 
 absl::StatusOr<std::vector<double>> CudaWorker::ProfileLastForward() {
@@ -624,7 +681,7 @@ absl::StatusOr<std::vector<double>> CudaWorker::ProfileLastForward() {
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(start, stream_), "cudaEventRecord");
   events.push_back(start);
   stage_events_ = &events;
-  absl::Status s = Forward(layout_);
+  absl::Status s = Forward(layouts_[cur_]);
   stage_events_ = nullptr;
   cudaEvent_t end;
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreate(&end), "cudaEventCreate");
@@ -643,10 +700,11 @@ absl::StatusOr<std::vector<double>> CudaWorker::ProfileLastForward() {
 }
 
 absl::Status CudaWorker::ReplayLastForward() {
-  if (last_was_tiny_) return ForwardTiny(layout_);
-  auto it = graphs_.find(layout_.padded_rows);
+  const PackedLayout& layout = layouts_[cur_];
+  if (last_was_tiny_) return ForwardTiny(layout);
+  auto it = graphs_.find(layout.padded_rows);
   if (it != graphs_.end()) return CudaStatus(cudaGraphLaunch(it->second, stream_), "replay");
-  return Forward(layout_);
+  return Forward(layout);
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
@@ -692,6 +750,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
       host_tables = std::move(*h);
     }
   }
+  // One packing pool for every worker of every GPU.
+  std::shared_ptr<PackPool> pack_pool;
+  {
+    const int threads =
+        options.pack_threads < 0 ? PackPool::DefaultThreads() : options.pack_threads;
+    if (threads > 0) pack_pool = std::make_shared<PackPool>(threads);
+  }
   std::vector<std::unique_ptr<Worker>> workers;
   for (int d : devices) {
     DeviceModel::Options dmo;
@@ -711,7 +776,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
       report->device_models.push_back(*dm);
     }
     for (int i = 0; i < workers_per_device; ++i) {
-      auto w = CudaWorker::Create(*dm, options, absl::StrCat("cuda:", d, ":", i));
+      auto w = CudaWorker::Create(*dm, options, absl::StrCat("cuda:", d, ":", i), pack_pool);
       if (!w.ok()) return w.status();
       workers.push_back(std::move(*w));
     }

@@ -25,6 +25,7 @@
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/device_model.h"
+#include "engine/cuda/pack_pool.h"
 #include "engine/serving/worker.h"
 #include "engine/updates/live_tables.h"
 #include "kernels/cuda/cublaslt.h"
@@ -69,10 +70,21 @@ class CudaWorker final : public Worker {
     // HOST tables of one row size share one HBM cache (DeviceModel::Options::
     // shared_cache; CreateCudaWorkers).
     bool shared_host_cache = true;
+    // Threads of the pool that splits the host packing of large batches
+    // (pack_pool.h), shared by every worker CreateCudaWorkers makes. -1: the
+    // default (PackPool::DefaultThreads: half the usable CPUs, at most 8);
+    // 0: no pool, each worker packs alone.
+    int pack_threads = -1;
+    // Batches (slices) of fewer rows are packed on the worker's own thread:
+    // below it, waking pool threads costs about what it saves.
+    int parallel_pack_min_rows = 1024;
   };
 
+  // `pack_pool` (may be null) is shared with other workers; when null and
+  // options.pack_threads is not 0, the worker makes its own.
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(
-      std::shared_ptr<const DeviceModel> model, const Options& options, std::string name);
+      std::shared_ptr<const DeviceModel> model, const Options& options, std::string name,
+      std::shared_ptr<PackPool> pack_pool = nullptr);
   ~CudaWorker() override;
 
   absl::string_view name() const override { return name_; }
@@ -104,6 +116,7 @@ class CudaWorker final : public Worker {
   struct HostPathTimes {
     double offsets_us = 0;  // ComputeRequestOffsets, stats set-up, HOST tables' reader gate
     double pack_us = 0;     // arena sizing, id counting, layout, PackSlice
+    int pack_tasks_parallel = 0;  // slices packed on the pool
     double enqueue_us = 0;  // copies in, forward (graph launch), copies out queued
     double wait_us = 0;     // cudaStreamSynchronize: the GPU's work not hidden
     double unpack_us = 0;   // scores to the requests, counters to the stats
@@ -112,13 +125,27 @@ class CudaWorker final : public Worker {
   const HostPathTimes& last_host_path() const { return host_path_; }
 
  private:
-  CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options, std::string name);
+  CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options, std::string name,
+             std::shared_ptr<PackPool> pack_pool);
+  // The pool's ParallelFor for a slice of `rows` rows, or none (pack alone).
+  ParallelFor PackParallel(int64_t rows) const;
   absl::Status Init();
-  absl::Status EnsureArena(int64_t padded_rows, int64_t ids);
-  // Packs, enqueues (holding `live`'s gate when not null) and waits for one
-  // slice.
-  absl::Status RunSlice(absl::Span<const Request* const> requests, const RequestOffsets& offsets,
-                        int64_t row_begin, int64_t row_end, LiveTables* live);
+  // Host arenas for slices of up to `ids` ids: the first always, the second
+  // when `slots` is 2 (batches of several slices). Growing drops the graphs.
+  absl::Status EnsureArena(int64_t ids, int slots);
+  // Packs rows [row_begin, row_end) into host arena `slot` (layouts_[slot]).
+  void PackInto(int slot, absl::Span<const Request* const> requests,
+                const RequestOffsets& offsets, int64_t row_begin, int64_t row_end);
+  // Enqueues the slice packed in `slot` (it becomes cur_), holding `live`'s
+  // gate when not null.
+  absl::Status EnqueuePacked(int slot, LiveTables* live);
+  // After the slice in cur_ (rows [begin, end)) finished: its scores to the
+  // requests (*request: the request holding row `begin`, advanced), its
+  // counters to `stats` (may be null), the HOST-table staging decision.
+  void UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64_t end,
+                   absl::Span<const absl::Span<float>> scores, BatchStats* stats,
+                   size_t* request);
+  void StartStats(BatchStats* stats) const;
   // The packed slice's copies and kernels, on stream_ (no sync).
   absl::Status EnqueueSlice(int64_t padded_rows);
   absl::Status Forward(const PackedLayout& layout);  // kernels only, on stream_
@@ -148,10 +175,18 @@ class CudaWorker final : public Worker {
   int max_width_ = 0;
 
   // Staging.
+  std::shared_ptr<PackPool> pack_pool_;  // null: pack on the calling thread
+  ParallelFor pack_parallel_;            // pack_pool_->AsParallelFor()
+  RequestOffsets offsets_;               // of the current batch; storage reused
   int64_t ids_capacity_ = 0;
-  PinnedBuffer host_arena_;
+  // Two host arenas: a batch of several slices packs slice k + 1 into one
+  // while the GPU copies and computes slice k from the other (the second is
+  // allocated by the first such batch). One device arena: a slice's copy is
+  // queued after the previous slice's kernels on the same stream.
+  PinnedBuffer host_arenas_[2];
+  PackedLayout layouts_[2];
+  int cur_ = 0;  // the arena of the slice enqueued last
   DeviceBuffer device_arena_;
-  PackedLayout layout_;  // of the last packed slice
 
   // Activations, sized for max_rows.
   DeviceBuffer feats_, ping_, pong_, top_in_, cross_a_, cross_b_, cross_t_, cross_r_;

@@ -83,7 +83,7 @@ if want engine; then
         r=$(run forward_bench --model "$work/models/$m/1" --request "$(reqs $m $b)" --math $math \
             --tolerance $tol --iters 5 --warmup 1 --label check 2>&1 | tail -1)
         echo "$r" >> "$out/engine.log"
-        row "engine $m b=$b $math" "$(echo "$r" | grep -oE 'max_rel_err=[^ ]+ .*(PASS|FAIL)$' | sed 's/forward_us=[^ ]* execute_us=[^ ]* host_us=[^ ]* //' || echo "ERROR: $r")"
+        row "engine $m b=$b $math" "$(echo "$r" | grep -oE 'max_rel_err=[^ ]+ .*(PASS|FAIL)$' | sed 's/forward_us=.* stages_us=/stages_us=/' || echo "ERROR: $r")"
       done
     done
   done

@@ -1,0 +1,118 @@
+// The CUDA worker's batch path against the CPU engine: batches of several
+// slices (slice k + 1 packed into the second arena while the GPU runs slice
+// k, slices cutting through requests), packing split over the pool or not,
+// arenas that grow between batches. Every score must match the CPU engine
+// and the one-slice, single-threaded worker; the output is poisoned with NaN
+// before each batch. Needs a CUDA device (tags "manual", "gpu"); skips
+// without.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "engine/cpu/cpu_engine.h"
+#include "engine/cuda/cuda_worker.h"
+#include "engine/testing/test_models.h"
+#include "gtest/gtest.h"
+
+namespace rankd::engine::cuda {
+namespace {
+
+using testing::MakeRandomModel;
+using testing::MakeRandomRequest;
+using testing::OwnedRequest;
+
+struct Batch {
+  std::vector<OwnedRequest> owned;
+  std::vector<Request> views;
+  std::vector<const Request*> requests;
+};
+
+// Requests of 1..max_candidates candidates, some weighted, some with every
+// bag shared, bags of up to max_bag ids.
+Batch MakeBatch(const Model& m, int num_requests, int max_candidates, int max_bag,
+                uint64_t seed) {
+  Batch b;
+  for (int i = 0; i < num_requests; ++i) {
+    testing::RandomRequestSpec rs;
+    rs.num_candidates = 1 + static_cast<int32_t>((seed * 7919 + i * 104729) % max_candidates);
+    rs.max_bag = max_bag;
+    rs.weighted = i % 3 == 1;
+    rs.share_all_bags = i % 5 == 4;
+    rs.seed = seed * 1000 + i;
+    b.owned.push_back(MakeRandomRequest(m, rs));
+  }
+  for (auto& o : b.owned) b.views.push_back(o.view());
+  for (auto& v : b.views) b.requests.push_back(&v);
+  return b;
+}
+
+// Scores of `batch` from `worker`, NaN-poisoned first.
+std::vector<std::vector<float>> ScoreOn(CudaWorker& worker, const Batch& batch) {
+  std::vector<std::vector<float>> out;
+  std::vector<absl::Span<float>> spans;
+  for (const Request* r : batch.requests) out.emplace_back(r->num_candidates, std::nanf(""));
+  for (auto& o : out) spans.push_back(absl::MakeSpan(o));
+  absl::Status s = worker.Execute(batch.requests, spans, nullptr);
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90, 30};
+  spec.request_level_features = {3};
+  spec.dim = 8;
+  spec.bottom = {16};
+  spec.top = {12};
+  auto model = MakeRandomModel(spec);
+  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  DeviceModel::Options dmo;
+  auto dm = DeviceModel::Create(model, dmo);
+  ASSERT_TRUE(dm.ok()) << dm.status();
+
+  CudaWorker::Options whole;  // one slice per batch, packed alone
+  whole.max_rows = 4096;
+  whole.pack_threads = 0;
+  whole.allow_fused_tiny = false;
+  CudaWorker::Options sliced = whole;  // 48-row slices, packed on 3 pool threads
+  sliced.max_rows = 48;
+  sliced.pack_threads = 3;
+  sliced.parallel_pack_min_rows = 1;
+  auto one = CudaWorker::Create(*dm, whole, "whole");
+  auto many = CudaWorker::Create(*dm, sliced, "sliced");
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(many.ok()) << many.status();
+
+  // Growing bags between batches make the arenas grow (graphs dropped).
+  const int max_bags[] = {2, 2, 9, 3, 30};
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    const Batch batch = MakeBatch(*model, 2 + round * 3, 70, max_bags[round], 11 + round);
+    const auto a = ScoreOn(**one, batch);
+    const auto b = ScoreOn(**many, batch);
+    for (size_t r = 0; r < batch.requests.size(); ++r) {
+      auto want = (*cpu)->Score(*batch.requests[r]);
+      ASSERT_TRUE(want.ok()) << want.status();
+      for (size_t c = 0; c < want->size(); ++c) {
+        const float ref = (*want)[c];
+        const float tol = 1e-5f * std::max(1.0f, std::abs(ref));
+        ASSERT_NEAR(a[r][c], ref, tol) << "one slice: request " << r << " candidate " << c;
+        ASSERT_NEAR(b[r][c], ref, tol) << "sliced: request " << r << " candidate " << c;
+        // The two workers agree within the same bound (cuBLASLt may pick
+        // another kernel for another row count).
+        ASSERT_NEAR(a[r][c], b[r][c], tol) << "request " << r << " candidate " << c;
+      }
+    }
+    const auto& h = (*many)->last_host_path();
+    int64_t candidates = 0;
+    for (const Request* q : batch.requests) candidates += q->num_candidates;
+    EXPECT_EQ(h.slices, (candidates + 47) / 48);
+    EXPECT_EQ(h.pack_tasks_parallel, h.slices);
+  }
+}
+
+}  // namespace
+}  // namespace rankd::engine::cuda
