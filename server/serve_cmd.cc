@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/cuda/cuda_worker.h"
+#include "engine/model/error_text.h"
 #include "engine/serving/host_resources.h"
 #include "engine/serving/observer.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -59,6 +60,10 @@ ABSL_FLAG(int, gpu_workers, 0, "serve: CUDA workers per GPU per model version (0
 ABSL_FLAG(std::string, gpu_math, "fp32",
           "serve: MLP math on the GPU: fp32 (exact, matches the CPU engine to 1e-5) | tf32 "
           "(tensor cores, ~1e-3)");
+ABSL_FLAG(std::string, gpu_cross_math, "auto",
+          "serve: DCN cross layers on the GPU: auto (fp32 under --gpu_math fp32, tf32x3 under "
+          "tf32) | fp32 | tf32x3 (split-precision TF32 tensor cores, nearly fp32) | tf32 "
+          "(single pass: fastest, ~1e-3 off on mlperf)");
 ABSL_FLAG(bool, gpu_graphs, true, "serve: replay CUDA graphs per batch-size bucket");
 ABSL_FLAG(std::string, device_memory_budget, "",
           "serve: GPU memory each model may use per GPU: bytes (8G, 512MiB) or a fraction of "
@@ -274,6 +279,12 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend: expected auto, cpu or cuda, got \"", backend, "\""));
   }
+  if (engine::cuda::CudaWorker::CrossMath cm;
+      !engine::cuda::ParseCrossMath(absl::GetFlag(FLAGS_gpu_cross_math), &cm)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_cross_math: expected auto, fp32, tf32x3 or tf32, got \"",
+                     engine::TruncateForError(absl::GetFlag(FLAGS_gpu_cross_math)), "\""));
+  }
   const std::string math = absl::GetFlag(FLAGS_gpu_math);
   if (math != "fp32" && math != "tf32") {
     return absl::InvalidArgumentError(
@@ -349,6 +360,7 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
   o.cuda.math = absl::GetFlag(FLAGS_gpu_math) == "tf32" ? kernels::cuda::MathMode::kTf32
                                                         : kernels::cuda::MathMode::kFp32;
+  engine::cuda::ParseCrossMath(absl::GetFlag(FLAGS_gpu_cross_math), &o.cuda.cross_math);  // checked
   o.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
   o.cuda.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
   o.cuda.shared_host_cache = absl::GetFlag(FLAGS_host_cache_shared);

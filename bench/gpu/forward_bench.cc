@@ -53,6 +53,8 @@ ABSL_FLAG(std::string, label, "", "label for the result line");
 ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
+ABSL_FLAG(std::string, cross_math, "auto",
+          "DCN cross layers: auto | fp32 | tf32x3 | tf32 (CudaWorker::CrossMath)");
 ABSL_FLAG(int, max_rows, 0,
           "CudaWorker::Options::max_rows: rows per slice (0 = the whole batch in one slice; "
           "the forward figure is then of the last slice)");
@@ -107,15 +109,21 @@ int main(int argc, char** argv) {
   rankd::engine::cuda::DeviceModel::Options dmo;
   rankd::kernels::cuda::TinyDlrmShape tiny;
   dmo.pad_inputs = !(absl::GetFlag(FLAGS_fused) && rankd::engine::cuda::TinyShapeFor(**model, dmo.device, &tiny));
+  rankd::engine::cuda::CudaWorker::Options wo;
+  if (!rankd::engine::cuda::ParseCrossMath(absl::GetFlag(FLAGS_cross_math), &wo.cross_math)) {
+    std::cerr << "--cross_math: expected auto, fp32, tf32x3 or tf32\n";
+    return 2;
+  }
+  wo.math = absl::GetFlag(FLAGS_math) == "tf32" ? rankd::kernels::cuda::MathMode::kTf32
+                                                : rankd::kernels::cuda::MathMode::kFp32;
+  dmo.cross_split_weights =
+      rankd::engine::cuda::ResolveCrossMath(wo) == rankd::engine::cuda::CudaWorker::CrossMath::kTf32x3;
   auto dm = rankd::engine::cuda::DeviceModel::Create(*model, dmo);
   if (!dm.ok()) {
     std::cerr << dm.status() << "\n";
     return 2;
   }
-  rankd::engine::cuda::CudaWorker::Options wo;
   wo.max_rows = absl::GetFlag(FLAGS_max_rows) > 0 ? absl::GetFlag(FLAGS_max_rows) : std::max(b, 16);
-  wo.math = absl::GetFlag(FLAGS_math) == "tf32" ? rankd::kernels::cuda::MathMode::kTf32
-                                                : rankd::kernels::cuda::MathMode::kFp32;
   wo.allow_fused_tiny = absl::GetFlag(FLAGS_fused);
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   auto worker = rankd::engine::cuda::CudaWorker::Create(*dm, wo, "bench");
@@ -277,12 +285,14 @@ int main(int argc, char** argv) {
       tp.cache_bytes = tp.cache_rows > 0 ? 4 * rows + tp.cache_rows * tp.row_bytes : 0;
     }
     ec::DeviceModel::Options ho;
+    ho.cross_split_weights = dmo.cross_split_weights;
     ho.plan = std::make_shared<const rankd::engine::PlacementPlan>(*plan);
     ho.refresh_interval_ms = 0;  // refreshed by hand below
     ho.cache.prefill = false;    // start cold: every refresh changes the cache
     ho.cache.sample_shift = 0;   // log every access: small batches still fill it
     auto hdm = ec::DeviceModel::Create(*model, ho);
     ec::DeviceModel::Options ro;  // all tables in HBM
+    ro.cross_split_weights = dmo.cross_split_weights;
     auto rdm = ec::DeviceModel::Create(*model, ro);
     if (!hdm.ok() || !rdm.ok()) {
       std::cerr << (hdm.ok() ? rdm.status() : hdm.status()) << "\n";
@@ -326,11 +336,11 @@ int main(int argc, char** argv) {
     host_result = buf;
   }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
-  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s fused=%d pack_threads=%d "
+  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d pack_threads=%d "
               "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f (x%d workers) "
               "host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
-              absl::GetFlag(FLAGS_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0,
+              absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0,
               absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady_us,
               steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;

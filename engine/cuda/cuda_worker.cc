@@ -5,10 +5,12 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/split_tf32.h"
 #include "kernels/cpu/types.h"
 #include "kernels/cuda/dense_layers.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/interaction.h"
+#include "kernels/cuda/split_tf32.h"
 
 namespace rankd::engine::cuda {
 namespace {
@@ -109,7 +111,13 @@ absl::Status CudaWorker::Init() {
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
   if (!m.cross.empty()) {
-    auto cross = kc::LinearRunner::Create(kc::MathMode::kFp32);
+    cross_math_ = ResolveCrossMath(options_);
+    if (cross_math_ == CrossMath::kTf32x3 && dm_->cross()[0].v3.weight == nullptr) {
+      return absl::FailedPreconditionError(
+          "CudaWorker: 3xTF32 cross layers need a DeviceModel made with cross_split_weights");
+    }
+    auto cross = kc::LinearRunner::Create(cross_math_ == CrossMath::kFp32 ? kc::MathMode::kFp32
+                                                                          : kc::MathMode::kTf32);
     if (!cross.ok()) return cross.status();
     cross_linear_ = std::move(*cross);
   }
@@ -145,6 +153,11 @@ absl::Status CudaWorker::Init() {
     if (!(s = alloc(cross_b_, rows * n, "cross x")).ok()) return s;
     if (!(s = alloc(cross_t_, rows * n, "cross t")).ok()) return s;
     if (!(s = alloc(cross_r_, rows * m.cross[0].rank, "cross low-rank")).ok()) return s;
+    if (cross_math_ == CrossMath::kTf32x3) {
+      const int64_t width =
+          kernels::SplitTf32Width(static_cast<int>(std::max(n, int64_t{m.cross[0].rank})));
+      if (!(s = alloc(cross_split_, rows * width, "cross split inputs")).ok()) return s;
+    }
   }
   counters_offset_ = (sizeof(float) * rows + 15) & ~size_t{15};
   // Unresolved ids per table (general path) and per feature (fused path),
@@ -303,11 +316,9 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
     for (size_t i = 0; i < dm_->cross().size(); ++i) {
       const auto& c = dm_->cross()[i];
       const int n = c.v.in;
-      s = cross_linear_->Run(c.v, x, n, rows, Activation::kNone, cross_r_.as<float>(), c.v.out,
-                             stream_);
+      s = CrossGemm(c.v, c.v3, x, rows, cross_r_.as<float>());  // r = V x
       if (!s.ok()) return s;
-      s = cross_linear_->Run(c.w, cross_r_.as<float>(), c.w.in, rows, Activation::kNone,
-                       cross_t_.as<float>(), n, stream_);
+      s = CrossGemm(c.w, c.w3, cross_r_.as<float>(), rows, cross_t_.as<float>());  // t = W r + b
       if (!s.ok()) return s;
       float* next = (i % 2 == 0) ? cross_a_.as<float>() : cross_b_.as<float>();
       s = LaunchStatus(kc::LaunchCrossCombine(feats, x, cross_t_.as<float>(), rows, n, next,
@@ -336,6 +347,38 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
                                                   top.back().bias, top.back().in,
                                                   out_.as<float>(), stream_),
                       "final layer + sigmoid");
+}
+
+absl::Status CudaWorker::CrossGemm(const kc::DeviceLinear& layer, const kc::DeviceLinear& split,
+                                   const float* in, int64_t rows, float* out) {
+  if (cross_math_ != CrossMath::kTf32x3) {
+    return cross_linear_->Run(layer, in, layer.in, rows, Activation::kNone, out, layer.out,
+                              stream_);
+  }
+  // [big | small | big] of the input times [big | big | small] of the
+  // weights: one TF32 GEMM over 3x the K.
+  float* in3 = cross_split_.as<float>();
+  absl::Status s = LaunchStatus(
+      kc::LaunchSplitTf32Activations(in, layer.in, rows, layer.in, in3, stream_),
+      "split cross input for 3xTF32");
+  if (!s.ok()) return s;
+  return cross_linear_->Run(split, in3, split.in, rows, Activation::kNone, out, layer.out, stream_);
+}
+
+CudaWorker::CrossMath ResolveCrossMath(const CudaWorker::Options& options) {
+  if (options.cross_math != CudaWorker::CrossMath::kAuto) return options.cross_math;
+  return options.math == kc::MathMode::kTf32 ? CudaWorker::CrossMath::kTf32x3
+                                             : CudaWorker::CrossMath::kFp32;
+}
+
+bool ParseCrossMath(absl::string_view text, CudaWorker::CrossMath* out) {
+  using CM = CudaWorker::CrossMath;
+  if (text == "auto") *out = CM::kAuto;
+  else if (text == "fp32") *out = CM::kFp32;
+  else if (text == "tf32x3") *out = CM::kTf32x3;
+  else if (text == "tf32") *out = CM::kTf32;
+  else return false;
+  return true;
 }
 
 bool TinyShapeFor(const Model& m, int device, kc::TinyDlrmShape* shape, std::string* why) {
@@ -764,6 +807,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     dmo.plan = plan;
     dmo.host_tables = host_tables;
     dmo.shared_cache = options.shared_host_cache;
+    dmo.cross_split_weights = ResolveCrossMath(options) == CudaWorker::CrossMath::kTf32x3;
     kc::TinyDlrmShape tiny;
     dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, d, &tiny));
     auto dm = DeviceModel::Create(model, dmo);

@@ -35,6 +35,16 @@ namespace rankd::engine::cuda {
 
 class CudaWorker final : public Worker {
  public:
+  // How the DCN cross layers' GEMMs run (their K is the whole interaction
+  // width, 3,456 on mlperf, so single-pass TF32 is off by ~1e-3 there).
+  enum class CrossMath {
+    kAuto,    // kFp32 under MathMode::kFp32, kTf32x3 under kTf32
+    kFp32,    // plain fp32 (no tensor cores)
+    kTf32x3,  // split precision on TF32 tensor cores, nearly fp32
+              // (kernels/cpu/split_tf32.h); needs the DeviceModel's split
+              // weights (DeviceModel::Options::cross_split_weights)
+    kTf32,    // single-pass TF32: fastest, least accurate
+  };
   struct Options {
     // Rows one slice computes (buffers are sized for it); larger batches run
     // in several slices.
@@ -42,6 +52,9 @@ class CudaWorker final : public Worker {
     // fp32: exact products (matches the CPU engine within 1e-5); tf32: tensor
     // cores for the MLPs (within ~1e-3).
     kernels::cuda::MathMode math = kernels::cuda::MathMode::kFp32;
+    // DCN cross layers (see CrossMath). kTf32x3 costs a [max_rows, 3n]
+    // activation buffer per worker.
+    CrossMath cross_math = CrossMath::kAuto;
     // Replay a CUDA graph per row bucket after the first batch of a bucket.
     bool use_graphs = true;
     // Use the single fused kernel for models small enough (mini and its sweep).
@@ -149,6 +162,11 @@ class CudaWorker final : public Worker {
   // The packed slice's copies and kernels, on stream_ (no sync).
   absl::Status EnqueueSlice(int64_t padded_rows);
   absl::Status Forward(const PackedLayout& layout);  // kernels only, on stream_
+  // out = in . layer^T (+ bias) for a cross layer, in cross_math_: `split`
+  // is the same layer's 3xTF32 weights.
+  absl::Status CrossGemm(const kernels::cuda::DeviceLinear& layer,
+                         const kernels::cuda::DeviceLinear& split, const float* in, int64_t rows,
+                         float* out);
   // The fused single-kernel forward, when the model is tiny and the slice has
   // no shared bags (the kernel takes per-candidate bags only).
   bool CanRunTiny(const PackedLayout& layout) const;
@@ -164,9 +182,10 @@ class CudaWorker final : public Worker {
   cudaEvent_t batch_done_ = nullptr;
   LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate
   std::unique_ptr<kernels::cuda::LinearRunner> linear_;
-  // DCN cross layers always run in fp32: with TF32 their 3456-long
-  // reductions put mlperf's scores 1.2e-3 off (measured), over the 1e-3 bound.
+  // DCN cross layers' runner (fp32, or TF32 for the split and single-pass
+  // modes) and the resolved mode.
   std::unique_ptr<kernels::cuda::LinearRunner> cross_linear_;
+  CrossMath cross_math_ = CrossMath::kFp32;
   bool fused_tiny_ = false;
 
   // Interaction input layout: x at column 0, feature f at feat_col_[f].
@@ -190,6 +209,7 @@ class CudaWorker final : public Worker {
 
   // Activations, sized for max_rows.
   DeviceBuffer feats_, ping_, pong_, top_in_, cross_a_, cross_b_, cross_t_, cross_r_;
+  DeviceBuffer cross_split_;  // kTf32x3: [max_rows, 3 max(n, rank)] split inputs
   // Scores [max_rows], then unresolved-id counters: [num_tables] (general
   // path) and [num_features] (fused path), u64. The counters only ever grow
   // (zeroed once at start, never reset, so no memset on the latency path);
@@ -229,6 +249,11 @@ class CudaWorker final : public Worker {
   std::map<int64_t, cudaGraphExec_t> graphs_;
   void DropGraphs();
 };
+
+// The cross-layer mode `options` resolves to (never kAuto).
+CudaWorker::CrossMath ResolveCrossMath(const CudaWorker::Options& options);
+// "auto" | "fp32" | "tf32x3" | "tf32" -> the mode; false for anything else.
+bool ParseCrossMath(absl::string_view text, CudaWorker::CrossMath* out);
 
 // Workers for every visible GPU (or `devices` when not empty): one
 // DeviceModel per GPU shared by `workers_per_device` workers (0 = 2).

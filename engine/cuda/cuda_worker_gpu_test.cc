@@ -7,6 +7,7 @@
 // without.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -112,6 +113,64 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
     EXPECT_EQ(h.slices, (candidates + 47) / 48);
     EXPECT_EQ(h.pack_tasks_parallel, h.slices);
   }
+}
+
+// DCN cross layers on TF32 tensor cores with split precision (3xTF32):
+// with the MLPs in fp32, the scores stay within the fp32 bound of the CPU
+// engine; single-pass TF32 is what the split avoids (reported, not bounded).
+TEST(CudaWorkerGpuTest, SplitTf32CrossLayersMatchTheCpuEngineLikeFp32) {
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+  testing::RandomModelSpec spec;
+  spec.interaction = rankd::v1::DCN_V2;
+  spec.table_rows = {300, 200, 500, 100, 250, 150, 350};
+  spec.dim = 33;  // n = 33 * 8 = 264 (3n = 792), rank 13 (3 rank = 39: padded to 40)
+  spec.dcn_layers = 3;
+  spec.dcn_rank = 13;
+  spec.bottom = {32};
+  spec.top = {24};
+  auto model = MakeRandomModel(spec);
+  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const Batch batch = MakeBatch(*model, 6, 200, 6, 3);
+  double worst[3] = {0, 0, 0};
+  const CudaWorker::CrossMath modes[] = {CudaWorker::CrossMath::kFp32,
+                                         CudaWorker::CrossMath::kTf32x3,
+                                         CudaWorker::CrossMath::kTf32};
+  for (int k = 0; k < 3; ++k) {
+    DeviceModel::Options dmo;
+    dmo.cross_split_weights = modes[k] == CudaWorker::CrossMath::kTf32x3;
+    auto dm = DeviceModel::Create(model, dmo);
+    ASSERT_TRUE(dm.ok()) << dm.status();
+    CudaWorker::Options wo;
+    wo.cross_math = modes[k];
+    wo.max_rows = 256;
+    auto worker = CudaWorker::Create(*dm, wo, "cross");
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    const auto got = ScoreOn(**worker, batch);
+    for (size_t r = 0; r < batch.requests.size(); ++r) {
+      auto want = (*cpu)->Score(*batch.requests[r]);
+      ASSERT_TRUE(want.ok()) << want.status();
+      for (size_t c = 0; c < want->size(); ++c) {
+        ASSERT_FALSE(std::isnan(got[r][c])) << "mode " << k << " request " << r << " candidate " << c;
+        const double err = std::abs(double{got[r][c]} - (*want)[c]) /
+                           std::max(1e-30, std::abs(double{(*want)[c]}));
+        worst[k] = std::max(worst[k], err);
+      }
+    }
+  }
+  EXPECT_LT(worst[0], 1e-5) << "fp32";
+  EXPECT_LT(worst[1], 1e-5) << "tf32x3";
+  std::printf("max rel. error vs the CPU engine: fp32 %.2e, tf32x3 %.2e, tf32 %.2e\n", worst[0],
+              worst[1], worst[2]);
+
+  // A worker asked for 3xTF32 on a DeviceModel without split weights is refused.
+  auto plain = DeviceModel::Create(model, DeviceModel::Options());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  CudaWorker::Options wo;
+  wo.cross_math = CudaWorker::CrossMath::kTf32x3;
+  auto refused = CudaWorker::Create(*plain, wo, "refused");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "engine/cuda/device_model.h"
 
-#include "kernels/cuda/row_scatter.h"
-
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -11,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/host_memory.h"
+#include "kernels/cpu/split_tf32.h"
 #include "kernels/cuda/dynamic_table.h"
+#include "kernels/cuda/row_scatter.h"
 
 namespace rankd::engine::cuda {
 namespace {
@@ -450,6 +450,19 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     // V [rank, n] is a Linear n -> rank; W [n, rank] is a Linear rank -> n.
     dc.v = {static_cast<const float*>(*v), nullptr, c.n, c.rank};
     dc.w = {static_cast<const float*>(*w), static_cast<const float*>(*b), c.rank, c.n};
+    if (options.cross_split_weights) {
+      const int64_t v_floats = int64_t{c.rank} * kernels::SplitTf32Width(c.n);
+      const int64_t w_floats = int64_t{c.n} * kernels::SplitTf32Width(c.rank);
+      std::vector<float> split(std::max(v_floats, w_floats));
+      kernels::SplitTf32Weights(c.v.data(), c.rank, c.n, split.data());
+      auto v3 = dm->Upload(split.data(), 4 * v_floats, absl::StrCat("cross[", i, "].V split"));
+      if (!v3.ok()) return v3.status();
+      kernels::SplitTf32Weights(c.w.data(), c.n, c.rank, split.data());
+      auto w3 = dm->Upload(split.data(), 4 * w_floats, absl::StrCat("cross[", i, "].W split"));
+      if (!w3.ok()) return w3.status();
+      dc.v3 = {static_cast<const float*>(*v3), nullptr, kernels::SplitTf32Width(c.n), c.rank};
+      dc.w3 = {static_cast<const float*>(*w3), dc.w.bias, kernels::SplitTf32Width(c.rank), c.n};
+    }
     dm->cross_.push_back(dc);
   }
   // Cache refreshes and online updates.

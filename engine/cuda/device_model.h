@@ -63,6 +63,11 @@ class DeviceModel {
     bool shared_cache = true;
     // How often the maintenance thread refreshes the caches.
     int refresh_interval_ms = 100;
+    // Also upload the DCN cross weights split for 3xTF32 (DeviceCross::v3,
+    // w3: three times the cross weights, out of reserve_bytes), for workers
+    // that run the cross layers on TF32 tensor cores at nearly fp32 accuracy
+    // (CudaWorker::Options::cross_math).
+    bool cross_split_weights = false;
   };
 
   static absl::StatusOr<std::shared_ptr<const DeviceModel>> Create(
@@ -89,6 +94,10 @@ class DeviceModel {
   struct DeviceCross {
     kernels::cuda::DeviceLinear v;  // x [rows, n] -> [rows, rank], no bias
     kernels::cuda::DeviceLinear w;  // [rows, rank] -> [rows, n], bias b
+    // With Options::cross_split_weights: the same layers over split inputs
+    // (kernels/cpu/split_tf32.h): V [rank, 3n], W [n, 3 rank]; else null.
+    kernels::cuda::DeviceLinear v3;
+    kernels::cuda::DeviceLinear w3;
   };
   const std::vector<DeviceCross>& cross() const { return cross_; }
   // Host copies of the descriptors (device pointers inside).

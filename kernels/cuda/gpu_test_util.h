@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -29,6 +30,36 @@ inline uint64_t TestSeed() {
   if (const char* s = std::getenv("RANKD_TEST_SEED")) return std::strtoull(s, nullptr, 10);
   return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
 }
+
+// Device memory for n floats, freed on scope exit; a failed allocation
+// leaves get() null (the launch under test then reports it).
+class DeviceFloats {
+ public:
+  explicit DeviceFloats(size_t n) : n_(n) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, (n_ > 0 ? n_ : 1) * sizeof(float)) == cudaSuccess) p_ = static_cast<float*>(p);
+  }
+  explicit DeviceFloats(const std::vector<float>& host) : DeviceFloats(host.size()) {
+    if (p_ != nullptr) cudaMemcpy(p_, host.data(), 4 * n_, cudaMemcpyHostToDevice);
+  }
+  ~DeviceFloats() { cudaFree(p_); }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  float* get() const { return p_; }
+  // 0xFF bytes: a NaN no kernel computes, so an unwritten output shows.
+  void Poison() {
+    if (p_ != nullptr) cudaMemset(p_, 0xFF, 4 * n_);
+  }
+  std::vector<float> ToHost() const {
+    std::vector<float> h(n_);
+    if (p_ != nullptr) cudaMemcpy(h.data(), p_, 4 * n_, cudaMemcpyDeviceToHost);
+    return h;
+  }
+
+ private:
+  size_t n_;
+  float* p_ = nullptr;
+};
 
 }  // namespace rankd::kernels::cuda::testing
 
