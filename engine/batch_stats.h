@@ -6,25 +6,31 @@
 #define RANKD_ENGINE_BATCH_STATS_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace rankd::engine {
+
+// What a batch did to one table in pinned host memory (CUDA backend,
+// placement HOST) and its HBM cache.
+struct HostTableStats {
+  int64_t lookups = 0;     // ids looked up
+  int64_t host_reads = 0;  // of those, not in the HBM cache (read from host memory)
+  // Rows actually copied from host memory: each distinct missed row of a
+  // batch once (plus direct reads past the staging buffer).
+  int64_t host_rows_read = 0;
+  // The cache's slots used / slots; none when the table has no cache.
+  std::optional<double> cache_occupancy;
+};
 
 struct BatchStats {
   // Ids that did not resolve (out of range / missing key) and pooled the
   // default vector, per table (Model::tables order).
   std::vector<int64_t> unresolved_ids_per_table;
-  // CUDA backend with HOST tables only (empty otherwise), per table: ids
-  // looked up, and of those the rows read from host memory (not in the HBM
-  // cache). Cache hits = lookups - unresolved - host reads.
-  std::vector<int64_t> lookups_per_table;
-  std::vector<int64_t> host_reads_per_table;
-  // Of those, the rows actually copied from host memory: each distinct
-  // missed row of a batch once (plus direct reads past the staging buffer).
-  std::vector<int64_t> host_rows_read_per_table;
-  // The HBM cache's occupancy per table (slots used / slots), -1 for a HOST
-  // table without a cache, -2 for a table in HBM.
-  std::vector<double> cache_occupancy_per_table;
+  // Per table (Model::tables order) when the backend has tables in host
+  // memory, empty otherwise; none for a table in device memory. Cache hits =
+  // lookups - unresolved - host reads.
+  std::vector<std::optional<HostTableStats>> host_tables;
 };
 
 }  // namespace rankd::engine

@@ -319,9 +319,11 @@ int main(int argc, char** argv) {
       if (!s.ok()) break;
       if (std::memcmp(host.data(), ref.data(), sizeof(float) * b) != 0) ++mismatched_runs;
       hits = misses = 0;
-      for (size_t t = 0; t < st.lookups_per_table.size(); ++t) {
-        misses += st.host_reads_per_table[t];
-        hits += st.lookups_per_table[t] - st.unresolved_ids_per_table[t] - st.host_reads_per_table[t];
+      for (size_t t = 0; t < st.host_tables.size(); ++t) {
+        if (!st.host_tables[t]) continue;
+        misses += st.host_tables[t]->host_reads;
+        hits += st.host_tables[t]->lookups - st.unresolved_ids_per_table[t] -
+                st.host_tables[t]->host_reads;
       }
       s = (*hdm)->RefreshCachesNow();  // the next run sees a changed cache
     }

@@ -641,17 +641,16 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
 void CudaWorker::StartStats(BatchStats* stats) const {
   const Model& m = dm_->model();
   stats->unresolved_ids_per_table.assign(m.tables.size(), 0);
+  stats->host_tables.clear();
   if (!dm_->any_host()) return;
-  stats->host_reads_per_table.assign(m.tables.size(), 0);
-  stats->host_rows_read_per_table.assign(m.tables.size(), 0);
-  stats->lookups_per_table.assign(m.tables.size(), 0);
-  stats->cache_occupancy_per_table.assign(m.tables.size(), -2.0);
+  stats->host_tables.resize(m.tables.size());
   const PlacementPlan& plan = dm_->plan();
   for (size_t t = 0; t < m.tables.size(); ++t) {
-    if (plan.tables[t].tier == Tier::kHost) stats->cache_occupancy_per_table[t] = -1.0;
+    if (plan.tables[t].tier == Tier::kHost) stats->host_tables[t].emplace();
   }
   for (const DeviceModel::CacheInfo& c : dm_->cache_info()) {
-    stats->cache_occupancy_per_table[c.table] =
+    if (!stats->host_tables[c.table]) continue;
+    stats->host_tables[c.table]->cache_occupancy =
         c.stats.capacity > 0 ? static_cast<double>(c.stats.occupied) / c.stats.capacity : 0.0;
   }
 }
@@ -675,7 +674,9 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
     for (size_t f = 0; f < m.features.size(); ++f) {
       const kc::DeviceFeature& df = features[f];
       const int64_t ids = bag_ids[df.bag_begin + df.num_bags] - bag_ids[df.bag_begin];
-      if (stats != nullptr) stats->lookups_per_table[m.features[f].table] += ids;
+      if (stats != nullptr && stats->host_tables[m.features[f].table]) {
+        stats->host_tables[m.features[f].table]->lookups += ids;
+      }
       if (plan.tables[m.features[f].table].tier == Tier::kHost) host_lookups += ids;
     }
     int64_t misses = 0;
@@ -704,13 +705,12 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
       stats->unresolved_ids_per_table[m.features[f].table] +=
           counts[nt + f] - last_counts_[nt + f];
     }
-    if (dm_->any_host()) {
-      for (size_t t = 0; t < nt; ++t) {
-        stats->host_reads_per_table[t] +=
-            counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
-        stats->host_rows_read_per_table[t] +=
-            counts[host_rows_read_index_ + t] - last_counts_[host_rows_read_index_ + t];
-      }
+    for (size_t t = 0; t < stats->host_tables.size(); ++t) {
+      if (!stats->host_tables[t]) continue;
+      stats->host_tables[t]->host_reads +=
+          counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
+      stats->host_tables[t]->host_rows_read +=
+          counts[host_rows_read_index_ + t] - last_counts_[host_rows_read_index_ + t];
     }
   }
   last_counts_.assign(counts, counts + last_counts_.size());

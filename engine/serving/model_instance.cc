@@ -230,10 +230,7 @@ void ModelInstance::RunWorker(Worker* worker) {
       scores.push_back(q.scores);
     }
     stats.unresolved_ids_per_table.clear();
-    stats.lookups_per_table.clear();
-    stats.host_reads_per_table.clear();
-    stats.host_rows_read_per_table.clear();
-    stats.cache_occupancy_per_table.clear();
+    stats.host_tables.clear();
 
     const absl::Time start = clock_->Now();
     absl::Status status;
@@ -257,25 +254,16 @@ void ModelInstance::RunWorker(Worker* worker) {
                                      model_->tables[t].dynamic, count);
         }
       }
-      const size_t nt = model_->tables.size();
-      if (stats.host_reads_per_table.size() == nt && stats.lookups_per_table.size() == nt &&
-          stats.cache_occupancy_per_table.size() == nt) {
-        for (size_t t = 0; t < nt; ++t) {
-          const double occupancy = stats.cache_occupancy_per_table[t];
-          if (occupancy < -1.5) continue;  // in HBM
-          const int64_t misses = stats.host_reads_per_table[t];
-          const int64_t unresolved =
-              t < stats.unresolved_ids_per_table.size() ? stats.unresolved_ids_per_table[t] : 0;
-          const int64_t hits =
-              std::max<int64_t>(0, stats.lookups_per_table[t] - unresolved - misses);
-          // Bytes that crossed from host memory: distinct missed rows when
-          // the backend reports them, else every miss.
-          const int64_t rows_read = stats.host_rows_read_per_table.size() == nt
-                                        ? stats.host_rows_read_per_table[t]
-                                        : misses;
-          observer_->OnEmbeddingCache(model, model_->tables[t].name, hits, misses,
-                                      rows_read * model_->tables[t].row_bytes(), occupancy);
-        }
+      const size_t host = std::min(stats.host_tables.size(), model_->tables.size());
+      for (size_t t = 0; t < host; ++t) {
+        if (!stats.host_tables[t]) continue;  // in device memory
+        const HostTableStats& h = *stats.host_tables[t];
+        const int64_t unresolved =
+            t < stats.unresolved_ids_per_table.size() ? stats.unresolved_ids_per_table[t] : 0;
+        const int64_t hits = std::max<int64_t>(0, h.lookups - unresolved - h.host_reads);
+        observer_->OnEmbeddingCache(model, model_->tables[t].name, hits, h.host_reads,
+                                    h.host_rows_read * model_->tables[t].row_bytes(),
+                                    h.cache_occupancy.value_or(-1.0));
       }
     }
 

@@ -192,6 +192,17 @@ class RecordingObserver final : public ServingObserver {
     absl::MutexLock lock(&mu_);
     nonfinite.push_back(count);
   }
+  void OnEmbeddingCache(const ModelVersionRef&, absl::string_view table, int64_t hits,
+                        int64_t misses, int64_t bytes_read, double occupancy) override {
+    absl::MutexLock lock(&mu_);
+    caches.push_back({std::string(table), hits, misses, bytes_read, occupancy});
+  }
+  struct Cache {
+    std::string table;
+    int64_t hits, misses, bytes_read;
+    double occupancy;
+  };
+  std::vector<Cache> caches;
 
   std::vector<int64_t> nonfinite;
   struct Unresolved {
@@ -361,6 +372,50 @@ TEST(ModelInstanceTest, TimingSplitsQueueAndCompute) {
   EXPECT_EQ(second->timing.queue, absl::Milliseconds(7));
   EXPECT_EQ(second->timing.compute, absl::Milliseconds(2));
   EXPECT_EQ(second->timing.total, absl::Milliseconds(9));
+}
+
+// A worker whose tables partly live in host memory: it reports per-table
+// cache figures (typed, none for a table in device memory), which reach the
+// observer once per host table with hits = lookups - unresolved - misses.
+class HostStatsWorker final : public Worker {
+ public:
+  absl::string_view name() const override { return "host-stats"; }
+  absl::Status Execute(absl::Span<const Request* const> requests,
+                       absl::Span<const absl::Span<float>> scores, BatchStats* stats) override {
+    for (size_t r = 0; r < requests.size(); ++r) {
+      for (float& s : scores[r]) s = 0.5f;
+    }
+    stats->unresolved_ids_per_table = {0, 2, 1};
+    stats->host_tables.assign(3, std::nullopt);
+    stats->host_tables[1] = HostTableStats{10, 3, 2, 0.25};
+    stats->host_tables[2] = HostTableStats{5, 5, 4, std::nullopt};  // no cache
+    return absl::OkStatus();
+  }
+};
+
+TEST(ModelInstanceTest, HostTableStatsReachTheObserverPerHostTable) {
+  auto model = IdModel();
+  RecordingObserver observer;
+  observer.expected_name_ = "ids";
+  auto instance = MakeInstance(model, Batching(100, 1, 0), One(std::make_unique<HostStatsWorker>()),
+                               &observer);
+  auto call = IdCall(1, 2);
+  ASSERT_TRUE(instance->Submit(call->Item()).ok());
+  call->done.WaitForNotification();
+  instance->Shutdown();
+  ASSERT_TRUE(call->status.ok()) << call->status;
+  absl::MutexLock lock(&observer.mu_);
+  ASSERT_EQ(observer.caches.size(), 2u);
+  EXPECT_EQ(observer.caches[0].table, model->tables[1].name);
+  EXPECT_EQ(observer.caches[0].hits, 10 - 2 - 3);
+  EXPECT_EQ(observer.caches[0].misses, 3);
+  EXPECT_EQ(observer.caches[0].bytes_read, 2 * model->tables[1].row_bytes());
+  EXPECT_EQ(observer.caches[0].occupancy, 0.25);
+  EXPECT_EQ(observer.caches[1].table, model->tables[2].name);
+  EXPECT_EQ(observer.caches[1].hits, 0);  // never negative
+  EXPECT_EQ(observer.caches[1].misses, 5);
+  EXPECT_EQ(observer.caches[1].bytes_read, 4 * model->tables[2].row_bytes());
+  EXPECT_EQ(observer.caches[1].occupancy, -1.0);  // the observer's "no cache"
 }
 
 TEST(ModelInstanceTest, ExecuteErrorFailsEveryRequestOfTheBatch) {
