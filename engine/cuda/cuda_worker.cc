@@ -160,13 +160,9 @@ absl::Status CudaWorker::Init() {
     }
   }
   counters_offset_ = (sizeof(float) * rows + 15) & ~size_t{15};
-  // Unresolved ids per table (general path) and per feature (fused path),
-  // then host reads per table (HOST tables).
-  host_reads_index_ = m.tables.size() + m.features.size();
-  host_rows_read_index_ = host_reads_index_ + m.tables.size();
-  const size_t num_counters = host_rows_read_index_ + m.tables.size();
-  last_counts_.assign(num_counters, 0);
-  const size_t out_bytes = counters_offset_ + 8 * num_counters;
+  counters_ = CounterLayout(m.tables.size(), m.features.size());
+  last_counts_.assign(counters_.total, 0);
+  const size_t out_bytes = counters_offset_ + 8 * counters_.total;
   if (!(s = out_.Allocate(out_bytes, "scores")).ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(out_.get(), 0, out_bytes), "zero counters");
   if (!(s = host_out_.Allocate(out_bytes, "scores (host)")).ok()) return s;
@@ -234,47 +230,62 @@ absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {
 }
 
 absl::Status CudaWorker::Forward(const PackedLayout& l) {
+  absl::Status s = BottomMlp(l);
+  if (!s.ok()) return s;
+  MarkStage();
+  s = PooledLookup(l);
+  if (!s.ok()) return s;
+  MarkStage();
+  const float* top_in = nullptr;
+  int64_t top_ld = 0;
+  s = Interaction(l.padded_rows, &top_in, &top_ld);
+  if (!s.ok()) return s;
+  MarkStage();
+  return TopMlp(l.padded_rows, top_in, top_ld);
+}
+
+void CudaWorker::MarkStage() {
+  if (stage_events_ == nullptr) return;
+  cudaEvent_t e;
+  cudaEventCreate(&e);
+  cudaEventRecord(e, stream_);
+  stage_events_->push_back(e);
+}
+
+absl::Status CudaWorker::BottomMlp(const PackedLayout& l) {
+  // The last layer writes x into columns [0, xw) of the interaction input.
   const Model& m = dm_->model();
-  uint8_t* arena = device_arena_.as<uint8_t>();
   const int64_t rows = l.padded_rows;
   const int fw = feat_width_;
-  const int nt = static_cast<int>(m.tables.size());
-  auto* counters = reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_);
-  (void)nt;
-
-  // 1. Bottom MLP; the last layer writes x into columns [0, xw) of feats.
-  const float* dense = reinterpret_cast<const float*>(arena + l.dense_offset);
+  const float* dense = reinterpret_cast<const float*>(device_arena_.as<uint8_t>() + l.dense_offset);
   float* feats = feats_.as<float>();
   if (dm_->bottom().empty()) {
     RANKD_RETURN_IF_CUDA_ERROR(
         cudaMemcpy2DAsync(feats, sizeof(float) * fw, dense, sizeof(float) * l.dense_ld,
                           sizeof(float) * m.num_dense, rows, cudaMemcpyDeviceToDevice, stream_),
         "dense -> interaction input");
-  } else {
-    const float* in = dense;
-    int64_t in_ld = l.dense_ld;
-    for (size_t i = 0; i < dm_->bottom().size(); ++i) {
-      const bool last = i + 1 == dm_->bottom().size();
-      float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
-      const int64_t out_ld = last ? fw : dm_->bottom()[i].out;
-      absl::Status s = linear_->Run(dm_->bottom()[i], in, in_ld, rows, Activation::kRelu, out,
-                                    out_ld, stream_);
-      if (!s.ok()) return s;
-      in = out;
-      in_ld = out_ld;
-    }
+    return absl::OkStatus();
   }
+  const float* in = dense;
+  int64_t in_ld = l.dense_ld;
+  for (size_t i = 0; i < dm_->bottom().size(); ++i) {
+    const bool last = i + 1 == dm_->bottom().size();
+    float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
+    const int64_t out_ld = last ? fw : dm_->bottom()[i].out;
+    absl::Status s = linear_->Run(dm_->bottom()[i], in, in_ld, rows, Activation::kRelu, out,
+                                  out_ld, stream_);
+    if (!s.ok()) return s;
+    in = out;
+    in_ld = out_ld;
+  }
+  return absl::OkStatus();
+}
 
-  auto mark = [&]() {
-    if (stage_events_ != nullptr) {
-      cudaEvent_t e;
-      cudaEventCreate(&e);
-      cudaEventRecord(e, stream_);
-      stage_events_->push_back(e);
-    }
-  };
-  mark();
-  // 2. All features' pooled embeddings, one launch, into their columns.
+absl::Status CudaWorker::PooledLookup(const PackedLayout& l) {
+  // All features' pooled embeddings, one launch, into their columns.
+  const Model& m = dm_->model();
+  uint8_t* arena = device_arena_.as<uint8_t>();
+  unsigned long long* counters = device_counters();
   kc::PooledLookupArgs args;
   args.tables = dm_->device_tables();
   args.features = reinterpret_cast<const kc::DeviceFeature*>(arena + l.features_offset);
@@ -284,61 +295,63 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
   args.bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
   args.bag_rows = reinterpret_cast<const int32_t*>(arena + l.bag_rows_offset);
   args.total_bags = l.max_bags();  // upper bound: the same launch for every batch of the bucket
-  args.out = feats;
-  args.out_stride = fw;
-  args.unresolved = counters;
+  args.out = feats_.as<float>();
+  args.out_stride = feat_width_;
+  args.unresolved = counters + counters_.unresolved_per_table;
   args.any_host = dm_->any_host();
-  args.host_reads = counters + host_reads_index_;
-  args.host_rows_read = counters + host_rows_read_index_;
+  args.host_reads = counters + counters_.host_reads;
+  args.host_rows_read = counters + counters_.host_rows_read;
   args.staging = host_staging_;
   args.score_now_ptr = score_now_.as<unsigned long long>();  // null without scored tables
-  absl::Status s = LaunchStatus(
+  return LaunchStatus(
       kc::LaunchPooledLookup(args, reinterpret_cast<const int64_t*>(arena + l.bag_prefix_offset),
                              stream_),
       "pooled embedding lookup");
-  if (!s.ok()) return s;
+}
 
-  mark();
-  // 3. Interaction.
-  const float* top_in = feats;
-  int64_t top_ld = fw;
+absl::Status CudaWorker::Interaction(int64_t rows, const float** top_in, int64_t* top_ld) {
+  // DOT: pairs into top_in_; DCN_V2: the cross layers; CAT: feats as they are.
+  const Model& m = dm_->model();
+  const float* feats = feats_.as<float>();
+  *top_in = feats;
+  *top_ld = feat_width_;
   if (m.interaction == rankd::v1::DOT) {
-    s = LaunchStatus(kc::LaunchDotInteraction(feats, fw, rows,
-                                              1 + static_cast<int>(m.features.size()),
-                                              m.dense_out_width(), m.self_interaction,
-                                              top_in_.as<float>(), dm_->top_in_ld(), stream_),
-                     "dot interaction");
+    absl::Status s = LaunchStatus(
+        kc::LaunchDotInteraction(feats, feat_width_, rows, 1 + static_cast<int>(m.features.size()),
+                                 m.dense_out_width(), m.self_interaction, top_in_.as<float>(),
+                                 dm_->top_in_ld(), stream_),
+        "dot interaction");
     if (!s.ok()) return s;
-    top_in = top_in_.as<float>();
-    top_ld = dm_->top_in_ld();
+    *top_in = top_in_.as<float>();
+    *top_ld = dm_->top_in_ld();
   } else if (m.interaction == rankd::v1::DCN_V2) {
     const float* x = feats;
     for (size_t i = 0; i < dm_->cross().size(); ++i) {
       const auto& c = dm_->cross()[i];
       const int n = c.v.in;
-      s = CrossGemm(c.v, c.v3, x, rows, cross_r_.as<float>());  // r = V x
+      absl::Status s = CrossGemm(c.v, c.v3, x, rows, cross_r_.as<float>());  // r = V x
       if (!s.ok()) return s;
       s = CrossGemm(c.w, c.w3, cross_r_.as<float>(), rows, cross_t_.as<float>());  // t = W r + b
       if (!s.ok()) return s;
       float* next = (i % 2 == 0) ? cross_a_.as<float>() : cross_b_.as<float>();
-      s = LaunchStatus(kc::LaunchCrossCombine(feats, x, cross_t_.as<float>(), rows, n, next,
-                                              stream_),
-                       "cross combine");
+      s = LaunchStatus(
+          kc::LaunchCrossCombine(feats, x, cross_t_.as<float>(), rows, n, next, stream_),
+          "cross combine");
       if (!s.ok()) return s;
       x = next;
     }
-    top_in = x;
-    top_ld = fw;
+    *top_in = x;
   }
+  return absl::OkStatus();
+}
 
-  mark();
-  // 4. Top MLP; the last (1-wide) layer fused with the sigmoid.
-  const float* in = top_in;
-  int64_t in_ld = top_ld;
+absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
+  // The last (1-wide) layer fused with the sigmoid.
   const auto& top = dm_->top();
   for (size_t i = 0; i + 1 < top.size(); ++i) {
     float* out = (in == ping_.as<float>()) ? pong_.as<float>() : ping_.as<float>();
-    s = linear_->Run(top[i], in, in_ld, rows, Activation::kRelu, out, top[i].out, stream_);
+    absl::Status s =
+        linear_->Run(top[i], in, in_ld, rows, Activation::kRelu, out, top[i].out, stream_);
     if (!s.ok()) return s;
     in = out;
     in_ld = top[i].out;
@@ -450,9 +463,7 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
   args.weights = tiny_weights_.as<float>();
   args.rows = l.rows;
   args.scores = out_.as<float>();
-  auto* counters = reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_) +
-                   m.tables.size();  // the fused path's per-feature region
-  args.unresolved = counters;
+  args.unresolved = device_counters() + counters_.unresolved_per_feature;
   const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
   for (size_t f = 0; f < m.features.size(); ++f) {
     kc::TinyDlrmFeature& tf = args.features[f];
@@ -662,6 +673,8 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
   const PackedLayout& layout = layouts_[cur_];
   const auto* counts =
       reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
+  // This slice's count of counter i.
+  auto delta = [&](size_t i) -> int64_t { return counts[i] - last_counts_[i]; };
   if (dm_->any_host()) {
     // Ids of each feature in this slice, from the packed bag offsets; the
     // slice's cache misses decide whether the next slice stages them.
@@ -681,7 +694,7 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
     }
     int64_t misses = 0;
     for (size_t t = 0; t < m.tables.size(); ++t) {
-      misses += counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
+      misses += delta(counters_.host_reads + t);
     }
     if (host_lookups > 0) {
       staging_on_ = misses >= options_.staging_min_miss_rate * static_cast<double>(host_lookups);
@@ -697,20 +710,17 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
     row += take;
   }
   if (stats != nullptr) {
-    const size_t nt = m.tables.size();
-    for (size_t t = 0; t < nt; ++t) {
-      stats->unresolved_ids_per_table[t] += counts[t] - last_counts_[t];
+    for (size_t t = 0; t < m.tables.size(); ++t) {
+      stats->unresolved_ids_per_table[t] += delta(counters_.unresolved_per_table + t);
     }
     for (size_t f = 0; f < m.features.size(); ++f) {  // the fused path counts per feature
       stats->unresolved_ids_per_table[m.features[f].table] +=
-          counts[nt + f] - last_counts_[nt + f];
+          delta(counters_.unresolved_per_feature + f);
     }
     for (size_t t = 0; t < stats->host_tables.size(); ++t) {
       if (!stats->host_tables[t]) continue;
-      stats->host_tables[t]->host_reads +=
-          counts[host_reads_index_ + t] - last_counts_[host_reads_index_ + t];
-      stats->host_tables[t]->host_rows_read +=
-          counts[host_rows_read_index_ + t] - last_counts_[host_rows_read_index_ + t];
+      stats->host_tables[t]->host_reads += delta(counters_.host_reads + t);
+      stats->host_tables[t]->host_rows_read += delta(counters_.host_rows_read + t);
     }
   }
   last_counts_.assign(counts, counts + last_counts_.size());

@@ -161,7 +161,15 @@ class CudaWorker final : public Worker {
   void StartStats(BatchStats* stats) const;
   // The packed slice's copies and kernels, on stream_ (no sync).
   absl::Status EnqueueSlice(int64_t padded_rows);
-  absl::Status Forward(const PackedLayout& layout);  // kernels only, on stream_
+  // The forward of the packed slice: its kernels only, on stream_, in four
+  // stages (ProfileLastForward times each).
+  absl::Status Forward(const PackedLayout& layout);
+  absl::Status BottomMlp(const PackedLayout& layout);
+  absl::Status PooledLookup(const PackedLayout& layout);
+  // Sets the top MLP's input and its row stride.
+  absl::Status Interaction(int64_t rows, const float** top_in, int64_t* top_ld);
+  absl::Status TopMlp(int64_t rows, const float* in, int64_t in_ld);
+  void MarkStage();  // an event between stages, inside ProfileLastForward only
   // out = in . layer^T (+ bias) for a cross layer, in cross_math_: `split`
   // is the same layer's 3xTF32 weights.
   absl::Status CrossGemm(const kernels::cuda::DeviceLinear& layer,
@@ -210,20 +218,36 @@ class CudaWorker final : public Worker {
   // Activations, sized for max_rows.
   DeviceBuffer feats_, ping_, pong_, top_in_, cross_a_, cross_b_, cross_t_, cross_r_;
   DeviceBuffer cross_split_;  // kTf32x3: [max_rows, 3 max(n, rank)] split inputs
-  // Scores [max_rows], then unresolved-id counters: [num_tables] (general
-  // path) and [num_features] (fused path), u64. The counters only ever grow
-  // (zeroed once at start, never reset, so no memset on the latency path);
-  // a batch's counts are the difference from the previous readout.
+  // Where each counter sits among out_'s u64 counters. The counters only
+  // ever grow (zeroed once at start, never reset, so no memset on the
+  // latency path); a batch's counts are the difference from the previous
+  // readout (last_counts_).
+  struct CounterLayout {
+    size_t unresolved_per_table = 0;    // [tables]: the general path
+    size_t unresolved_per_feature = 0;  // [features]: the fused path
+    size_t host_reads = 0;              // [tables]: HBM-cache misses
+    size_t host_rows_read = 0;          // [tables]: rows copied from host memory
+    size_t total = 0;
+    CounterLayout() = default;
+    CounterLayout(size_t tables, size_t features)
+        : unresolved_per_feature(tables),
+          host_reads(tables + features),
+          host_rows_read(2 * tables + features),
+          total(3 * tables + features) {}
+  };
+  // Scores [max_rows], then (16-byte aligned, at counters_offset_ bytes)
+  // the counters.
   DeviceBuffer out_;
   PinnedBuffer host_out_;
   size_t counters_offset_ = 0;
+  CounterLayout counters_;
   std::vector<unsigned long long> last_counts_;
+  unsigned long long* device_counters() const {
+    return reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_);
+  }
 
   // HOST tables: this worker's slot in the DeviceModel's ReaderGate (-1: none).
   int reader_ = -1;
-  // Offsets (in counters) of the per-table cache-miss and host-row counters.
-  size_t host_reads_index_ = 0;
-  size_t host_rows_read_index_ = 0;
   // HOST tables: the staging passes' scratch, laid out for ids_capacity_ ids.
   DeviceBuffer host_staging_block_;
   kernels::cuda::HostStaging host_staging_;
