@@ -105,7 +105,7 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
   l.ids_capacity = ids_capacity;
   const int64_t nf = static_cast<int64_t>(model.features.size());
   const int64_t entries = padded_rows * nf + nf;
-  l.max_bags_value = padded_rows * nf;
+  l.max_bags = padded_rows * nf;
   size_t at = 0;
   l.dense_offset = at;
   at = Align16(at + sizeof(float) * padded_rows * l.dense_ld);

@@ -60,8 +60,7 @@ struct PackedLayout {
   size_t bag_prefix_offset = 0;
   size_t bytes = 0;         // arena size for this (padded_rows, ids_capacity)
   // Upper bound of bags: every row one bag per feature.
-  int64_t max_bags() const { return max_bags_value; }
-  int64_t max_bags_value = 0;
+  int64_t max_bags = 0;
 };
 
 // Runs task(i) for every i in [0, n), possibly on several threads at once,

@@ -93,7 +93,7 @@ void CheckSlice(const Model& m, const std::vector<const Request*>& reqs, int64_t
   }
   EXPECT_EQ(prefix[m.features.size()], bags);
   EXPECT_EQ(l.total_bags, bags);
-  EXPECT_LE(bags, l.max_bags());
+  EXPECT_LE(bags, l.max_bags);
 }
 
 TEST(BatchPackerTest, SlicesOfMixedRequestsRoundTrip) {

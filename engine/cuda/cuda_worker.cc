@@ -294,7 +294,7 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l) {
   args.weights = reinterpret_cast<const float*>(arena + l.weights_offset);
   args.bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
   args.bag_rows = reinterpret_cast<const int32_t*>(arena + l.bag_rows_offset);
-  args.total_bags = l.max_bags();  // upper bound: the same launch for every batch of the bucket
+  args.total_bags = l.max_bags;  // upper bound: the same launch for every batch of the bucket
   args.out = feats_.as<float>();
   args.out_stride = feat_width_;
   args.unresolved = counters + counters_.unresolved_per_table;
@@ -467,7 +467,7 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
   const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
   for (size_t f = 0; f < m.features.size(); ++f) {
     kc::TinyDlrmFeature& tf = args.features[f];
-    tf.table = dm_->host_tables()[m.features[f].table];
+    tf.table = dm_->table_descriptors()[m.features[f].table];
     tf.ids = reinterpret_cast<const int64_t*>(arena + l.ids_offset);
     // Per-candidate bags: the feature's bag entries are its [rows + 1] offsets.
     tf.offsets = bag_ids + host_features[f].bag_begin;

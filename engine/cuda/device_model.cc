@@ -115,7 +115,7 @@ absl::Status DeviceModel::MakeCaches(std::vector<CachedTable> cached, const Opti
     if (!cache.ok()) return cache.status();
     const int index = static_cast<int>(caches_.size());
     for (size_t m = 0; m < g.size(); ++m) {
-      (*cache)->Describe(static_cast<int>(m), &host_tables_[g[m].table]);
+      (*cache)->Describe(static_cast<int>(m), &table_descriptors_[g[m].table]);
       cache_of_table_[g[m].table] = {index, static_cast<int>(m)};
     }
     caches_.push_back(std::move(*cache));
@@ -129,7 +129,7 @@ absl::Status DeviceModel::maintenance_status() const {
 }
 
 absl::Status DeviceModel::ReadStaticRows(int table, int64_t first, int64_t n, uint8_t* out) const {
-  const kernels::cuda::DeviceTable& d = host_tables_[table];
+  const kernels::cuda::DeviceTable& d = table_descriptors_[table];
   const int64_t row_bytes = model_->tables[table].row_bytes();
   absl::MutexLock lock(&refresh_mu_);
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
@@ -401,15 +401,15 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
           dm->BuildDynamicTable(static_cast<int>(ti), const_cast<void*>(d.rows), &d);
       if (!built.ok()) return built;
     }
-    dm->host_tables_.push_back(d);
+    dm->table_descriptors_.push_back(d);
   }
   absl::Status cache_status = dm->MakeCaches(std::move(cached), options);
   if (!cache_status.ok()) return cache_status;
   {
-    const size_t bytes = sizeof(kernels::cuda::DeviceTable) * dm->host_tables_.size();
+    const size_t bytes = sizeof(kernels::cuda::DeviceTable) * dm->table_descriptors_.size();
     absl::Status s = dm->tables_.Allocate(bytes, "table descriptors");
     if (!s.ok()) return s;
-    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(dm->tables_.get(), dm->host_tables_.data(), bytes,
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(dm->tables_.get(), dm->table_descriptors_.data(), bytes,
                                           cudaMemcpyHostToDevice),
                                "copy table descriptors to the GPU");
   }

@@ -101,7 +101,9 @@ class DeviceModel {
   };
   const std::vector<DeviceCross>& cross() const { return cross_; }
   // Host copies of the descriptors (device pointers inside).
-  const std::vector<kernels::cuda::DeviceTable>& host_tables() const { return host_tables_; }
+  const std::vector<kernels::cuda::DeviceTable>& table_descriptors() const {
+    return table_descriptors_;
+  }
   // Floats per dense input row, and per top-MLP input row (DOT output, or
   // the CAT interaction input); DCN_V2's top input is the cross output, n wide.
   int dense_ld() const { return dense_ld_; }
@@ -234,7 +236,7 @@ class DeviceModel {
   int device_ = 0;
   std::vector<DeviceBuffer> buffers_;  // everything allocated for this model
   DeviceBuffer tables_;                // DeviceTable[num_tables]
-  std::vector<kernels::cuda::DeviceTable> host_tables_;
+  std::vector<kernels::cuda::DeviceTable> table_descriptors_;
   std::vector<kernels::cuda::DeviceLinear> bottom_, top_;
   std::vector<DeviceCross> cross_;
   int dense_ld_ = 0;

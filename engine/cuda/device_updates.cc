@@ -131,7 +131,7 @@ absl::Status DeviceModel::Update::Commit(uint64_t now) {
 
 absl::Status DeviceModel::Update::CommitStatic() {
   if (n_ == 0) return absl::OkStatus();
-  const kernels::cuda::DeviceTable& d = dm_->host_tables_[table_];
+  const kernels::cuda::DeviceTable& d = dm_->table_descriptors_[table_];
   const int64_t row_bytes = dm_->model_->tables[table_].row_bytes();
   uint8_t* staging = dm_->update_staging_.as<uint8_t>();
   const auto* dev_ids = reinterpret_cast<const int64_t*>(staging);
@@ -152,7 +152,7 @@ absl::Status DeviceModel::Update::CommitStatic() {
 absl::Status DeviceModel::Update::CommitDynamic(uint64_t now) {
   const kernels::DynamicTableView& v = dm_->dynamic_[table_];
   const EmbeddingTable& t = dm_->model_->tables[table_];
-  const kernels::cuda::DeviceTable& d = dm_->host_tables_[table_];
+  const kernels::cuda::DeviceTable& d = dm_->table_descriptors_[table_];
   uint8_t* base = dm_->update_staging_.as<uint8_t>();
   const auto* dev_keys = reinterpret_cast<const int64_t*>(base);
   const auto* dev_delete = reinterpret_cast<const int64_t*>(base + off_delete_);
