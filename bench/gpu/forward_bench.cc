@@ -55,6 +55,8 @@ ABSL_FLAG(int, pack_threads, -1,
           "default, 0 = none)");
 ABSL_FLAG(std::string, cross_math, "auto",
           "DCN cross layers: auto | fp32 | tf32x3 | tf32 (CudaWorker::CrossMath)");
+ABSL_FLAG(int, parallel_pack_min_rows, 1024,
+          "CudaWorker::Options::parallel_pack_min_rows: smaller slices are packed without the pool");
 ABSL_FLAG(int, max_rows, 0,
           "CudaWorker::Options::max_rows: rows per slice (0 = the whole batch in one slice; "
           "the forward figure is then of the last slice)");
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
   wo.max_rows = absl::GetFlag(FLAGS_max_rows) > 0 ? absl::GetFlag(FLAGS_max_rows) : std::max(b, 16);
   wo.allow_fused_tiny = absl::GetFlag(FLAGS_fused);
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
+  wo.parallel_pack_min_rows = absl::GetFlag(FLAGS_parallel_pack_min_rows);
   auto worker = rankd::engine::cuda::CudaWorker::Create(*dm, wo, "bench");
   if (!worker.ok()) {
     std::cerr << worker.status() << "\n";
