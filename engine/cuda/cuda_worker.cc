@@ -384,6 +384,11 @@ CudaWorker::CrossMath ResolveCrossMath(const CudaWorker::Options& options) {
                                              : CudaWorker::CrossMath::kFp32;
 }
 
+bool StageNextSlice(int64_t misses, int64_t host_lookups, double min_miss_rate, bool staging) {
+  if (host_lookups <= 0) return staging;  // nothing learned: keep the last decision
+  return static_cast<double>(misses) >= min_miss_rate * static_cast<double>(host_lookups);
+}
+
 bool ParseCrossMath(absl::string_view text, CudaWorker::CrossMath* out) {
   using CM = CudaWorker::CrossMath;
   if (text == "auto") *out = CM::kAuto;
@@ -696,9 +701,7 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
     for (size_t t = 0; t < m.tables.size(); ++t) {
       misses += delta(counters_.host_reads + t);
     }
-    if (host_lookups > 0) {
-      staging_on_ = misses >= options_.staging_min_miss_rate * static_cast<double>(host_lookups);
-    }
+    staging_on_ = StageNextSlice(misses, host_lookups, options_.staging_min_miss_rate, staging_on_);
   }
   const float* host_scores = host_out_.as<float>();
   size_t& r = *request;

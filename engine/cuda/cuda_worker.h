@@ -276,6 +276,11 @@ class CudaWorker final : public Worker {
 
 // The cross-layer mode `options` resolves to (never kAuto).
 CudaWorker::CrossMath ResolveCrossMath(const CudaWorker::Options& options);
+// Whether the next slice stages its HOST-table misses (Options::
+// staging_min_miss_rate), from this slice's cache misses among its HOST-table
+// lookups; `staging` (the current decision) stands when there were none.
+bool StageNextSlice(int64_t misses, int64_t host_lookups, double min_miss_rate, bool staging);
+
 // "auto" | "fp32" | "tf32x3" | "tf32" -> the mode; false for anything else.
 bool ParseCrossMath(absl::string_view text, CudaWorker::CrossMath* out);
 

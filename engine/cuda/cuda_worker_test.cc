@@ -1,0 +1,53 @@
+// The CUDA worker's host-side decisions, without a GPU (runs in CI): where
+// its counters sit, the staging decision, the cross-layer mode.
+#include "engine/cuda/cuda_worker.h"
+
+#include <set>
+
+#include "gtest/gtest.h"
+
+namespace rankd::engine::cuda {
+namespace {
+
+using CM = CudaWorker::CrossMath;
+namespace kc = kernels::cuda;
+
+TEST(CudaWorkerHostTest, StagingFollowsTheMissRateAndKeepsItWithoutLookups) {
+  EXPECT_TRUE(StageNextSlice(3, 100, 0.03, false));    // 3% >= 3%
+  EXPECT_FALSE(StageNextSlice(2, 100, 0.03, true));    // 2% < 3%
+  EXPECT_TRUE(StageNextSlice(0, 0, 0.03, true));       // no HOST lookups: unchanged
+  EXPECT_FALSE(StageNextSlice(0, 0, 0.03, false));
+  EXPECT_TRUE(StageNextSlice(0, 10, 0.0, false));      // rate 0: always stage
+}
+
+TEST(CudaWorkerHostTest, CrossMathResolvesFromTheMlpMath) {
+  CudaWorker::Options o;
+  o.math = kc::MathMode::kFp32;
+  EXPECT_EQ(ResolveCrossMath(o), CM::kFp32);
+  o.math = kc::MathMode::kTf32;
+  EXPECT_EQ(ResolveCrossMath(o), CM::kTf32x3);
+  o.cross_math = CM::kTf32;
+  EXPECT_EQ(ResolveCrossMath(o), CM::kTf32);
+  o.math = kc::MathMode::kFp32;
+  o.cross_math = CM::kTf32x3;
+  EXPECT_EQ(ResolveCrossMath(o), CM::kTf32x3);
+}
+
+TEST(CudaWorkerHostTest, CrossMathParsesItsFourNamesOnly) {
+  CM m = CM::kFp32;
+  EXPECT_TRUE(ParseCrossMath("auto", &m));
+  EXPECT_EQ(m, CM::kAuto);
+  EXPECT_TRUE(ParseCrossMath("tf32x3", &m));
+  EXPECT_EQ(m, CM::kTf32x3);
+  EXPECT_TRUE(ParseCrossMath("tf32", &m));
+  EXPECT_EQ(m, CM::kTf32);
+  EXPECT_TRUE(ParseCrossMath("fp32", &m));
+  EXPECT_EQ(m, CM::kFp32);
+  for (const char* bad : {"", "TF32", "tf32x2", "fp16", "auto "}) {
+    EXPECT_FALSE(ParseCrossMath(bad, &m)) << bad;
+    EXPECT_EQ(m, CM::kFp32) << "a refused name leaves the mode alone";
+  }
+}
+
+}  // namespace
+}  // namespace rankd::engine::cuda
