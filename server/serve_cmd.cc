@@ -63,7 +63,7 @@ ABSL_FLAG(std::string, gpu_math, "fp32",
 ABSL_FLAG(std::string, gpu_cross_math, "auto",
           "serve: DCN cross layers on the GPU: auto (fp32 under --gpu_math fp32, tf32x3 under "
           "tf32) | fp32 | tf32x3 (split-precision TF32 tensor cores, nearly fp32) | tf32 "
-          "(single pass: fastest, ~1e-3 off on mlperf)");
+          "(single pass: fastest, least accurate; figures in docs/operations.md)");
 ABSL_FLAG(bool, gpu_graphs, true, "serve: replay CUDA graphs per batch-size bucket");
 ABSL_FLAG(std::string, device_memory_budget, "",
           "serve: GPU memory each model may use per GPU: bytes (8G, 512MiB) or a fraction of "

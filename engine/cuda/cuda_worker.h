@@ -36,7 +36,7 @@ namespace rankd::engine::cuda {
 class CudaWorker final : public Worker {
  public:
   // How the DCN cross layers' GEMMs run (their K is the whole interaction
-  // width, 3,456 on mlperf, so single-pass TF32 is off by ~1e-3 there).
+  // width, thousands of floats on mlperf, where a single TF32 pass loses the 1e-3 bound).
   enum class CrossMath {
     kAuto,    // kFp32 under MathMode::kFp32, kTf32x3 under kTf32
     kFp32,    // plain fp32 (no tensor cores)
