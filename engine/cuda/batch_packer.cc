@@ -170,6 +170,10 @@ void PackDense(const Model& model, absl::Span<const Request* const> requests,
     const int64_t from = std::max(a, s.local_row);
     const int64_t to = std::min(b, s.local_row + s.count);
     if (from >= to) continue;
+    if (nd == 0) {  // no dense features (an empty span's data() may be null)
+      std::fill(dense + from * ld, dense + to * ld, 0.0f);
+      continue;
+    }
     const float* src =
         requests[s.request]->dense.data() + (s.first_candidate + from - s.local_row) * nd;
     if (ld == nd) {
@@ -210,6 +214,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
     const IdRange range = SegmentIds(o, requests, s, f);
     auto copy_ids = [&](int64_t from, int64_t to) {
       const int64_t n = to - from;
+      if (n == 0) return;  // an empty span's data() may be null: no memcpy from it
       std::memcpy(ids + id_at, in.ids.data() + from, sizeof(int64_t) * n);
       if (!p.weighted[f]) return;  // the kernels read no weights for this feature
       if (!in.weights.empty()) {
