@@ -90,7 +90,7 @@ ABSL_FLAG(bool, host_cache_shared, true,
           "rows accessed most in any of them (false: each table caches its own share, the plan's "
           "rows of it)");
 ABSL_FLAG(int, gpu_pack_threads, -1,
-          "serve: threads (one pool for every GPU worker) that split the host packing of "
+          "serve: threads (one pool per model version, shared by its GPU workers) that split the host packing of "
           "batches of 1024 rows or more; -1 = half the usable CPUs, at most 8; 0 = each worker "
           "packs alone; at most 64");
 ABSL_FLAG(int64_t, worker_spin_us, 0,

@@ -806,7 +806,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
       host_tables = std::move(*h);
     }
   }
-  // One packing pool for every worker of every GPU.
+  // One packing pool for this model's workers on every GPU.
   std::shared_ptr<PackPool> pack_pool;
   {
     const int threads =

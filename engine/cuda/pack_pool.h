@@ -2,8 +2,9 @@
 // (batch_packer.h: the offsets per feature, each feature's bags and ids, the
 // dense rows) so a large batch reaches the GPU sooner. Plain C++ (no CUDA).
 //
-// One pool serves every CUDA worker of the process (CreateCudaWorkers); the
-// calling worker thread takes tasks too, so a pool of N threads packs with up
+// One pool serves every CUDA worker of a model version, on every GPU
+// (CreateCudaWorkers makes it; its threads sleep while idle); the calling
+// worker thread takes tasks too, so a pool of N threads packs with up
 // to N + 1. Run returns when every task is done, without waiting for pool
 // threads that woke too late to take one (a sleeping thread's wake-up can
 // take tens of microseconds). Pool threads spin briefly after their last
