@@ -62,8 +62,9 @@ ABSL_FLAG(std::string, gpu_math, "fp32",
           "(tensor cores, ~1e-3)");
 ABSL_FLAG(std::string, gpu_cross_math, "auto",
           "serve: DCN cross layers on the GPU: auto (fp32 under --gpu_math fp32, tf32x3 under "
-          "tf32) | fp32 | tf32x3 (split-precision TF32 tensor cores, nearly fp32) | tf32 "
-          "(single pass: fastest, least accurate; figures in docs/operations.md)");
+          "tf32) | fp32 | tf32x3 (split-precision TF32 tensor cores, nearly fp32) | bf16x3 "
+          "(split-precision bf16 tensor cores, ~2^-17 per product) | tf32 (single pass: "
+          "fastest, least accurate; figures in docs/operations.md)");
 ABSL_FLAG(bool, gpu_graphs, true, "serve: replay CUDA graphs per batch-size bucket");
 ABSL_FLAG(std::string, device_memory_budget, "",
           "serve: GPU memory each model may use per GPU: bytes (8G, 512MiB) or a fraction of "
@@ -282,7 +283,7 @@ absl::Status CheckFlags() {
   if (engine::cuda::CudaWorker::CrossMath cm;
       !engine::cuda::ParseCrossMath(absl::GetFlag(FLAGS_gpu_cross_math), &cm)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--gpu_cross_math: expected auto, fp32, tf32x3 or tf32, got \"",
+        absl::StrCat("--gpu_cross_math: expected auto, fp32, tf32x3, bf16x3 or tf32, got \"",
                      engine::TruncateForError(absl::GetFlag(FLAGS_gpu_cross_math)), "\""));
   }
   const std::string math = absl::GetFlag(FLAGS_gpu_math);

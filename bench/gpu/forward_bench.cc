@@ -54,7 +54,7 @@ ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
 ABSL_FLAG(std::string, cross_math, "auto",
-          "DCN cross layers: auto | fp32 | tf32x3 | tf32 (CudaWorker::CrossMath)");
+          "DCN cross layers: auto | fp32 | tf32x3 | bf16x3 | tf32 (CudaWorker::CrossMath)");
 ABSL_FLAG(int, parallel_pack_min_rows, 1024,
           "CudaWorker::Options::parallel_pack_min_rows: smaller slices are packed without the pool");
 ABSL_FLAG(int, max_rows, 0,
@@ -113,13 +113,12 @@ int main(int argc, char** argv) {
   dmo.pad_inputs = !(absl::GetFlag(FLAGS_fused) && rankd::engine::cuda::TinyShapeFor(**model, dmo.device, &tiny));
   rankd::engine::cuda::CudaWorker::Options wo;
   if (!rankd::engine::cuda::ParseCrossMath(absl::GetFlag(FLAGS_cross_math), &wo.cross_math)) {
-    std::cerr << "--cross_math: expected auto, fp32, tf32x3 or tf32\n";
+    std::cerr << "--cross_math: expected auto, fp32, tf32x3, bf16x3 or tf32\n";
     return 2;
   }
   wo.math = absl::GetFlag(FLAGS_math) == "tf32" ? rankd::kernels::cuda::MathMode::kTf32
                                                 : rankd::kernels::cuda::MathMode::kFp32;
-  dmo.cross_split_weights =
-      rankd::engine::cuda::ResolveCrossMath(wo) == rankd::engine::cuda::CudaWorker::CrossMath::kTf32x3;
+  dmo.cross_split = rankd::engine::cuda::CrossSplitFor(wo);
   auto dm = rankd::engine::cuda::DeviceModel::Create(*model, dmo);
   if (!dm.ok()) {
     std::cerr << dm.status() << "\n";
@@ -288,14 +287,14 @@ int main(int argc, char** argv) {
       tp.cache_bytes = tp.cache_rows > 0 ? 4 * rows + tp.cache_rows * tp.row_bytes : 0;
     }
     ec::DeviceModel::Options ho;
-    ho.cross_split_weights = dmo.cross_split_weights;
+    ho.cross_split = dmo.cross_split;
     ho.plan = std::make_shared<const rankd::engine::PlacementPlan>(*plan);
     ho.refresh_interval_ms = 0;  // refreshed by hand below
     ho.cache.prefill = false;    // start cold: every refresh changes the cache
     ho.cache.sample_shift = 0;   // log every access: small batches still fill it
     auto hdm = ec::DeviceModel::Create(*model, ho);
     ec::DeviceModel::Options ro;  // all tables in HBM
-    ro.cross_split_weights = dmo.cross_split_weights;
+    ro.cross_split = dmo.cross_split;
     auto rdm = ec::DeviceModel::Create(*model, ro);
     if (!hdm.ok() || !rdm.ok()) {
       std::cerr << (hdm.ok() ? rdm.status() : hdm.status()) << "\n";

@@ -5,11 +5,13 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/split_bf16.h"
 #include "kernels/cpu/split_tf32.h"
 #include "kernels/cpu/types.h"
 #include "kernels/cuda/dense_layers.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/interaction.h"
+#include "kernels/cuda/split_bf16.h"
 #include "kernels/cuda/split_tf32.h"
 
 namespace rankd::engine::cuda {
@@ -112,9 +114,11 @@ absl::Status CudaWorker::Init() {
   linear_ = std::move(*linear);
   if (!m.cross.empty()) {
     cross_math_ = ResolveCrossMath(options_);
-    if (cross_math_ == CrossMath::kTf32x3 && dm_->cross()[0].v3.weight == nullptr) {
+    if ((cross_math_ == CrossMath::kTf32x3 && dm_->cross()[0].v3.weight == nullptr) ||
+        (cross_math_ == CrossMath::kBf16x3 && dm_->cross()[0].vb.weight == nullptr)) {
       return absl::FailedPreconditionError(
-          "CudaWorker: 3xTF32 cross layers need a DeviceModel made with cross_split_weights");
+          "CudaWorker: split-precision cross layers need a DeviceModel made with the matching "
+          "cross_split (CrossSplitFor)");
     }
     auto cross = kc::LinearRunner::Create(cross_math_ == CrossMath::kFp32 ? kc::MathMode::kFp32
                                                                           : kc::MathMode::kTf32);
@@ -153,10 +157,15 @@ absl::Status CudaWorker::Init() {
     if (!(s = alloc(cross_b_, rows * n, "cross x")).ok()) return s;
     if (!(s = alloc(cross_t_, rows * n, "cross t")).ok()) return s;
     if (!(s = alloc(cross_r_, rows * m.cross[0].rank, "cross low-rank")).ok()) return s;
+    const int k = static_cast<int>(std::max(n, int64_t{m.cross[0].rank}));
     if (cross_math_ == CrossMath::kTf32x3) {
-      const int64_t width =
-          kernels::SplitTf32Width(static_cast<int>(std::max(n, int64_t{m.cross[0].rank})));
+      const int64_t width = kernels::SplitTf32Width(k);
       if (!(s = alloc(cross_split_, rows * width, "cross split inputs")).ok()) return s;
+    } else if (cross_math_ == CrossMath::kBf16x3) {
+      const int64_t bf16_per_row = kernels::SplitBf16Width(k);  // two per float
+      if (!(s = alloc(cross_split_, (rows * bf16_per_row + 1) / 2, "cross split inputs")).ok()) {
+        return s;
+      }
     }
   }
   counters_offset_ = (sizeof(float) * rows + 15) & ~size_t{15};
@@ -329,9 +338,10 @@ absl::Status CudaWorker::Interaction(int64_t rows, const float** top_in, int64_t
     for (size_t i = 0; i < dm_->cross().size(); ++i) {
       const auto& c = dm_->cross()[i];
       const int n = c.v.in;
-      absl::Status s = CrossGemm(c.v, c.v3, x, rows, cross_r_.as<float>());  // r = V x
+      absl::Status s = CrossGemm(c.v, c.v3, c.vb, x, rows, cross_r_.as<float>());  // r = V x
       if (!s.ok()) return s;
-      s = CrossGemm(c.w, c.w3, cross_r_.as<float>(), rows, cross_t_.as<float>());  // t = W r + b
+      s = CrossGemm(c.w, c.w3, c.wb, cross_r_.as<float>(), rows,
+                    cross_t_.as<float>());  // t = W r + b
       if (!s.ok()) return s;
       float* next = (i % 2 == 0) ? cross_a_.as<float>() : cross_b_.as<float>();
       s = LaunchStatus(
@@ -362,26 +372,47 @@ absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
                       "final layer + sigmoid");
 }
 
-absl::Status CudaWorker::CrossGemm(const kc::DeviceLinear& layer, const kc::DeviceLinear& split,
-                                   const float* in, int64_t rows, float* out) {
-  if (cross_math_ != CrossMath::kTf32x3) {
-    return cross_linear_->Run(layer, in, layer.in, rows, Activation::kNone, out, layer.out,
+absl::Status CudaWorker::CrossGemm(const kc::DeviceLinear& layer, const kc::DeviceLinear& tf32x3,
+                                   const kc::DeviceLinearBf16& bf16x3, const float* in,
+                                   int64_t rows, float* out) {
+  // Split modes: [big | small | big] of the input times [big | big | small]
+  // of the weights, one tensor-core GEMM over 3x the K.
+  if (cross_math_ == CrossMath::kTf32x3) {
+    float* in3 = cross_split_.as<float>();
+    absl::Status s = LaunchStatus(
+        kc::LaunchSplitTf32Activations(in, layer.in, rows, layer.in, in3, stream_),
+        "split cross input for 3xTF32");
+    if (!s.ok()) return s;
+    return cross_linear_->Run(tf32x3, in3, tf32x3.in, rows, Activation::kNone, out, layer.out,
                               stream_);
   }
-  // [big | small | big] of the input times [big | big | small] of the
-  // weights: one TF32 GEMM over 3x the K.
-  float* in3 = cross_split_.as<float>();
-  absl::Status s = LaunchStatus(
-      kc::LaunchSplitTf32Activations(in, layer.in, rows, layer.in, in3, stream_),
-      "split cross input for 3xTF32");
-  if (!s.ok()) return s;
-  return cross_linear_->Run(split, in3, split.in, rows, Activation::kNone, out, layer.out, stream_);
+  if (cross_math_ == CrossMath::kBf16x3) {
+    auto* in3 = static_cast<uint16_t*>(cross_split_.get());
+    absl::Status s = LaunchStatus(
+        kc::LaunchSplitBf16Activations(in, layer.in, rows, layer.in, in3, stream_),
+        "split cross input for bf16x3");
+    if (!s.ok()) return s;
+    return cross_linear_->RunBf16(bf16x3, in3, bf16x3.in, rows, Activation::kNone, out, layer.out,
+                                  stream_);
+  }
+  return cross_linear_->Run(layer, in, layer.in, rows, Activation::kNone, out, layer.out, stream_);
 }
 
 CudaWorker::CrossMath ResolveCrossMath(const CudaWorker::Options& options) {
   if (options.cross_math != CudaWorker::CrossMath::kAuto) return options.cross_math;
   return options.math == kc::MathMode::kTf32 ? CudaWorker::CrossMath::kTf32x3
                                              : CudaWorker::CrossMath::kFp32;
+}
+
+DeviceModel::CrossSplit CrossSplitFor(const CudaWorker::Options& options) {
+  switch (ResolveCrossMath(options)) {
+    case CudaWorker::CrossMath::kTf32x3:
+      return DeviceModel::CrossSplit::kTf32x3;
+    case CudaWorker::CrossMath::kBf16x3:
+      return DeviceModel::CrossSplit::kBf16x3;
+    default:
+      return DeviceModel::CrossSplit::kNone;
+  }
 }
 
 bool StageNextSlice(int64_t misses, int64_t host_lookups, double min_miss_rate, bool staging) {
@@ -394,6 +425,7 @@ bool ParseCrossMath(absl::string_view text, CudaWorker::CrossMath* out) {
   if (text == "auto") *out = CM::kAuto;
   else if (text == "fp32") *out = CM::kFp32;
   else if (text == "tf32x3") *out = CM::kTf32x3;
+  else if (text == "bf16x3") *out = CM::kBf16x3;
   else if (text == "tf32") *out = CM::kTf32;
   else return false;
   return true;
@@ -820,7 +852,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     dmo.plan = plan;
     dmo.host_tables = host_tables;
     dmo.shared_cache = options.shared_host_cache;
-    dmo.cross_split_weights = ResolveCrossMath(options) == CudaWorker::CrossMath::kTf32x3;
+    dmo.cross_split = CrossSplitFor(options);
     kc::TinyDlrmShape tiny;
     dmo.pad_inputs = !(options.allow_fused_tiny && TinyShapeFor(*model, d, &tiny));
     auto dm = DeviceModel::Create(model, dmo);

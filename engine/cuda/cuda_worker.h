@@ -42,8 +42,11 @@ class CudaWorker final : public Worker {
     kFp32,    // plain fp32 (no tensor cores)
     kTf32x3,  // split precision on TF32 tensor cores, nearly fp32
               // (kernels/cpu/split_tf32.h); needs the DeviceModel's split
-              // weights (DeviceModel::Options::cross_split_weights)
+              // weights (DeviceModel::Options::cross_split, CrossSplitFor)
     kTf32,    // single-pass TF32: fastest, least accurate
+    kBf16x3,  // split precision on bf16 tensor cores, ~2^-17 per product
+              // (kernels/cpu/split_bf16.h); needs the DeviceModel's split
+              // weights like kTf32x3
   };
   struct Options {
     // Rows one slice computes (buffers are sized for it); larger batches run
@@ -53,7 +56,7 @@ class CudaWorker final : public Worker {
     // cores for the MLPs (within ~1e-3).
     kernels::cuda::MathMode math = kernels::cuda::MathMode::kFp32;
     // DCN cross layers (see CrossMath). kTf32x3 costs a [max_rows, 3n]
-    // activation buffer per worker.
+    // fp32 activation buffer per worker, kBf16x3 the same in bf16.
     CrossMath cross_math = CrossMath::kAuto;
     // Replay a CUDA graph per row bucket after the first batch of a bucket.
     bool use_graphs = true;
@@ -170,11 +173,12 @@ class CudaWorker final : public Worker {
   absl::Status Interaction(int64_t rows, const float** top_in, int64_t* top_ld);
   absl::Status TopMlp(int64_t rows, const float* in, int64_t in_ld);
   void MarkStage();  // an event between stages, inside ProfileLastForward only
-  // out = in . layer^T (+ bias) for a cross layer, in cross_math_: `split`
-  // is the same layer's 3xTF32 weights.
+  // out = in . layer^T (+ bias) for a cross layer, in cross_math_: `tf32x3`
+  // and `bf16x3` are the same layer's split weights for those modes.
   absl::Status CrossGemm(const kernels::cuda::DeviceLinear& layer,
-                         const kernels::cuda::DeviceLinear& split, const float* in, int64_t rows,
-                         float* out);
+                         const kernels::cuda::DeviceLinear& tf32x3,
+                         const kernels::cuda::DeviceLinearBf16& bf16x3, const float* in,
+                         int64_t rows, float* out);
   // The fused single-kernel forward, when the model is tiny and the slice has
   // no shared bags (the kernel takes per-candidate bags only).
   bool CanRunTiny(const PackedLayout& layout) const;
@@ -217,7 +221,8 @@ class CudaWorker final : public Worker {
 
   // Activations, sized for max_rows.
   DeviceBuffer feats_, ping_, pong_, top_in_, cross_a_, cross_b_, cross_t_, cross_r_;
-  DeviceBuffer cross_split_;  // kTf32x3: [max_rows, 3 max(n, rank)] split inputs
+  // kTf32x3 / kBf16x3: [max_rows, 3 max(n, rank)] split inputs (fp32 / bf16)
+  DeviceBuffer cross_split_;
   // Where each counter sits among out_'s u64 counters. The counters only
   // ever grow (zeroed once at start, never reset, so no memset on the
   // latency path); a batch's counts are the difference from the previous
@@ -276,12 +281,15 @@ class CudaWorker final : public Worker {
 
 // The cross-layer mode `options` resolves to (never kAuto).
 CudaWorker::CrossMath ResolveCrossMath(const CudaWorker::Options& options);
+// The split weights a DeviceModel needs for workers of `options`.
+DeviceModel::CrossSplit CrossSplitFor(const CudaWorker::Options& options);
 // Whether the next slice stages its HOST-table misses (Options::
 // staging_min_miss_rate), from this slice's cache misses among its HOST-table
 // lookups; `staging` (the current decision) stands when there were none.
 bool StageNextSlice(int64_t misses, int64_t host_lookups, double min_miss_rate, bool staging);
 
-// "auto" | "fp32" | "tf32x3" | "tf32" -> the mode; false for anything else.
+// "auto" | "fp32" | "tf32x3" | "bf16x3" | "tf32" -> the mode; false for
+// anything else.
 bool ParseCrossMath(absl::string_view text, CudaWorker::CrossMath* out);
 
 // Workers for every visible GPU (or `devices` when not empty): one

@@ -115,7 +115,7 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
   }
 }
 
-// DCN cross layers on TF32 tensor cores with split precision (3xTF32):
+// DCN cross layers on tensor cores with split precision (3xTF32, bf16x3):
 // with the MLPs in fp32, the scores stay within the fp32 bound of the CPU
 // engine; single-pass TF32 is what the split avoids (reported, not bounded).
 TEST(CudaWorkerGpuTest, SplitTf32CrossLayersMatchTheCpuEngineLikeFp32) {
@@ -132,13 +132,15 @@ TEST(CudaWorkerGpuTest, SplitTf32CrossLayersMatchTheCpuEngineLikeFp32) {
   auto cpu = CpuEngine::Create(model, CpuEngine::Options());
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   const Batch batch = MakeBatch(*model, 6, 200, 6, 3);
-  double worst[3] = {0, 0, 0};
-  const CudaWorker::CrossMath modes[] = {CudaWorker::CrossMath::kFp32,
-                                         CudaWorker::CrossMath::kTf32x3,
-                                         CudaWorker::CrossMath::kTf32};
-  for (int k = 0; k < 3; ++k) {
+  double worst[4] = {0, 0, 0, 0};
+  const CudaWorker::CrossMath modes[] = {
+      CudaWorker::CrossMath::kFp32, CudaWorker::CrossMath::kTf32x3,
+      CudaWorker::CrossMath::kTf32, CudaWorker::CrossMath::kBf16x3};
+  for (int k = 0; k < 4; ++k) {
+    CudaWorker::Options split_for;
+    split_for.cross_math = modes[k];
     DeviceModel::Options dmo;
-    dmo.cross_split_weights = modes[k] == CudaWorker::CrossMath::kTf32x3;
+    dmo.cross_split = CrossSplitFor(split_for);
     auto dm = DeviceModel::Create(model, dmo);
     ASSERT_TRUE(dm.ok()) << dm.status();
     CudaWorker::Options wo;
@@ -160,17 +162,28 @@ TEST(CudaWorkerGpuTest, SplitTf32CrossLayersMatchTheCpuEngineLikeFp32) {
   }
   EXPECT_LT(worst[0], 1e-5) << "fp32";
   EXPECT_LT(worst[1], 1e-5) << "tf32x3";
-  std::printf("max rel. error vs the CPU engine: fp32 %.2e, tf32x3 %.2e, tf32 %.2e\n", worst[0],
-              worst[1], worst[2]);
+  EXPECT_LT(worst[3], 1e-5) << "bf16x3";
+  std::printf("max rel. error vs the CPU engine: fp32 %.2e, tf32x3 %.2e, bf16x3 %.2e, tf32 %.2e\n",
+              worst[0], worst[1], worst[3], worst[2]);
 
-  // A worker asked for 3xTF32 on a DeviceModel without split weights is refused.
+  // A worker asked for a split mode on a DeviceModel without (or with the
+  // other) split weights is refused.
   auto plain = DeviceModel::Create(model, DeviceModel::Options());
   ASSERT_TRUE(plain.ok()) << plain.status();
-  CudaWorker::Options wo;
-  wo.cross_math = CudaWorker::CrossMath::kTf32x3;
-  auto refused = CudaWorker::Create(*plain, wo, "refused");
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  DeviceModel::Options tf32_split;
+  tf32_split.cross_split = DeviceModel::CrossSplit::kTf32x3;
+  auto other = DeviceModel::Create(model, tf32_split);
+  ASSERT_TRUE(other.ok()) << other.status();
+  for (const auto& [dm, mode] :
+       {std::pair{*plain, CudaWorker::CrossMath::kTf32x3},
+        std::pair{*plain, CudaWorker::CrossMath::kBf16x3},
+        std::pair{*other, CudaWorker::CrossMath::kBf16x3}}) {
+    CudaWorker::Options wo;
+    wo.cross_math = mode;
+    auto refused = CudaWorker::Create(dm, wo, "refused");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  }
 }
 
 }  // namespace

@@ -33,7 +33,21 @@ TEST(CudaWorkerHostTest, CrossMathResolvesFromTheMlpMath) {
   EXPECT_EQ(ResolveCrossMath(o), CM::kTf32x3);
 }
 
-TEST(CudaWorkerHostTest, CrossMathParsesItsFourNamesOnly) {
+TEST(CudaWorkerHostTest, SplitWeightsFollowTheResolvedCrossMath) {
+  CudaWorker::Options o;
+  EXPECT_EQ(CrossSplitFor(o), DeviceModel::CrossSplit::kNone);  // fp32
+  o.cross_math = CM::kTf32x3;
+  EXPECT_EQ(CrossSplitFor(o), DeviceModel::CrossSplit::kTf32x3);
+  o.cross_math = CM::kBf16x3;
+  EXPECT_EQ(CrossSplitFor(o), DeviceModel::CrossSplit::kBf16x3);
+  o.cross_math = CM::kTf32;
+  EXPECT_EQ(CrossSplitFor(o), DeviceModel::CrossSplit::kNone);
+  o.cross_math = CM::kAuto;
+  o.math = kc::MathMode::kTf32;
+  EXPECT_EQ(CrossSplitFor(o), DeviceModel::CrossSplit::kTf32x3);
+}
+
+TEST(CudaWorkerHostTest, CrossMathParsesItsFiveNamesOnly) {
   CM m = CM::kFp32;
   EXPECT_TRUE(ParseCrossMath("auto", &m));
   EXPECT_EQ(m, CM::kAuto);
@@ -41,9 +55,11 @@ TEST(CudaWorkerHostTest, CrossMathParsesItsFourNamesOnly) {
   EXPECT_EQ(m, CM::kTf32x3);
   EXPECT_TRUE(ParseCrossMath("tf32", &m));
   EXPECT_EQ(m, CM::kTf32);
+  EXPECT_TRUE(ParseCrossMath("bf16x3", &m));
+  EXPECT_EQ(m, CM::kBf16x3);
   EXPECT_TRUE(ParseCrossMath("fp32", &m));
   EXPECT_EQ(m, CM::kFp32);
-  for (const char* bad : {"", "TF32", "tf32x2", "fp16", "auto "}) {
+  for (const char* bad : {"", "TF32", "tf32x2", "fp16", "auto ", "bf16", "BF16X3"}) {
     EXPECT_FALSE(ParseCrossMath(bad, &m)) << bad;
     EXPECT_EQ(m, CM::kFp32) << "a refused name leaves the mode alone";
   }

@@ -9,11 +9,42 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/host_memory.h"
+#include "kernels/cpu/split_bf16.h"
 #include "kernels/cpu/split_tf32.h"
 #include "kernels/cuda/dynamic_table.h"
 #include "kernels/cuda/row_scatter.h"
 
 namespace rankd::engine::cuda {
+absl::Status DeviceModel::UploadCrossSplit(const CrossLayer& c, size_t i, CrossSplit split,
+                                           DeviceCross* dc) {
+  if (split == CrossSplit::kNone) return absl::OkStatus();
+  // V [rank, n] is a Linear n -> rank; W [n, rank] is a Linear rank -> n.
+  if (split == CrossSplit::kTf32x3) {
+    const int v_width = kernels::SplitTf32Width(c.n), w_width = kernels::SplitTf32Width(c.rank);
+    std::vector<float> v3(int64_t{c.rank} * v_width), w3(int64_t{c.n} * w_width);
+    kernels::SplitTf32Weights(c.v.data(), c.rank, c.n, v3.data());
+    kernels::SplitTf32Weights(c.w.data(), c.n, c.rank, w3.data());
+    auto v = Upload(v3.data(), 4 * v3.size(), absl::StrCat("cross[", i, "].V split (tf32x3)"));
+    if (!v.ok()) return v.status();
+    auto w = Upload(w3.data(), 4 * w3.size(), absl::StrCat("cross[", i, "].W split (tf32x3)"));
+    if (!w.ok()) return w.status();
+    dc->v3 = {static_cast<const float*>(*v), nullptr, v_width, c.rank};
+    dc->w3 = {static_cast<const float*>(*w), dc->w.bias, w_width, c.n};
+    return absl::OkStatus();
+  }
+  const int v_width = kernels::SplitBf16Width(c.n), w_width = kernels::SplitBf16Width(c.rank);
+  std::vector<uint16_t> vb(int64_t{c.rank} * v_width), wb(int64_t{c.n} * w_width);
+  kernels::SplitBf16Weights(c.v.data(), c.rank, c.n, vb.data());
+  kernels::SplitBf16Weights(c.w.data(), c.n, c.rank, wb.data());
+  auto v = Upload(vb.data(), 2 * vb.size(), absl::StrCat("cross[", i, "].V split (bf16x3)"));
+  if (!v.ok()) return v.status();
+  auto w = Upload(wb.data(), 2 * wb.size(), absl::StrCat("cross[", i, "].W split (bf16x3)"));
+  if (!w.ok()) return w.status();
+  dc->vb = {static_cast<const uint16_t*>(*v), nullptr, v_width, c.rank};
+  dc->wb = {static_cast<const uint16_t*>(*w), dc->w.bias, w_width, c.n};
+  return absl::OkStatus();
+}
+
 namespace {
 
 int64_t LinearBytes(const Linear& l) { return 4 * (int64_t{l.in + 3} * l.out + l.out); }
@@ -450,19 +481,8 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     // V [rank, n] is a Linear n -> rank; W [n, rank] is a Linear rank -> n.
     dc.v = {static_cast<const float*>(*v), nullptr, c.n, c.rank};
     dc.w = {static_cast<const float*>(*w), static_cast<const float*>(*b), c.rank, c.n};
-    if (options.cross_split_weights) {
-      const int64_t v_floats = int64_t{c.rank} * kernels::SplitTf32Width(c.n);
-      const int64_t w_floats = int64_t{c.n} * kernels::SplitTf32Width(c.rank);
-      std::vector<float> split(std::max(v_floats, w_floats));
-      kernels::SplitTf32Weights(c.v.data(), c.rank, c.n, split.data());
-      auto v3 = dm->Upload(split.data(), 4 * v_floats, absl::StrCat("cross[", i, "].V split"));
-      if (!v3.ok()) return v3.status();
-      kernels::SplitTf32Weights(c.w.data(), c.n, c.rank, split.data());
-      auto w3 = dm->Upload(split.data(), 4 * w_floats, absl::StrCat("cross[", i, "].W split"));
-      if (!w3.ok()) return w3.status();
-      dc.v3 = {static_cast<const float*>(*v3), nullptr, kernels::SplitTf32Width(c.n), c.rank};
-      dc.w3 = {static_cast<const float*>(*w3), dc.w.bias, kernels::SplitTf32Width(c.rank), c.n};
-    }
+    absl::Status split = dm->UploadCrossSplit(c, i, options.cross_split, &dc);
+    if (!split.ok()) return split;
     dm->cross_.push_back(dc);
   }
   // Cache refreshes and online updates.

@@ -36,6 +36,8 @@ namespace rankd::engine::cuda {
 
 class DeviceModel {
  public:
+  // Which split copy of the DCN cross weights to upload (Options::cross_split).
+  enum class CrossSplit : uint8_t { kNone, kTf32x3, kBf16x3 };
   struct Options {
     int device = 0;
     // Device memory kept free for workers (activations, arenas, cuBLASLt
@@ -63,11 +65,11 @@ class DeviceModel {
     bool shared_cache = true;
     // How often the maintenance thread refreshes the caches.
     int refresh_interval_ms = 100;
-    // Also upload the DCN cross weights split for 3xTF32 (DeviceCross::v3,
-    // w3: three times the cross weights, out of reserve_bytes), for workers
-    // that run the cross layers on TF32 tensor cores at nearly fp32 accuracy
-    // (CudaWorker::Options::cross_math).
-    bool cross_split_weights = false;
+    // Also upload the DCN cross weights split for split-precision GEMMs on
+    // tensor cores (CudaWorker::Options::cross_math), out of reserve_bytes:
+    // kTf32x3 -> DeviceCross::v3, w3 (three times the fp32 weights);
+    // kBf16x3 -> DeviceCross::vb, wb (one and a half times). kNone: neither.
+    CrossSplit cross_split = CrossSplit::kNone;
   };
 
   static absl::StatusOr<std::shared_ptr<const DeviceModel>> Create(
@@ -94,10 +96,13 @@ class DeviceModel {
   struct DeviceCross {
     kernels::cuda::DeviceLinear v;  // x [rows, n] -> [rows, rank], no bias
     kernels::cuda::DeviceLinear w;  // [rows, rank] -> [rows, n], bias b
-    // With Options::cross_split_weights: the same layers over split inputs
-    // (kernels/cpu/split_tf32.h): V [rank, 3n], W [n, 3 rank]; else null.
+    // With Options::cross_split == kTf32x3: the same layers over split
+    // inputs (kernels/cpu/split_tf32.h): V [rank, 3n], W [n, 3 rank]; else null.
     kernels::cuda::DeviceLinear v3;
     kernels::cuda::DeviceLinear w3;
+    // With kBf16x3: likewise in bf16 (kernels/cpu/split_bf16.h); else null.
+    kernels::cuda::DeviceLinearBf16 vb;
+    kernels::cuda::DeviceLinearBf16 wb;
   };
   const std::vector<DeviceCross>& cross() const { return cross_; }
   // Host copies of the descriptors (device pointers inside).
@@ -229,6 +234,9 @@ class DeviceModel {
   // Allocates `bytes` of device memory kept for the model's life, copying
   // `data` into it unless it is null.
   absl::StatusOr<void*> Upload(const void* data, size_t bytes, const std::string& what);
+  // Uploads cross layer `i`'s weights split as `split` asks into `dc`'s
+  // v3/w3 (kTf32x3) or vb/wb (kBf16x3); kNone: nothing.
+  absl::Status UploadCrossSplit(const CrossLayer& c, size_t i, CrossSplit split, DeviceCross* dc);
   // Builds DYNAMIC table `ti`'s update state and hash slots on the GPU from
   // its loaded keys (rows already at `rows`) and fills `d`'s hash / scores.
   absl::Status BuildDynamicTable(int ti, void* rows, kernels::cuda::DeviceTable* d);

@@ -194,14 +194,16 @@ struct ShapeKey {
   int64_t rows = 0;
   Activation act = Activation::kNone;
   bool has_bias = false;
+  bool bf16 = false;  // bf16 weight and input (fp32 accumulation and output)
 
   bool operator==(const ShapeKey& o) const {
     return in == o.in && out == o.out && in_ld == o.in_ld && out_ld == o.out_ld && rows == o.rows &&
-           act == o.act && has_bias == o.has_bias;
+           act == o.act && has_bias == o.has_bias && bf16 == o.bf16;
   }
   template <typename H>
   friend H AbslHashValue(H h, const ShapeKey& k) {
-    return H::combine(std::move(h), k.in, k.out, k.in_ld, k.out_ld, k.rows, k.act, k.has_bias);
+    return H::combine(std::move(h), k.in, k.out, k.in_ld, k.out_ld, k.rows, k.act, k.has_bias,
+                      k.bf16);
   }
 };
 
@@ -244,7 +246,8 @@ struct Plan {
 std::string Describe(const ShapeKey& k, MathMode mode) {
   return absl::StrCat("[in=", k.in, " out=", k.out, " rows=", k.rows, " in_ld=", k.in_ld,
                       " out_ld=", k.out_ld, " act=", ActName(k.act),
-                      " bias=", k.has_bias ? "yes" : "no", " mode=", ModeName(mode), "]");
+                      " bias=", k.has_bias ? "yes" : "no",
+                      " mode=", k.bf16 ? "bf16 (fp32 accumulation)" : ModeName(mode), "]");
 }
 
 }  // namespace
@@ -286,8 +289,10 @@ absl::StatusOr<Plan*> LinearRunner::Impl::MakePlan(const ShapeKey& k, MathMode m
     if (!st_.ok()) return st_;               \
   } while (0)
 
-  const cublasComputeType_t compute =
-      mode == MathMode::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  // bf16 inputs take plain 32F compute: bf16 tensor cores, fp32 accumulation.
+  const cublasComputeType_t compute = mode == MathMode::kTf32 && !k.bf16
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
   RANKD_LT_CHECK(lt.matmul_desc_create(&plan->desc, compute, CUDA_R_32F));
   const int32_t transa = CUBLAS_OP_T;
   const int32_t transb = CUBLAS_OP_N;
@@ -309,8 +314,9 @@ absl::StatusOr<Plan*> LinearRunner::Impl::MakePlan(const ShapeKey& k, MathMode m
     RANKD_LT_CHECK(lt.matmul_desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                 &bias_ptr, sizeof(bias_ptr)));
   }
-  RANKD_LT_CHECK(lt.matrix_layout_create(&plan->a, CUDA_R_32F, k.in, k.out, k.in));
-  RANKD_LT_CHECK(lt.matrix_layout_create(&plan->b, CUDA_R_32F, k.in, k.rows, k.in_ld));
+  const cudaDataType_t in_type = k.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  RANKD_LT_CHECK(lt.matrix_layout_create(&plan->a, in_type, k.in, k.out, k.in));
+  RANKD_LT_CHECK(lt.matrix_layout_create(&plan->b, in_type, k.in, k.rows, k.in_ld));
   RANKD_LT_CHECK(lt.matrix_layout_create(&plan->d, CUDA_R_32F, k.out, k.rows, k.out_ld));
 
   RANKD_LT_CHECK(lt.preference_create(&plan->pref));
@@ -397,32 +403,67 @@ absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(MathMode mode
   return runner;
 }
 
+// One GEMM's operands, fp32 or bf16 (the element size tells the overlap check
+// where the input ends).
+struct LinearRunner::Operands {
+  ShapeKey key;
+  const void* weight = nullptr;
+  const float* bias = nullptr;
+  const void* in = nullptr;
+  size_t in_elem_bytes = 4;
+  float* out = nullptr;
+};
+
 absl::Status LinearRunner::Run(const DeviceLinear& layer, const float* in, int64_t in_ld,
                                int64_t rows, Activation act, float* out, int64_t out_ld,
                                cudaStream_t stream) {
-  const ShapeKey key{layer.in, layer.out, in_ld, out_ld, rows, act, layer.bias != nullptr};
-  if (layer.in <= 0 || layer.out <= 0 || rows < 0 || in_ld < layer.in || out_ld < layer.out) {
+  Operands op;
+  op.key = {layer.in, layer.out, in_ld, out_ld, rows, act, layer.bias != nullptr, false};
+  op.weight = layer.weight;
+  op.bias = layer.bias;
+  op.in = in;
+  op.out = out;
+  return RunOperands(op, stream);
+}
+
+absl::Status LinearRunner::RunBf16(const DeviceLinearBf16& layer, const uint16_t* in,
+                                   int64_t in_ld, int64_t rows, Activation act, float* out,
+                                   int64_t out_ld, cudaStream_t stream) {
+  Operands op;
+  op.key = {layer.in, layer.out, in_ld, out_ld, rows, act, layer.bias != nullptr, true};
+  op.weight = layer.weight;
+  op.bias = layer.bias;
+  op.in = in;
+  op.in_elem_bytes = 2;
+  op.out = out;
+  return RunOperands(op, stream);
+}
+
+absl::Status LinearRunner::RunOperands(const Operands& op, cudaStream_t stream) {
+  const ShapeKey& key = op.key;
+  const int64_t rows = key.rows;
+  if (key.in <= 0 || key.out <= 0 || rows < 0 || key.in_ld < key.in || key.out_ld < key.out) {
     return absl::InvalidArgumentError(
         absl::StrCat("LinearRunner::Run: bad shape ", Describe(key, mode_),
                      " (need in, out >= 1, rows >= 0, in_ld >= in, out_ld >= out)"));
   }
-  if (act != Activation::kNone && act != Activation::kRelu) {
+  if (key.act != Activation::kNone && key.act != Activation::kRelu) {
     return absl::InvalidArgumentError(
-        absl::StrCat("LinearRunner::Run: activation ", ActName(act),
+        absl::StrCat("LinearRunner::Run: activation ", ActName(key.act),
                      " not supported (kNone or kRelu; the "
                      "final sigmoid layer is LaunchFinalLogitSigmoid) for ",
                      Describe(key, mode_)));
   }
   if (rows == 0) return absl::OkStatus();
-  if (layer.weight == nullptr || in == nullptr || out == nullptr) {
+  if (op.weight == nullptr || op.in == nullptr || op.out == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "LinearRunner::Run: null weight, input or output pointer for ", Describe(key, mode_)));
   }
   // out may not overlap in (cuBLASLt does not compute in place).
-  const auto* in_begin = reinterpret_cast<const char*>(in);
-  const auto* in_end = reinterpret_cast<const char*>(in + (rows - 1) * in_ld + layer.in);
-  const auto* out_begin = reinterpret_cast<const char*>(out);
-  const auto* out_end = reinterpret_cast<const char*>(out + (rows - 1) * out_ld + layer.out);
+  const auto* in_begin = static_cast<const char*>(op.in);
+  const auto* in_end = in_begin + op.in_elem_bytes * ((rows - 1) * key.in_ld + key.in);
+  const auto* out_begin = reinterpret_cast<const char*>(op.out);
+  const auto* out_end = reinterpret_cast<const char*>(op.out + (rows - 1) * key.out_ld + key.out);
   if (in_begin < out_end && out_begin < in_end) {
     return absl::InvalidArgumentError(
         absl::StrCat("LinearRunner::Run: output overlaps input for ", Describe(key, mode_)));
@@ -430,8 +471,8 @@ absl::Status LinearRunner::Run(const DeviceLinear& layer, const float* in, int64
 
   Impl& impl = *impl_;
   const CublasLtApi& lt = *impl.api;
-  const Alignments align{Alignment(layer.weight), Alignment(in), Alignment(out),
-                         Alignment(layer.bias)};
+  const Alignments align{Alignment(op.weight), Alignment(op.in), Alignment(op.out),
+                         Alignment(op.bias)};
   Plan* plan = nullptr;
   auto it = impl.plans.find(key);
   if (it != impl.plans.end()) {
@@ -459,13 +500,13 @@ absl::Status LinearRunner::Run(const DeviceLinear& layer, const float* in, int64
           align.a, " in=", align.b, " out=", align.d, " bias=", align.bias,
           " while the stream is capturing; run this shape once before capturing"));
     }
-    absl::StatusOr<Plan*> made = impl.MakePlan(key, mode_, align, layer.bias);
+    absl::StatusOr<Plan*> made = impl.MakePlan(key, mode_, align, op.bias);
     if (!made.ok()) return made.status();
     plan = *made;
   }
 
-  if (layer.bias != nullptr) {
-    const void* bias_ptr = layer.bias;
+  if (op.bias != nullptr) {
+    const void* bias_ptr = op.bias;
     const cublasStatus_t s = lt.matmul_desc_set_attribute(
         plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
     if (s != CUBLAS_STATUS_SUCCESS) {
@@ -478,8 +519,8 @@ absl::Status LinearRunner::Run(const DeviceLinear& layer, const float* in, int64
   const float alpha = 1.0f;
   const float beta = 0.0f;  // C is not read when beta == 0
   const cublasStatus_t s =
-      lt.matmul(impl.handle, plan->desc, &alpha, layer.weight, plan->a, in, plan->b, &beta, out,
-                plan->d, out, plan->d, &plan->algo, impl.workspace, impl.workspace_bytes, stream);
+      lt.matmul(impl.handle, plan->desc, &alpha, op.weight, plan->a, op.in, plan->b, &beta, op.out,
+                plan->d, op.out, plan->d, &plan->algo, impl.workspace, impl.workspace_bytes, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
     return absl::InternalError(absl::StrCat("cuBLASLt: cublasLtMatmul failed for linear ",
                                             Describe(key, mode_), ": ", StatusText(lt, s)));

@@ -36,6 +36,16 @@ struct DeviceLinear {
   int out = 0;
 };
 
+// A Linear layer whose weights are bf16 bit patterns (uint16_t), for GEMMs
+// over bf16 inputs with fp32 accumulation and fp32 output and bias (the
+// split-precision DCN cross layers: kernels/cpu/split_bf16.h).
+struct DeviceLinearBf16 {
+  const uint16_t* weight = nullptr;  // device [out, in] row-major, bf16
+  const float* bias = nullptr;       // device [out], fp32
+  int in = 0;
+  int out = 0;
+};
+
 class LinearRunner {
  public:
   // Loads libcublasLt.so.13 (once per process) and creates a handle and a
@@ -51,10 +61,19 @@ class LinearRunner {
   absl::Status Run(const DeviceLinear& layer, const float* in, int64_t in_ld, int64_t rows,
                    Activation act, float* out, int64_t out_ld, cudaStream_t stream);
 
+  // The same over bf16 input and weights (bit patterns), with fp32
+  // accumulation (CUBLAS_COMPUTE_32F on bf16 tensor cores whatever mode()
+  // is), fp32 bias and fp32 output. in_ld in bf16 elements, out_ld in floats.
+  absl::Status RunBf16(const DeviceLinearBf16& layer, const uint16_t* in, int64_t in_ld,
+                       int64_t rows, Activation act, float* out, int64_t out_ld,
+                       cudaStream_t stream);
+
   MathMode mode() const { return mode_; }
 
  private:
   struct Impl;
+  struct Operands;
+  absl::Status RunOperands(const Operands& op, cudaStream_t stream);
   explicit LinearRunner(MathMode mode);
   MathMode mode_;
   std::unique_ptr<Impl> impl_;

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/dense.h"
+#include "kernels/cpu/split_bf16.h"
 #include "kernels/cpu/types.h"
 #include "kernels/cuda/cublaslt.h"
 
@@ -291,6 +292,64 @@ TEST_P(LinearRunnerGpuTest, ReferenceModelShapes) {
       if (HasFatalFailure()) return;
     }
   }
+}
+
+// RunBf16 on split-precision operands (kernels/cpu/split_bf16.h): the GEMM
+// over [hi | lo | hi] x [hi | hi | lo] is checked against the fp32 CPU
+// reference of the unsplit layer, at fp32's tolerance (fp32 accumulation;
+// the dropped terms are ~2^-17), whatever the runner's mode; and a poisoned
+// output column beyond `out` stays untouched.
+TEST_P(LinearRunnerGpuTest, Bf16SplitGemmMatchesFp32) {
+  const Shape shapes[] = {{3456, 512, false, Activation::kNone},
+                          {512, 3456, true, Activation::kNone},
+                          {13, 64, true, Activation::kRelu},
+                          {7, 5, true, Activation::kRelu}};
+  for (const Shape& sh : shapes) {
+    for (int64_t rows : {1, 37, 1000}) {
+      Case c;
+      c.in = sh.in;
+      c.out = sh.out;
+      c.rows = rows;
+      c.bias = sh.bias;
+      c.act = sh.act;
+      c.out_pad = 3;
+      SCOPED_TRACE(c.Name() + " bf16x3");
+      const HostCase h = MakeHost(c, seed_++);
+      const int width = SplitBf16Width(c.in);
+      std::vector<uint16_t> x3(static_cast<size_t>(rows) * width), w3(size_t{1} * c.out * width);
+      SplitBf16Activations(h.x.data(), h.in_ld, rows, c.in, x3.data());
+      SplitBf16Weights(h.w.data(), c.out, c.in, w3.data());
+      DeviceFloats dx, dw, db, dy;
+      ASSERT_TRUE(dx.Alloc(x3.size() / 2 + 1));
+      ASSERT_TRUE(dw.Alloc(w3.size() / 2 + 1));
+      ASSERT_TRUE(db.Alloc(std::max<size_t>(h.b.size(), 1)));
+      ASSERT_TRUE(dy.Alloc(static_cast<size_t>(rows * h.out_ld)));
+      auto* x = reinterpret_cast<uint16_t*>(dx.get());
+      auto* w = reinterpret_cast<uint16_t*>(dw.get());
+      cudaStream_t st = stream_.get();
+      CUDA_OK(cudaMemcpyAsync(x, x3.data(), 2 * x3.size(), cudaMemcpyHostToDevice, st));
+      CUDA_OK(cudaMemcpyAsync(w, w3.data(), 2 * w3.size(), cudaMemcpyHostToDevice, st));
+      if (c.bias) {
+        CUDA_OK(cudaMemcpyAsync(db.get(), h.b.data(), 4 * h.b.size(), cudaMemcpyHostToDevice, st));
+      }
+      const size_t y_bytes = static_cast<size_t>(rows * h.out_ld) * sizeof(float);
+      CUDA_OK(cudaMemsetAsync(dy.get(), 0xFF, y_bytes, st));
+      const DeviceLinearBf16 layer{w, c.bias ? db.get() : nullptr, width, c.out};
+      const absl::Status s =
+          runner_->RunBf16(layer, x, width, rows, c.act, dy.get(), h.out_ld, st);
+      ASSERT_TRUE(s.ok()) << s;
+      std::vector<float> out(static_cast<size_t>(rows * h.out_ld));
+      CUDA_OK(cudaMemcpyAsync(out.data(), dy.get(), y_bytes, cudaMemcpyDeviceToHost, st));
+      CUDA_OK(cudaStreamSynchronize(st));
+      Compare(c, MathMode::kFp32, h, out);
+      if (HasFatalFailure()) return;
+    }
+  }
+  // Bad shapes are refused like Run's.
+  const DeviceLinearBf16 bad{nullptr, nullptr, 0, 4};
+  EXPECT_EQ(runner_->RunBf16(bad, nullptr, 8, 1, Activation::kNone, nullptr, 4, stream_.get())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(LinearRunnerGpuTest, EveryBiasAndActivationCombination) {
