@@ -50,8 +50,6 @@ ABSL_FLAG(int, warmup, 20, "untimed iterations first");
 ABSL_FLAG(double, tolerance, 1e-5, "max relative error vs the CPU engine (exit 1 beyond)");
 ABSL_FLAG(bool, fused, true, "allow the fused tiny-model kernel");
 ABSL_FLAG(std::string, label, "", "label for the result line");
-ABSL_FLAG(bool, overlap_bottom, true,
-          "run the bottom MLP beside the pooled lookup (CudaWorker::Options::overlap_bottom_mlp)");
 ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
@@ -128,7 +126,6 @@ int main(int argc, char** argv) {
   }
   wo.max_rows = absl::GetFlag(FLAGS_max_rows) > 0 ? absl::GetFlag(FLAGS_max_rows) : std::max(b, 16);
   wo.allow_fused_tiny = absl::GetFlag(FLAGS_fused);
-  wo.overlap_bottom_mlp = absl::GetFlag(FLAGS_overlap_bottom);
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   wo.parallel_pack_min_rows = absl::GetFlag(FLAGS_parallel_pack_min_rows);
   auto worker = rankd::engine::cuda::CudaWorker::Create(*dm, wo, "bench");

@@ -68,10 +68,6 @@ CudaWorker::~CudaWorker() {
     dm_->RemoveBatchEvent(batch_done_);
     cudaEventDestroy(batch_done_);
   }
-  if (side_stream_ != nullptr) cudaStreamSynchronize(side_stream_);
-  if (fork_ != nullptr) cudaEventDestroy(fork_);
-  if (join_ != nullptr) cudaEventDestroy(join_);
-  if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -113,14 +109,6 @@ absl::Status CudaWorker::Init() {
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&batch_done_, cudaEventDisableTiming),
                              "batch event");
   dm_->AddBatchEvent(batch_done_);
-  if (options_.overlap_bottom_mlp) {
-    RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
-                               "bottom MLP stream");
-    RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming),
-                               "bottom MLP fork event");
-    RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming),
-                               "bottom MLP join event");
-  }
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
@@ -251,28 +239,11 @@ absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {
 }
 
 absl::Status CudaWorker::Forward(const PackedLayout& l) {
-  absl::Status s;
-  if (side_stream_ != nullptr && stage_events_ == nullptr) {
-    // Fork: the bottom MLP on side_stream_ while stream_ pools. The join is
-    // recorded and waited for whatever failed, so a capture never ends with
-    // the side stream unjoined.
-    RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(fork_, stream_), "fork bottom MLP");
-    RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(side_stream_, fork_, 0), "fork bottom MLP");
-    s = BottomMlp(l, side_stream_);
-    const cudaError_t joined = cudaEventRecord(join_, side_stream_);
-    absl::Status pooled = PooledLookup(l);
-    const cudaError_t waited =
-        joined == cudaSuccess ? cudaStreamWaitEvent(stream_, join_, 0) : joined;
-    if (s.ok()) s = pooled;
-    if (s.ok()) s = CudaStatus(waited, "join bottom MLP");
-    if (!s.ok()) return s;
-  } else {
-    s = BottomMlp(l, stream_);
-    if (!s.ok()) return s;
-    MarkStage();
-    s = PooledLookup(l);
-    if (!s.ok()) return s;
-  }
+  absl::Status s = BottomMlp(l);
+  if (!s.ok()) return s;
+  MarkStage();
+  s = PooledLookup(l);
+  if (!s.ok()) return s;
   MarkStage();
   const float* top_in = nullptr;
   int64_t top_ld = 0;
@@ -290,7 +261,7 @@ void CudaWorker::MarkStage() {
   stage_events_->push_back(e);
 }
 
-absl::Status CudaWorker::BottomMlp(const PackedLayout& l, cudaStream_t stream) {
+absl::Status CudaWorker::BottomMlp(const PackedLayout& l) {
   // The last layer writes x into columns [0, xw) of the interaction input.
   const Model& m = dm_->model();
   const int64_t rows = l.padded_rows;
@@ -300,7 +271,7 @@ absl::Status CudaWorker::BottomMlp(const PackedLayout& l, cudaStream_t stream) {
   if (dm_->bottom().empty()) {
     RANKD_RETURN_IF_CUDA_ERROR(
         cudaMemcpy2DAsync(feats, sizeof(float) * fw, dense, sizeof(float) * l.dense_ld,
-                          sizeof(float) * m.num_dense, rows, cudaMemcpyDeviceToDevice, stream),
+                          sizeof(float) * m.num_dense, rows, cudaMemcpyDeviceToDevice, stream_),
         "dense -> interaction input");
     return absl::OkStatus();
   }
@@ -311,7 +282,7 @@ absl::Status CudaWorker::BottomMlp(const PackedLayout& l, cudaStream_t stream) {
     float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
     const int64_t out_ld = last ? fw : dm_->bottom()[i].out;
     absl::Status s = linear_->Run(dm_->bottom()[i], in, in_ld, rows, Activation::kRelu, out,
-                                  out_ld, stream);
+                                  out_ld, stream_);
     if (!s.ok()) return s;
     in = out;
     in_ld = out_ld;

@@ -60,13 +60,6 @@ class CudaWorker final : public Worker {
     CrossMath cross_math = CrossMath::kAuto;
     // Replay a CUDA graph per row bucket after the first batch of a bucket.
     bool use_graphs = true;
-    // Run the bottom MLP on a second stream, beside the pooled lookup (they
-    // are independent until the interaction): two small, latency-bound
-    // stages that each leave most SMs idle overlap instead of following each
-    // other. Captured into the graph as two branches. ProfileLastForward
-    // always runs the stages one after the other, so its stage times stay
-    // separable.
-    bool overlap_bottom_mlp = true;
     // Use the single fused kernel for models small enough (mini and its sweep).
     bool allow_fused_tiny = true;
     // Device-memory budget per GPU for the model (CreateCudaWorkers; unset:
@@ -172,10 +165,9 @@ class CudaWorker final : public Worker {
   // The packed slice's copies and kernels, on stream_ (no sync).
   absl::Status EnqueueSlice(int64_t padded_rows);
   // The forward of the packed slice: its kernels only, on stream_, in four
-  // stages (ProfileLastForward times each); the bottom MLP forks to
-  // side_stream_ and joins before the interaction (Options::overlap_bottom_mlp).
+  // stages (ProfileLastForward times each).
   absl::Status Forward(const PackedLayout& layout);
-  absl::Status BottomMlp(const PackedLayout& layout, cudaStream_t stream);
+  absl::Status BottomMlp(const PackedLayout& layout);
   absl::Status PooledLookup(const PackedLayout& layout);
   // Sets the top MLP's input and its row stride.
   absl::Status Interaction(int64_t rows, const float** top_in, int64_t* top_ld);
@@ -198,11 +190,6 @@ class CudaWorker final : public Worker {
   const Options options_;
   const std::string name_;
   cudaStream_t stream_ = nullptr;
-  // The bottom MLP's stream beside the lookup, and the events that fork it
-  // from stream_ and join it back (Options::overlap_bottom_mlp; else null).
-  cudaStream_t side_stream_ = nullptr;
-  cudaEvent_t fork_ = nullptr;
-  cudaEvent_t join_ = nullptr;
   // Recorded after each enqueued slice (DeviceModel::AddBatchEvent).
   cudaEvent_t batch_done_ = nullptr;
   LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -113,50 +112,6 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
     for (const Request* q : batch.requests) candidates += q->num_candidates;
     EXPECT_EQ(h.slices, (candidates + 47) / 48);
     EXPECT_EQ(h.pack_tasks_parallel, h.slices);
-  }
-}
-
-// The bottom MLP on its own stream beside the pooled lookup gives the same
-// bits as the stages in a row, on direct launches and on graph replays (the
-// second batch of each size replays the graph captured with the fork and
-// join), and matches the CPU engine.
-TEST(CudaWorkerGpuTest, BottomMlpBesideTheLookupGivesTheSameBits) {
-  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
-  testing::RandomModelSpec spec;
-  spec.table_rows = {500, 700, 900, 300, 200};
-  spec.dim = 16;
-  spec.bottom = {64, 32, 16};
-  spec.top = {24, 12};
-  auto model = MakeRandomModel(spec);
-  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto dm = DeviceModel::Create(model, DeviceModel::Options());
-  ASSERT_TRUE(dm.ok()) << dm.status();
-  CudaWorker::Options serial;
-  serial.allow_fused_tiny = false;
-  serial.overlap_bottom_mlp = false;
-  CudaWorker::Options overlap = serial;
-  overlap.overlap_bottom_mlp = true;
-  auto a = CudaWorker::Create(*dm, serial, "serial");
-  auto b = CudaWorker::Create(*dm, overlap, "overlap");
-  ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_TRUE(b.ok()) << b.status();
-  for (int round = 0; round < 6; ++round) {
-    SCOPED_TRACE(::testing::Message() << "round " << round);
-    // Rounds 2k and 2k + 1 have the same shape: the second replays a graph.
-    const Batch batch = MakeBatch(*model, 3 + round / 2 * 5, 300, 6, 40 + round / 2);
-    const auto x = ScoreOn(**a, batch);
-    const auto y = ScoreOn(**b, batch);
-    for (size_t r = 0; r < batch.requests.size(); ++r) {
-      auto want = (*cpu)->Score(*batch.requests[r]);
-      ASSERT_TRUE(want.ok()) << want.status();
-      for (size_t c = 0; c < want->size(); ++c) {
-        ASSERT_EQ(std::memcmp(&x[r][c], &y[r][c], 4), 0)
-            << "request " << r << " candidate " << c << ": " << x[r][c] << " vs " << y[r][c];
-        ASSERT_NEAR(y[r][c], (*want)[c], 1e-5 * std::max(1.0f, std::abs((*want)[c])))
-            << "request " << r << " candidate " << c;
-      }
-    }
   }
 }
 
