@@ -8,20 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/grpc_deadline.h"
 #include "server/raw_messages.h"
 #include "server/request_conversion.h"
 #include "server/status_mapping.h"
 
 namespace rankd::server {
 namespace {
-
-// gRPC's "no deadline" is the far end of system_clock.
-absl::Time ToAbslDeadline(std::chrono::system_clock::time_point deadline) {
-  if (deadline >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) {
-    return absl::InfiniteFuture();
-  }
-  return absl::FromChrono(deadline);
-}
 
 const char* KindName(bool dynamic) { return dynamic ? "DYNAMIC" : "STATIC"; }
 
@@ -38,13 +31,6 @@ int64_t HeldBytes(const rankd::v1::ScoreRequest& r, int64_t response_scores) {
              int64_t{f.weights_size()} * sizeof(float);
   }
   return bytes;
-}
-
-absl::Status OverBudget(int64_t bytes, int64_t max_bytes) {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "the server holds too many request bytes: this request holds ", bytes,
-      " bytes once parsed, which would take the requests in flight past ", max_bytes,
-      " bytes (--max_inflight_request_bytes); retry with backoff"));
 }
 
 }  // namespace
@@ -122,7 +108,7 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
   const rankd::v1::ScoreRequest& req = reactor->request;
   if (int64_t held = HeldBytes(req, 0); !reactor->hold.Grow(held)) {
     metrics_->RecordRefused("inflight_bytes");
-    reactor->Answer(req.model(), 0, OverBudget(held, budget_.max_bytes()));
+    reactor->Answer(req.model(), 0, OverBudgetError(held, budget_.max_bytes()));
     return reactor;
   }
   auto found = models_->Find(req.model(), req.version(), req.version_label());
@@ -149,7 +135,7 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
   // The response's scores count too (num_candidates is validated now).
   if (int64_t held = HeldBytes(req, req.num_candidates()); !reactor->hold.Grow(held)) {
     metrics_->RecordRefused("inflight_bytes");
-    reactor->Answer(served->name(), served->version(), OverBudget(held, budget_.max_bytes()));
+    reactor->Answer(served->name(), served->version(), OverBudgetError(held, budget_.max_bytes()));
     return reactor;
   }
   // Workers write the scores straight into the response message.

@@ -80,6 +80,9 @@ class RankingService final
   bool WaitForAdmitted(absl::Time deadline) const;
   // Score requests admitted and not yet done.
   int64_t requests_in_flight() const { return budget_.requests_in_flight(); }
+  // The admission budget, shared with the other front ends of the public
+  // port (KServeService), so one drain and one byte cap cover them all.
+  RequestBudget* budget() { return &budget_; }
 
  private:
   class ScoreReactor;

@@ -96,4 +96,16 @@ bool RequestBudget::WaitUntilIdle(absl::Time deadline) const {
   return mu_.AwaitWithDeadline(absl::Condition(&IsZero, &requests_), deadline);
 }
 
+absl::Status OverBudgetError(int64_t bytes, int64_t max_bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the server holds too many request bytes: this request holds ", bytes,
+      " bytes once parsed, which would take the requests in flight past ", max_bytes,
+      " bytes (--max_inflight_request_bytes); retry with backoff"));
+}
+
+bool RequestBudget::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
 }  // namespace rankd::server

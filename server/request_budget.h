@@ -31,6 +31,10 @@
 
 namespace rankd::server {
 
+// RESOURCE_EXHAUSTED for a request that holds `bytes` once parsed, which
+// would take the requests in flight past `max_bytes` (a Hold's Grow failed).
+absl::Status OverBudgetError(int64_t bytes, int64_t max_bytes);
+
 class RequestBudget {
  public:
   struct Options {
@@ -79,6 +83,8 @@ class RequestBudget {
   // From now on every TryAcquire is refused UNAVAILABLE ("the server is
   // shutting down"); holds already given out are unaffected.
   void Close();
+  // Whether Close was called.
+  bool closed() const;
 
   int64_t max_bytes() const { return max_bytes_; }
   int64_t bytes_in_flight() const;

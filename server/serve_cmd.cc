@@ -1,5 +1,5 @@
 // rankd serve: serves the models under --model_root over gRPC (rankd.v1.Ranking,
-// grpc.health.v1.Health, reflection) with Prometheus metrics, and the admin
+// inference.GRPCInferenceService (KServe v2), grpc.health.v1.Health, reflection) with Prometheus metrics, and the admin
 // API (rankd.v1.ModelControl) on a loopback listener; follows the repository
 // (--model_control poll: every --repository_poll_s and on SIGHUP) until
 // SIGTERM / SIGINT, then drains and exits 0.
@@ -43,6 +43,7 @@
 #include "server/admin_auth.h"
 #include "server/model_control_service.h"
 #include "server/protobuf_log.h"
+#include "server/kserve_service.h"
 #include "server/ranking_service.h"
 #include "server/tls.h"
 #include "server/tools/commands.h"
@@ -725,6 +726,10 @@ int RunServe() {
   service_options.backend = backend;
   service_options.max_inflight_request_bytes = absl::GetFlag(FLAGS_max_inflight_request_bytes);
   RankingService service(manager->get(), &metrics, service_options);
+  KServeService::Options kserve_options;
+  kserve_options.limits = service_options.limits;
+  kserve_options.platform = absl::StrCat("rankd_", backend);
+  KServeService kserve(manager->get(), &metrics, service.budget(), kserve_options);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -753,6 +758,7 @@ int RunServe() {
     builder.SetResourceQuota(quota);
   }
   builder.RegisterService(&service);
+  builder.RegisterService(&kserve);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     spdlog::error("--grpc_port: cannot listen on {}", address);

@@ -1,0 +1,229 @@
+#include "server/kserve_service.h"
+
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/build_info.h"
+#include "server/grpc_deadline.h"
+#include "server/kserve_conversion.h"
+#include "server/raw_messages.h"
+#include "server/status_mapping.h"
+
+namespace rankd::server {
+namespace {
+
+// Parses `wire` into `request` and answers `response` (computed by `answer`
+// from the request) on the default reactor: the small, immediate methods.
+template <typename Request, typename Response, typename Answer>
+grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* wire, grpc::ByteBuffer* response_wire,
+                                    Answer answer) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Request request;
+  absl::Status s = ParseRequest(const_cast<grpc::ByteBuffer*>(wire), &request);
+  Response response;
+  if (s.ok()) s = answer(request, &response);
+  if (s.ok()) s = SerializeResponse(response, response_wire);
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
+
+// One admitted ModelInfer RPC, from its arrival to OnDone: the parsed
+// request (the engine request views it), the response the workers write
+// the scores into, the routed version and the admission hold.
+class KServeService::InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  InferReactor(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire, Metrics* metrics,
+               absl::Time arrival)
+      : hold(std::move(hold)), response_wire(response_wire), metrics(metrics), arrival(arrival) {}
+
+  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
+  void OnDone() override { delete this; }
+
+  // Counts the RPC and answers it. `this` may be gone when it returns.
+  void Answer(absl::string_view model, int64_t version, const absl::Status& status) {
+    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival);
+    Finish(ToGrpcStatus(status));
+  }
+
+  inference::ModelInferRequest request;
+  inference::ModelInferResponse response;
+  KServeRequest view;
+  std::shared_ptr<ServedVersion> served;
+  RequestBudget::Hold hold;
+  grpc::ByteBuffer* const response_wire;  // gRPC's, valid until OnDone
+  Metrics* const metrics;
+  const absl::Time arrival;
+  std::atomic<bool> cancelled{false};
+};
+
+KServeService::KServeService(const ModelManager* models, Metrics* metrics, RequestBudget* budget,
+                             Options options)
+    : models_(models),
+      metrics_(metrics),
+      budget_(budget),
+      limits_(options.limits),
+      platform_(std::move(options.platform)) {}
+
+grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ServerLiveRequest, inference::ServerLiveResponse>(
+      context, request, response,
+      [](const inference::ServerLiveRequest&, inference::ServerLiveResponse* r) {
+        r->set_live(true);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ServerReadyRequest, inference::ServerReadyResponse>(
+      context, request, response,
+      [this](const inference::ServerReadyRequest&, inference::ServerReadyResponse* r) {
+        r->set_ready(!budget_->closed() && !models_->ServedModels().empty());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ModelReadyRequest, inference::ModelReadyResponse>(
+      context, request, response,
+      [this](const inference::ModelReadyRequest& q, inference::ModelReadyResponse* r) {
+        absl::StatusOr<int64_t> version = ParseKServeVersion(q.version());
+        if (!version.ok()) return version.status();
+        auto found = models_->Find(q.name(), *version, "");
+        // Not ready is an answer (ready = false), except for a model that
+        // does not exist at all.
+        if (!found.ok() && found.status().code() != absl::StatusCode::kUnavailable) {
+          return found.status();
+        }
+        r->set_ready(found.ok() && !budget_->closed());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerMetadata(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ServerMetadataRequest, inference::ServerMetadataResponse>(
+      context, request, response,
+      [](const inference::ServerMetadataRequest&, inference::ServerMetadataResponse* r) {
+        r->set_name("rankd");
+        r->set_version(kRankdVersion);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return AnswerNow<inference::ModelMetadataRequest, inference::ModelMetadataResponse>(
+      context, request, response,
+      [this](const inference::ModelMetadataRequest& q, inference::ModelMetadataResponse* r) {
+        absl::StatusOr<int64_t> version = ParseKServeVersion(q.version());
+        if (!version.ok()) return version.status();
+        auto found = models_->Find(q.name(), *version, "");
+        if (!found.ok()) return found.status();
+        const engine::Model& m = (*found)->instance().model();
+        r->set_name(m.name);
+        for (int64_t v : models_->ReadyVersions(m.name)) r->add_versions(absl::StrCat(v));
+        r->set_platform(platform_);
+        KServeModelInputs(m, r);
+        (*r->mutable_properties())["version"] = absl::StrCat((*found)->version());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request_wire,
+                                                    grpc::ByteBuffer* response_wire) {
+  const absl::Time arrival = absl::Now();
+  absl::StatusOr<RequestBudget::Hold> hold =
+      budget_->TryAcquire(static_cast<int64_t>(request_wire->Length()));
+  if (!hold.ok()) {
+    metrics_->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
+                                ? "shutting_down"
+                                : "inflight_bytes");
+    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(hold.status()));
+    return reactor;
+  }
+  auto* reactor = new InferReactor(*std::move(hold), response_wire, metrics_, arrival);
+  absl::Status parsed =
+      ParseRequest(const_cast<grpc::ByteBuffer*>(request_wire), &reactor->request);
+  if (!parsed.ok()) {
+    metrics_->RecordRefused("malformed");
+    reactor->Answer("", 0, parsed);
+    return reactor;
+  }
+  const inference::ModelInferRequest& req = reactor->request;
+  if (int64_t held = static_cast<int64_t>(req.SpaceUsedLong()); !reactor->hold.Grow(held)) {
+    metrics_->RecordRefused("inflight_bytes");
+    reactor->Answer(req.model_name(), 0, OverBudgetError(held, budget_->max_bytes()));
+    return reactor;
+  }
+  absl::StatusOr<int64_t> version = ParseKServeVersion(req.model_version());
+  if (!version.ok()) {
+    reactor->Answer(req.model_name(), 0, version.status());
+    return reactor;
+  }
+  auto found = models_->Find(req.model_name(), *version, "");
+  if (!found.ok()) {
+    reactor->Answer(req.model_name(), 0, found.status());
+    return reactor;
+  }
+  reactor->served = *std::move(found);
+  ServedVersion* served = reactor->served.get();
+  engine::ModelInstance* model = &served->instance();
+  absl::Status converted;
+  {
+    // Validation looks keys up in dynamic tables (id_policy ERROR): not while
+    // an update rewrites their hash slots.
+    engine::LiveTables* live = served->live_tables();
+    engine::LiveTables::BatchScope tables(
+        live != nullptr && live->validation_reads_tables() ? live : nullptr);
+    converted = ToEngineRequest(model->model(), req, limits_, &reactor->view);
+  }
+  if (!converted.ok()) {
+    reactor->Answer(served->name(), served->version(), converted);
+    return reactor;
+  }
+  const int32_t n = reactor->view.request.num_candidates;
+  const int64_t held = static_cast<int64_t>(req.SpaceUsedLong()) + int64_t{4} * n;
+  if (!reactor->hold.Grow(held)) {
+    metrics_->RecordRefused("inflight_bytes");
+    reactor->Answer(served->name(), served->version(),
+                    OverBudgetError(held, budget_->max_bytes()));
+    return reactor;
+  }
+  engine::QueuedRequest item;
+  item.scores = PrepareKServeResponse(served->name(), served->version(), req.id(), n,
+                                      reactor->view.raw, &reactor->response);
+  item.request = std::move(reactor->view.request);
+  item.deadline = ToAbslDeadline(context->deadline());
+  item.cancelled = [reactor] { return reactor->cancelled.load(std::memory_order_relaxed); };
+  item.done = [reactor](absl::Status status, const engine::RequestTiming&) {
+    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
+    if (status.ok()) status = SerializeResponse(reactor->response, reactor->response_wire);
+    reactor->Answer(version->name(), version->version(), status);
+    version.reset();
+  };
+  absl::Status submitted = model->Submit(std::move(item));
+  if (!submitted.ok()) {
+    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
+    reactor->Answer(version->name(), version->version(), submitted);
+  }
+  return reactor;
+}
+
+}  // namespace rankd::server
