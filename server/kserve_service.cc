@@ -167,9 +167,11 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
     return reactor;
   }
   const inference::ModelInferRequest& req = reactor->request;
-  if (int64_t held = static_cast<int64_t>(req.SpaceUsedLong()); !reactor->hold.Grow(held)) {
+  // The parsed message's memory (protobuf's own estimate, walked once).
+  const int64_t request_bytes = static_cast<int64_t>(req.SpaceUsedLong());
+  if (!reactor->hold.Grow(request_bytes)) {
     metrics_->RecordRefused("inflight_bytes");
-    reactor->Answer(req.model_name(), 0, OverBudgetError(held, budget_->max_bytes()));
+    reactor->Answer(req.model_name(), 0, OverBudgetError(request_bytes, budget_->max_bytes()));
     return reactor;
   }
   absl::StatusOr<int64_t> version = ParseKServeVersion(req.model_version());
@@ -199,7 +201,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
     return reactor;
   }
   const int32_t n = reactor->view.request.num_candidates;
-  const int64_t held = static_cast<int64_t>(req.SpaceUsedLong()) + int64_t{4} * n;
+  const int64_t held = request_bytes + int64_t{4} * n;  // and the response's scores
   if (!reactor->hold.Grow(held)) {
     metrics_->RecordRefused("inflight_bytes");
     reactor->Answer(served->name(), served->version(),
