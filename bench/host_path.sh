@@ -137,7 +137,7 @@ if [ ! -s "$reqs" ]; then
 fi
 ports="$work/ports"
 serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 --grpc_port 0
-  --metrics_port 0 --admin_port -1 --port_file "$ports" --log_level warn)
+  --metrics_port 0 --admin_port -1 --http_port -1 --port_file "$ports" --log_level warn)
 [ "$workers" != 0 ] && serve_flags+=(--workers "$workers")
 [ "$gpu_workers" != 0 ] && serve_flags+=(--gpu_workers "$gpu_workers")
 # shellcheck disable=SC2206

@@ -17,7 +17,7 @@ trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' 
 "$bin/server/rankd" gen-requests --model "$work/models/mini/1" --count 200 --candidates 1 --output "$work/mini1.jsonl"
 "$bin/server/rankd" gen-requests --model "$work/models/mini/1" --count 200 --candidates 64 --output "$work/mini64.jsonl"
 "$bin/server/rankd" gen-requests --model "$work/models/kaggle/1" --count 200 --candidates 256 --output "$work/kaggle256.jsonl"
-"$bin/server/rankd" serve --model_root "$work/models" --grpc_port 0 --metrics_port -1 --admin_port -1 \
+"$bin/server/rankd" serve --model_root "$work/models" --grpc_port 0 --metrics_port -1 --admin_port -1 --http_port -1 \
   --port_file "$work/ports" --log_level warn &
 pid=$!
 for _ in $(seq 100); do [ -f "$work/ports" ] && break; sleep 0.1; done

@@ -159,7 +159,7 @@ if [ ! -s "$reqs" ]; then
 fi
 ports="$work/ports"
 serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 --grpc_port 0
-  --metrics_port 0 --admin_port -1 --port_file "$ports" --log_level warn)
+  --metrics_port 0 --admin_port -1 --http_port -1 --port_file "$ports" --log_level warn)
 # shellcheck disable=SC2206
 [ -n "$serve_extra" ] && serve_flags+=($serve_extra)
 bench_pin server_pin --server_cpus "$server_cpus"

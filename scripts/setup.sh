@@ -9,7 +9,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libeigen3-dev libssl-dev openssl
+  nlohmann-json3-dev libeigen3-dev libssl-dev openssl libcpp-httplib-dev
   python3-grpcio python3-grpc-tools python3-numpy python3-protobuf
   prometheus curl yamllint python3-yaml gnuplot-nox
   # Sanitizer, thread-safety and fuzz builds (docs/testing.md); cmake, ninja

@@ -9,6 +9,7 @@
 #include "server/build_info.h"
 #include "server/grpc_deadline.h"
 #include "server/kserve_conversion.h"
+#include "server/kserve_queries.h"
 #include "server/raw_messages.h"
 #include "server/status_mapping.h"
 
@@ -47,7 +48,8 @@ class KServeService::InferReactor final : public grpc::ServerUnaryReactor {
 
   // Counts the RPC and answers it. `this` may be gone when it returns.
   void Answer(absl::string_view model, int64_t version, const absl::Status& status) {
-    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival);
+    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival,
+                           Metrics::Protocol::kKServe);
     Finish(ToGrpcStatus(status));
   }
 
@@ -87,7 +89,7 @@ grpc::ServerUnaryReactor* KServeService::ServerReady(grpc::CallbackServerContext
   return AnswerNow<inference::ServerReadyRequest, inference::ServerReadyResponse>(
       context, request, response,
       [this](const inference::ServerReadyRequest&, inference::ServerReadyResponse* r) {
-        r->set_ready(!budget_->closed() && !models_->ServedModels().empty());
+        r->set_ready(KServeServerReady(*models_, *budget_));
         return absl::OkStatus();
       });
 }
@@ -98,15 +100,9 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(grpc::CallbackServerContext*
   return AnswerNow<inference::ModelReadyRequest, inference::ModelReadyResponse>(
       context, request, response,
       [this](const inference::ModelReadyRequest& q, inference::ModelReadyResponse* r) {
-        absl::StatusOr<int64_t> version = ParseKServeVersion(q.version());
-        if (!version.ok()) return version.status();
-        auto found = models_->Find(q.name(), *version, "");
-        // Not ready is an answer (ready = false), except for a model that
-        // does not exist at all.
-        if (!found.ok() && found.status().code() != absl::StatusCode::kUnavailable) {
-          return found.status();
-        }
-        r->set_ready(found.ok() && !budget_->closed());
+        absl::StatusOr<bool> ready = KServeModelReady(*models_, *budget_, q.name(), q.version());
+        if (!ready.ok()) return ready.status();
+        r->set_ready(*ready);
         return absl::OkStatus();
       });
 }
@@ -129,17 +125,7 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerConte
   return AnswerNow<inference::ModelMetadataRequest, inference::ModelMetadataResponse>(
       context, request, response,
       [this](const inference::ModelMetadataRequest& q, inference::ModelMetadataResponse* r) {
-        absl::StatusOr<int64_t> version = ParseKServeVersion(q.version());
-        if (!version.ok()) return version.status();
-        auto found = models_->Find(q.name(), *version, "");
-        if (!found.ok()) return found.status();
-        const engine::Model& m = (*found)->instance().model();
-        r->set_name(m.name);
-        for (int64_t v : models_->ReadyVersions(m.name)) r->add_versions(absl::StrCat(v));
-        r->set_platform(platform_);
-        KServeModelInputs(m, r);
-        (*r->mutable_properties())["version"] = absl::StrCat((*found)->version());
-        return absl::OkStatus();
+        return KServeModelMetadata(*models_, platform_, q.name(), q.version(), r);
       });
 }
 
@@ -153,7 +139,8 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
     metrics_->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
                                 ? "shutting_down"
                                 : "inflight_bytes");
-    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival);
+    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival,
+                           Metrics::Protocol::kKServe);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(ToGrpcStatus(hold.status()));
     return reactor;

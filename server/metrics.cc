@@ -52,7 +52,8 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
   using prometheus::BuildHistogram;
   requests_total_ = &BuildCounter()
                          .Name("rankd_requests_total")
-                         .Help("Score RPCs finished, by model and gRPC status code.")
+                         .Help("Inference requests finished, by model, version, gRPC status "
+                               "code and protocol (rankd, kserve, kserve_http, http).")
                          .Register(*registry_);
   request_duration_ = &BuildHistogram()
                            .Name("rankd_request_duration_seconds")
@@ -346,8 +347,10 @@ void Metrics::RemoveVersion(const std::string& name, int64_t version) {
     auto& versions = m->second->versions;
     auto it = versions.find(version);
     if (it != versions.end()) {
-      for (auto& counter : it->second->requests) {
-        if (prometheus::Counter* c = counter.load()) requests_total_->Remove(c);
+      for (auto& by_code : it->second->requests) {
+        for (auto& counter : by_code) {
+          if (prometheus::Counter* c = counter.load()) requests_total_->Remove(c);
+        }
       }
       request_duration_->Remove(it->second->request_duration);
       versions.erase(it);
@@ -371,18 +374,35 @@ void Metrics::SetVersionStates(const std::string& name, const std::map<std::stri
   }
 }
 
-prometheus::Counter* Metrics::RequestCounter(VersionSeries* s, absl::StatusCode code) {
+const char* Metrics::ProtocolName(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kKServe:
+      return "kserve";
+    case Protocol::kKServeHttp:
+      return "kserve_http";
+    case Protocol::kHttp:
+      return "http";
+    default:
+      return "rankd";
+  }
+}
+
+prometheus::Counter* Metrics::RequestCounter(VersionSeries* s, absl::StatusCode code,
+                                             Protocol protocol) {
   int c = static_cast<int>(code);
   if (c < 0 || c >= kNumCodes) c = static_cast<int>(absl::StatusCode::kUnknown);
-  prometheus::Counter* counter = s->requests[c].load(std::memory_order_acquire);
+  const int p = static_cast<int>(protocol);
+  std::atomic<prometheus::Counter*>& slot = s->requests[p][c];
+  prometheus::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
     absl::MutexLock lock(&counter_mu_);
-    counter = s->requests[c].load(std::memory_order_acquire);
+    counter = slot.load(std::memory_order_acquire);
     if (counter == nullptr) {
       counter = &requests_total_->Add({{"model", s->model},
                                        {"version", s->version},
-                                       {"code", CodeName(static_cast<absl::StatusCode>(c))}});
-      s->requests[c].store(counter, std::memory_order_release);
+                                       {"code", CodeName(static_cast<absl::StatusCode>(c))},
+                                       {"protocol", ProtocolName(protocol)}});
+      slot.store(counter, std::memory_order_release);
     }
   }
   return counter;
@@ -403,10 +423,10 @@ void Metrics::SetRequestBytesInFlight(int64_t bytes) {
 }
 
 void Metrics::RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,
-                            absl::Duration duration) {
+                            absl::Duration duration, Protocol protocol) {
   absl::ReaderMutexLock lock(&mu_);
   VersionSeries* s = FindVersion(model, version);
-  RequestCounter(s, code)->Increment();
+  RequestCounter(s, code, protocol)->Increment();
   s->request_duration->Observe(absl::ToDoubleSeconds(duration));
 }
 

@@ -85,11 +85,22 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   void RecordModelLoad(const std::string& name, bool ok, double seconds);
   void SetVersionStates(const std::string& name, const std::map<std::string, int>& counts);
 
-  // One finished RPC, whatever its outcome (the server calls this once per
-  // Score RPC). `model` is a model's name or "" (unknown model); `version`
-  // the version that answered, 0 when none was found.
+  // The front end a request came through: rankd_requests_total's
+  // `protocol` label.
+  enum class Protocol {
+    kRankd,       // "rankd": rankd.v1.Ranking/Score over gRPC
+    kKServe,      // "kserve": KServe v2 ModelInfer over gRPC
+    kKServeHttp,  // "kserve_http": KServe v2 REST .../infer
+    kHttp,        // "http": the native REST endpoint /v1/models/{m}:score
+  };
+  static constexpr int kNumProtocols = 4;
+  static const char* ProtocolName(Protocol protocol);
+
+  // One finished inference request, whatever its outcome (each front end
+  // calls this once per request). `model` is a model's name or "" (unknown
+  // model); `version` the version that answered, 0 when none was found.
   void RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,
-                     absl::Duration duration);
+                     absl::Duration duration, Protocol protocol);
 
   // A Score request refused before it reached a model:
   // rankd_requests_refused_total{reason}, reason one of "malformed" (not a
@@ -131,7 +142,9 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   struct VersionSeries {
     std::string model;
     std::string version;
-    std::array<std::atomic<prometheus::Counter*>, kNumCodes> requests{};
+    // By protocol, then code.
+    std::array<std::array<std::atomic<prometheus::Counter*>, kNumCodes>, kNumProtocols>
+        requests{};
     prometheus::Histogram* request_duration = nullptr;
   };
   struct ModelSeries {
@@ -164,7 +177,8 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   VersionSeries* FindVersion(absl::string_view model, int64_t version)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  prometheus::Counter* RequestCounter(VersionSeries* series, absl::StatusCode code);
+  prometheus::Counter* RequestCounter(VersionSeries* series, absl::StatusCode code,
+                                      Protocol protocol);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;

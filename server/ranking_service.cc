@@ -50,7 +50,8 @@ class RankingService::ScoreReactor final : public grpc::ServerUnaryReactor {
 
   // Counts the RPC and answers it. `this` may be gone when it returns.
   void Answer(absl::string_view model, int64_t version, const absl::Status& status) {
-    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival);
+    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival,
+                           Metrics::Protocol::kRankd);
     Finish(ToGrpcStatus(status));
   }
 
@@ -90,7 +91,8 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
     metrics_->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
                                 ? "shutting_down"
                                 : "inflight_bytes");
-    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival);
+    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival,
+                           Metrics::Protocol::kRankd);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(ToGrpcStatus(hold.status()));
     return reactor;

@@ -43,6 +43,7 @@
 #include "server/admin_auth.h"
 #include "server/model_control_service.h"
 #include "server/protobuf_log.h"
+#include "server/http/http_server.h"
 #include "server/kserve_service.h"
 #include "server/ranking_service.h"
 #include "server/tls.h"
@@ -54,7 +55,22 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "serve: address to listen on (gRPC and m
 ABSL_FLAG(int, grpc_port, 8500, "serve: gRPC port (0 = any free port; see --port_file)");
 ABSL_FLAG(int, metrics_port, 8502, "serve: Prometheus /metrics port (0 = any free port, -1 = off)");
 ABSL_FLAG(std::string, port_file, "",
-          "serve: once serving, write \"grpc_port=N\\nmetrics_port=M\\n\" to this file");
+          "serve: once serving, write \"grpc_port=N\\nmetrics_port=M\\n...\" (every listener's "
+          "port) to this file");
+ABSL_FLAG(int, http_port, 8501,
+          "serve: HTTP port: KServe v2 REST and POST /v1/models/{m}:score JSON (0 = any free "
+          "port, -1 = off); TLS as the gRPC port when --tls_cert_file is set");
+ABSL_FLAG(int, http_max_connections, 256,
+          "serve: most HTTP connections served at once (a thread each); more wait for one to "
+          "close");
+ABSL_FLAG(int, http_read_timeout_ms, 5000,
+          "serve: an HTTP connection that sends nothing for this long while a request is read "
+          "(or takes nothing of the answer) is closed");
+ABSL_FLAG(int, http_keep_alive_s, 5,
+          "serve: an idle kept-alive HTTP connection is closed after this many seconds");
+ABSL_FLAG(int64_t, http_request_timeout_ms, 10000,
+          "serve: deadline of an HTTP inference request (a client may ask for less with a "
+          "Request-Timeout-Ms header); 0 = the batcher's default");
 ABSL_FLAG(std::string, backend, "auto",
           "serve: auto | cpu | cuda (auto = cuda when a usable GPU is present, else cpu)");
 ABSL_FLAG(int, gpu_workers, 0, "serve: CUDA workers per GPU per model version (0 = model config, else 2)");
@@ -425,12 +441,14 @@ std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int* po
   return server;
 }
 
-void WritePortFile(int grpc_port, int metrics_port, int admin_port, int health_port) {
+void WritePortFile(int grpc_port, int metrics_port, int admin_port, int health_port,
+                   int http_port) {
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (port_file.empty()) return;
   std::ofstream f(port_file + ".tmp");
   f << "grpc_port=" << grpc_port << "\nmetrics_port=" << metrics_port
-    << "\nadmin_port=" << admin_port << "\nhealth_port=" << health_port << "\n";
+    << "\nadmin_port=" << admin_port << "\nhealth_port=" << health_port
+    << "\nhttp_port=" << http_port << "\n";
   f.close();
   std::rename((port_file + ".tmp").c_str(), port_file.c_str());
 }
@@ -604,7 +622,7 @@ class ServerLifecycle final : public ModelManager::Listener {
 [[noreturn]] void DrainAndExit(const char* signal_name, ServerLifecycle* lifecycle,
                                RankingService* service, RepositoryPoller* poller,
                                SignalWatcher* signals, grpc::Server* admin,
-                               ModelManager* manager) {
+                               HttpServer* http, ModelManager* manager) {
   const absl::Duration drain = absl::GetFlag(FLAGS_drain_timeout);
   const absl::Time drain_start = absl::Now();
   spdlog::info("{} received: not serving, draining admitted requests (up to {}); new requests "
@@ -619,6 +637,9 @@ class ServerLifecycle final : public ModelManager::Listener {
                  "clients see UNAVAILABLE when the connections close",
                  absl::FormatDuration(drain), service->requests_in_flight());
   }
+  // Answers of the HTTP requests admitted are written: Stop lets each
+  // connection finish the answer it is writing, then closes them all.
+  if (http != nullptr) http->Stop();
   if (admin != nullptr) admin->Shutdown(absl::ToChronoTime(absl::Now()));
   manager->Shutdown();
   spdlog::info("drained in {:.3f} s; exiting", absl::ToDoubleSeconds(absl::Now() - drain_start));
@@ -783,15 +804,40 @@ int RunServe() {
     health = StartHealthServer(host, &health_port);
     if (health == nullptr) return 1;
   }
+  std::unique_ptr<HttpServer> http;
+  if (absl::GetFlag(FLAGS_http_port) >= 0) {
+    HttpServer::Options http_options;
+    http_options.host = host;
+    http_options.port = absl::GetFlag(FLAGS_http_port);
+    http_options.max_threads = absl::GetFlag(FLAGS_http_max_connections);
+    http_options.read_timeout_ms = absl::GetFlag(FLAGS_http_read_timeout_ms);
+    http_options.keep_alive_timeout_s = absl::GetFlag(FLAGS_http_keep_alive_s);
+    http_options.platform = kserve_options.platform;
+    http_options.inference.limits = service_options.limits;
+    http_options.inference.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+    http_options.inference.request_timeout =
+        absl::Milliseconds(absl::GetFlag(FLAGS_http_request_timeout_ms));
+    http_options.tls = tls;
+    auto started_http = HttpServer::Start(http_options, manager->get(), &metrics, service.budget());
+    if (!started_http.ok()) {
+      spdlog::error("{}", std::string(started_http.status().message()));
+      return started_http.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    http = *std::move(started_http);
+  }
   lifecycle.SetHealth(server->GetHealthCheckService(), **manager);
   if (health) lifecycle.SetHealth(health->GetHealthCheckService(), **manager);
-  spdlog::info("serving {} model(s) on {}:{} (gRPC, {}){}{}", (*manager)->ServedModels().size(),
-               host, grpc_port, DescribeTls(tls),
+  spdlog::info("serving {} model(s) on {}:{} (gRPC, {}){}{}{}",
+               (*manager)->ServedModels().size(), host, grpc_port, DescribeTls(tls),
+               http ? absl::StrCat("; HTTP on ", host, ":", http->port(), " (",
+                                   tls.enabled() ? "HTTPS" : "plaintext", ")")
+                    : "",
                admin ? absl::StrCat("; admin API on ", absl::GetFlag(FLAGS_admin_host), ":",
                                     admin_port, (*auth)->requires_token() ? " (token)" : "")
                      : "",
                health ? absl::StrCat("; plaintext health on ", host, ":", health_port) : "");
-  WritePortFile(grpc_port, metrics.exposer_port(), admin_port, health_port);
+  WritePortFile(grpc_port, metrics.exposer_port(), admin_port, health_port,
+                http ? http->port() : 0);
 
   std::unique_ptr<RepositoryPoller> poller;
   if (absl::GetFlag(FLAGS_model_control) == "poll") {
@@ -801,7 +847,7 @@ int RunServe() {
   }
   signals->WaitForStop();
   DrainAndExit(signals->stop_signal_name(), &lifecycle, &service, poller.get(), signals,
-               admin.get(), manager->get());
+               admin.get(), http.get(), manager->get());
 }
 
 }  // namespace rankd::server

@@ -1,4 +1,5 @@
-// The one place where engine statuses become gRPC statuses (DESIGN.md).
+// The one place where engine statuses become gRPC statuses (DESIGN.md), and
+// HTTP statuses for the REST front end.
 #ifndef RANKD_SERVER_STATUS_MAPPING_H_
 #define RANKD_SERVER_STATUS_MAPPING_H_
 
@@ -20,6 +21,13 @@ inline constexpr size_t kMaxStatusMessageBytes = 1024;
 // Same code (absl and gRPC share the canonical code numbers) and message,
 // cut to kMaxStatusMessageBytes.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The HTTP status of an answer with this code, as gRPC's HTTP mapping and
+// KServe's REST servers do: OK 200; INVALID_ARGUMENT, FAILED_PRECONDITION,
+// OUT_OF_RANGE 400; UNAUTHENTICATED 401; PERMISSION_DENIED 403; NOT_FOUND
+// 404; ALREADY_EXISTS, ABORTED 409; RESOURCE_EXHAUSTED 429; CANCELLED 499;
+// UNIMPLEMENTED 501; UNAVAILABLE 503; DEADLINE_EXCEEDED 504; else 500.
+int ToHttpStatus(absl::StatusCode code);
 
 }  // namespace rankd::server
 

@@ -111,6 +111,9 @@ def system_libs():
     # TLS files are checked at start (key matches certificate) with OpenSSL,
     # the library gRPC itself uses on Debian.
     pkg_config_repo(name = "system_openssl", modules = ["openssl"])
+    # The HTTP listener (server/http/): Debian builds cpp-httplib as a shared
+    # library with OpenSSL, zlib and brotli; its .pc gives the matching -D flags.
+    pkg_config_repo(name = "system_httplib", modules = ["cpp-httplib"])
     pkg_config_repo(
         name = "system_cuda",
         modules = [],

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 startup_log() {  # startup_log OUT [command prefix...]: first lines of a serve
   local out="$1"
   shift
-  run_bounded 30 "$@" "$RANKD" serve --model_root "$TMP/no_models" --grpc_port 0 \
+  run_bounded 30 "$@" "$RANKD" serve --model_root "$TMP/no_models" --grpc_port 0 --http_port -1 \
     --metrics_port -1 >"$out" 2>&1
 }
 

@@ -69,7 +69,7 @@ for case in deep fifo nan; do
   esac
   log "$case: rankd serve, score, inspect --check"
   run_bounded 60 "$RANKD" serve --model_root "$TMP/bad/$case" --model_control none --host 127.0.0.1 \
-    --grpc_port 0 --metrics_port -1 --admin_port -1 >"$TMP/serve.$case.out" 2>&1
+    --grpc_port 0 --metrics_port -1 --admin_port -1 --http_port -1 >"$TMP/serve.$case.out" 2>&1
   check_fails "$case: serve" "$?" "$TMP/serve.$case.out" "cannot load models: .*$want"
   run_bounded 60 "$RANKD" score --model "$dir" --input "$TMP/req.jsonl" --output /dev/null \
     >"$TMP/score.$case.out" 2>&1
@@ -94,7 +94,7 @@ sed -i '0,/num_rows: 10$/s//num_rows: 100000000/' "$BIG/mini/1/model.pbtxt"
 grep -q 'num_rows: 100000000' "$BIG/mini/1/model.pbtxt" || die "cannot grow table t0"
 RANKD_LOG="$TMP/big.log"
 "$RANKD" serve --model_root "$BIG" --host 127.0.0.1 --grpc_port 0 --metrics_port -1 \
-  --admin_port -1 >"$RANKD_LOG" 2>&1 &
+  --admin_port -1 --http_port -1 >"$RANKD_LOG" 2>&1 &
 RANKD_PID=$!
 for ((i = 0; i < 600; i++)); do
   grep -q 'model mini version 1: loading from' "$RANKD_LOG" && break

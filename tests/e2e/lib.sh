@@ -148,7 +148,8 @@ model_features() {
 
 # start_rankd MODEL_ROOT [serve flags...]: starts `rankd serve` on 127.0.0.1
 # with free ports; returns once the port file is written (i.e. serving).
-# Sets RANKD_PID, GRPC_PORT, METRICS_PORT, TARGET (127.0.0.1:GRPC_PORT), RANKD_LOG,
+# Sets RANKD_PID, GRPC_PORT, METRICS_PORT, HTTP_PORT (0 with --http_port -1),
+# TARGET (127.0.0.1:GRPC_PORT), RANKD_LOG,
 # ADMIN_PORT and ADMIN_TARGET (0 / unusable unless --admin_port 0 or a port is given:
 # rankd's default admin port 8503 is not assumed free on a test machine).
 start_rankd() {
@@ -158,7 +159,7 @@ start_rankd() {
   RANKD_LOG="$TMP/rankd.$RANDOM.log"
   rm -f "$port_file"
   "$RANKD" serve --model_root "$root" --host 127.0.0.1 --grpc_port 0 --metrics_port 0 \
-    --admin_port -1 --port_file "$port_file" "$@" >"$RANKD_LOG" 2>&1 &
+    --admin_port -1 --http_port 0 --port_file "$port_file" "$@" >"$RANKD_LOG" 2>&1 &
   RANKD_PID=$!
   local i
   for ((i = 0; i < 600; i++)); do  # up to 60 s: loading + warm-up
@@ -171,6 +172,7 @@ start_rankd() {
   METRICS_PORT="$(sed -n 's/^metrics_port=//p' "$port_file")"
   ADMIN_PORT="$(sed -n 's/^admin_port=//p' "$port_file")"
   HEALTH_PORT="$(sed -n 's/^health_port=//p' "$port_file")"
+  HTTP_PORT="$(sed -n 's/^http_port=//p' "$port_file")"
   ADMIN_TARGET="127.0.0.1:$ADMIN_PORT"
   [[ "$GRPC_PORT" =~ ^[0-9]+$ && "$GRPC_PORT" -gt 0 ]] || die "bad port file: $(cat "$port_file")"
   [[ "$METRICS_PORT" =~ ^[0-9]+$ && "$METRICS_PORT" -gt 0 ]] || die "bad port file: $(cat "$port_file")"

@@ -138,7 +138,7 @@ expect_eq "clean exit" "$RANKD_RC" 0
 
 log "bad TLS flags fail the start, naming the flag"
 run_bounded 30 "$RANKD" serve --model_root "$MODELS" --grpc_port 0 --metrics_port -1 \
-  --admin_port -1 --tls_cert_file "$PKI/server.crt" --tls_key_file "$PKI/client.key" \
+  --admin_port -1 --http_port -1 --tls_cert_file "$PKI/server.crt" --tls_key_file "$PKI/client.key" \
   >"$TMP/bad.log" 2>&1
 expect_eq "mismatched key: exit 2" "$?" 2
 expect_grep "mismatched key named" "$TMP/bad.log" "--tls_key_file: .*is not the private key"

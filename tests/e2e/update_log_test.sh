@@ -170,7 +170,7 @@ stop_rankd TERM
 # 7. An unusable directory is refused at start.
 touch "$TMP/a_file"
 run_bounded 60 "$RANKD" serve --model_root "$MODELS" --host 127.0.0.1 --grpc_port 0 \
-  --metrics_port -1 --admin_port -1 --update_log_dir "$TMP/a_file/logs" >"$TMP/bad_dir.out" 2>&1
+  --metrics_port -1 --admin_port -1 --http_port -1 --update_log_dir "$TMP/a_file/logs" >"$TMP/bad_dir.out" 2>&1
 expect_eq "exit status with an unusable --update_log_dir" "$?" 2
 expect_grep "bad directory named" "$TMP/bad_dir.out" "--update_log_dir: .*a_file/logs"
 finish

@@ -171,7 +171,7 @@ if want servelat; then
   done
   rm -f "$work/lat.ports"
   "$bundle/run" rankd serve --model_root "$work/latroot" --backend cuda --host 127.0.0.1 \
-    --grpc_port 0 --metrics_port -1 --admin_port -1 --port_file "$work/lat.ports" > "$out/servelat_rankd.log" 2>&1 &
+    --grpc_port 0 --metrics_port -1 --admin_port -1 --http_port -1 --port_file "$work/lat.ports" > "$out/servelat_rankd.log" 2>&1 &
   lat_pid=$!
   for _ in $(seq 600); do [ -s "$work/lat.ports" ] && break; sleep 0.2; done
   port=$(sed -n 's/grpc_port=//p' "$work/lat.ports")
@@ -222,7 +222,7 @@ time.sleep(600)' > "$out/oversize_holder.log" 2>&1 &
   holder=$!
   for _ in $(seq 300); do [ -s "$hold" ] && break; sleep 0.2; done
   "$bundle/run" rankd serve --model_root "$work/big_device" --backend cuda --host 127.0.0.1 \
-    --grpc_port 0 --metrics_port -1 --admin_port -1 --model_control none > "$out/oversize_device.log" 2>&1
+    --grpc_port 0 --metrics_port -1 --admin_port -1 --http_port -1 --model_control none > "$out/oversize_device.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "does not fit" "$out/oversize_device.log"; then
     row "oversize DEVICE-placed model refused" "PASS (rc $rc; $(cat "$hold" 2>/dev/null))"
@@ -232,7 +232,7 @@ time.sleep(600)' > "$out/oversize_holder.log" 2>&1 &
   grep -m1 -oE 'does not fit.*' "$out/oversize_device.log" >> "$table"
   rm -f "$work/big.ports"
   "$bundle/run" rankd serve --model_root "$work/big_auto" --backend cuda --host 127.0.0.1 \
-    --grpc_port 0 --metrics_port -1 --admin_port -1 --port_file "$work/big.ports" > "$out/oversize_auto.log" 2>&1 &
+    --grpc_port 0 --metrics_port -1 --admin_port -1 --http_port -1 --port_file "$work/big.ports" > "$out/oversize_auto.log" 2>&1 &
   big_pid=$!
   for _ in $(seq 600); do [ -s "$work/big.ports" ] && break; kill -0 $big_pid 2>/dev/null || break; sleep 0.2; done
   if [ -s "$work/big.ports" ]; then
@@ -255,7 +255,7 @@ serve_up() {  # name root [flags]
   local name=$1 root=$2; shift 2
   rm -f "$work/$name.ports"
   "$bundle/run" rankd serve --model_root "$root" --backend "${RANKD_BACKEND:-cuda}" --host 127.0.0.1 \
-    --grpc_port 0 --metrics_port 0 --admin_port 0 --port_file "$work/$name.ports" "$@" > "$out/$name.log" 2>&1 &
+    --grpc_port 0 --metrics_port 0 --admin_port 0 --http_port 0 --port_file "$work/$name.ports" "$@" > "$out/$name.log" 2>&1 &
   srv_pid=$!
   for _ in $(seq 1500); do [ -s "$work/$name.ports" ] && break; kill -0 $srv_pid 2>/dev/null || break; sleep 0.2; done
   srv_port=$(sed -n 's/grpc_port=//p' "$work/$name.ports" 2>/dev/null)

@@ -27,7 +27,7 @@ for m in mini kaggle minidyn; do
 done
 # Not through run(): a backgrounded shell function is a subshell, and SIGTERM must reach rankd.
 "$bundle/run" rankd serve --model_root "$work/models" --backend cuda --host 127.0.0.1 --grpc_port 0 \
-  --metrics_port 0 --admin_port 0 --port_file "$work/ports" > "$work/serve.log" 2>&1 &
+  --metrics_port 0 --admin_port 0 --http_port 0 --port_file "$work/ports" > "$work/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 300); do [ -s "$work/ports" ] && break; sleep 0.2; done
 port=$(sed -n 's/grpc_port=//p' "$work/ports")
