@@ -1,7 +1,7 @@
-// A minimal HTTP/1.1 GET over plain TCP, enough to read a Prometheus /metrics
-// page: "http://host:port/path" only (no TLS, no redirects, no proxies);
-// Content-Length, chunked and read-to-close bodies. Blocking, thread-safe (no
-// shared state). Every step is bounded by `timeout`.
+// An HTTP/1.1 GET with cpp-httplib's client, to read a Prometheus /metrics
+// page: "http://host:port/path" only (no TLS, no redirects, no proxies).
+// Blocking, thread-safe (no shared state). Connecting and each read wait at
+// most `timeout`, and the whole body must arrive by then.
 #ifndef RANKD_LOADTEST_HTTP_GET_H_
 #define RANKD_LOADTEST_HTTP_GET_H_
 

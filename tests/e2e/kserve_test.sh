@@ -44,8 +44,8 @@ expect_grep "KServe checks" "$TMP/kserve_checks.txt" "^kserve checks: ok$"
 
 scrape "$TMP/metrics.txt"
 for m in mini kaggle; do
-  expect_eq "$m: rankd_requests_total{code=OK} (2 forms x 20)" \
-    "$(metric_int "$TMP/metrics.txt" rankd_requests_total "model=\"$m\"" 'code="OK"')" 40
+  expect_eq "$m: rankd_requests_total{code=OK,protocol=kserve} (2 forms x 20)" \
+    "$(metric_int "$TMP/metrics.txt" rankd_requests_total "model=\"$m\"" 'code="OK"' 'protocol="kserve"')" 40
 done
 
 stop_rankd

@@ -11,6 +11,8 @@
 #        grpc.health.v1 and nothing else.
 #   rotation: a new certificate written over the files is served to new
 #        connections within --tls_reload_s, without a restart.
+#   HTTPS: the HTTP listener serves the same certificate (TLS, rotation,
+#        mTLS) with curl; plaintext HTTP and other CAs are refused.
 source "$(dirname "$0")/lib.sh"
 
 PKI="$TMP/pki"
@@ -64,7 +66,7 @@ log "TLS with an admin token"
 start_rankd "$MODELS" --admin_port 0 --tls_cert_file "$PKI/served.crt" \
   --tls_key_file "$PKI/served.key" --tls_reload_s 1 --admin_token_file "$PKI/token" \
   --metrics_host 127.0.0.1
-expect_grep "start-up log names TLS" "$RANKD_LOG" "\(gRPC, TLS\); admin API on .* \(token\)"
+expect_grep "start-up log names TLS" "$RANKD_LOG" "\(gRPC, TLS\);.* admin API on .* \(token\)"
 expect_grep "metrics bound to loopback" "$RANKD_LOG" "metrics on http://127.0.0.1:"
 expect_eq "TLS health with the CA" "$(health_rc --target "$TARGET" --tls_ca_file "$PKI/ca.crt")" 0
 expect_grep "SERVING over TLS" "$TMP/h.out" "^SERVING$"
@@ -84,6 +86,20 @@ expect_eq "admin call with the token" \
   "$(admin_models --tls_ca_file "$PKI/ca.crt" --token_file "$PKI/token")" 0
 expect_grep "admin answer lists the model" "$TMP/a.out" "mini"
 
+# The HTTP listener serves HTTPS with the same files.
+# https_code CURL_ARGS... URL: the HTTP status (000: no answer, e.g. a refused handshake).
+https_code() { run_bounded 30 curl -s -o "$TMP/https.out" -w '%{http_code}' --max-time 5 "$@"; }
+HTTPS="https://127.0.0.1:$HTTP_PORT"
+expect_grep "start-up log: HTTPS" "$RANKD_LOG" "HTTP on 127.0.0.1:$HTTP_PORT \(HTTPS\)"
+expect_eq "HTTPS with the CA" "$(https_code --cacert "$PKI/ca.crt" "$HTTPS/v2/health/live")" 200
+expect_eq "plaintext HTTP refused" "$(https_code "http://127.0.0.1:$HTTP_PORT/v2/health/live")" 000
+expect_eq "HTTPS client trusting another CA refused" \
+  "$(https_code --cacert "$PKI/other_ca.crt" "$HTTPS/v2/health/live")" 000
+head -1 "$TMP/req.jsonl" >"$TMP/one.json"
+expect_eq "score over HTTPS" "$(https_code --cacert "$PKI/ca.crt" -d "@$TMP/one.json" \
+  "$HTTPS/v1/models/mini:score")" 200
+expect_grep "HTTPS scores" "$TMP/https.out" '"scores":\['
+
 log "rotation: a certificate of another CA written over the served files"
 make_cert server2 other_ca "$SERVER_EXT"
 cp "$PKI/server2.key" "$PKI/served.key.new" && cp "$PKI/server2.crt" "$PKI/served.crt.new"
@@ -95,6 +111,13 @@ for ((i = 0; i < 30; i++)); do
   sleep 0.5
 done
 expect_eq "new certificate served without a restart" "$rotated" 0
+rotated=000
+for ((i = 0; i < 30; i++)); do
+  rotated="$(https_code --cacert "$PKI/other_ca.crt" "$HTTPS/v2/health/live")"
+  [[ "$rotated" == 200 ]] && break
+  sleep 0.5
+done
+expect_eq "HTTPS: new certificate served without a restart" "$rotated" 200
 expect_eq "old CA no longer matches" "$(health_rc --target "$TARGET" --tls_ca_file "$PKI/ca.crt")" 3
 stop_rankd
 expect_eq "clean exit" "$RANKD_RC" 0
@@ -110,6 +133,14 @@ expect_eq "mTLS client with a certificate of another CA refused" \
   "$(health_rc --target "$TARGET" --tls_ca_file "$PKI/ca.crt" --tls_cert_file "$PKI/rogue.crt" \
     --tls_key_file "$PKI/rogue.key")" 3
 expect_eq "mTLS client with its certificate" "$(health_rc --target "$TARGET" "${CLIENT[@]}")" 0
+HTTPS="https://127.0.0.1:$HTTP_PORT"
+expect_eq "HTTPS mTLS without a client certificate refused" \
+  "$(https_code --cacert "$PKI/ca.crt" "$HTTPS/v2/health/live")" 000
+expect_eq "HTTPS mTLS with a certificate of another CA refused" \
+  "$(https_code --cacert "$PKI/ca.crt" --cert "$PKI/rogue.crt" --key "$PKI/rogue.key" \
+    "$HTTPS/v2/health/live")" 000
+expect_eq "HTTPS mTLS with its certificate" "$(https_code --cacert "$PKI/ca.crt" \
+  --cert "$PKI/client.crt" --key "$PKI/client.key" "$HTTPS/v2/health/live")" 200
 expect_eq "admin over mTLS with a client certificate" "$(admin_models "${CLIENT[@]}")" 0
 expect_eq "admin over mTLS without one refused" "$(admin_models --tls_ca_file "$PKI/ca.crt")" 3
 [[ "$HEALTH_PORT" =~ ^[0-9]+$ && "$HEALTH_PORT" -gt 0 ]] || die "no health_port in the port file"

@@ -44,7 +44,7 @@ echo '{"model":"mini","numCandidates":1,"dense":[1,2,3,4,5,6,7,8,9,10,11,12,"NaN
 run rankctl score --target "127.0.0.1:$port" --input "$work/bad.jsonl" > /dev/null 2> "$work/bad.err"
 grep -q "INVALID_ARGUMENT.*dense\[12\]" "$work/bad.err"; check $? "NaN dense value -> INVALID_ARGUMENT naming dense[12]"
 curl -s "127.0.0.1:$mport/metrics" > "$work/metrics.txt"
-grep -q 'rankd_requests_total{code="OK",model="kaggle",version="1"} 50' "$work/metrics.txt"; check $? "metrics count the 50 kaggle requests"
+grep -q 'rankd_requests_total{code="OK",model="kaggle",protocol="rankd",version="1"} 50' "$work/metrics.txt"; check $? "metrics count the 50 kaggle requests"
 grep -q 'rankd_build_info{backend="cuda"' "$work/metrics.txt"; check $? "metrics report the cuda backend"
 # Deadlines and overload through rankload (the gRPC client the GPU machine has).
 errors_by() {  # json code -> count of that gRPC code in the step
