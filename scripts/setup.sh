@@ -11,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libeigen3-dev libssl-dev openssl libcpp-httplib-dev
   python3-grpcio python3-grpc-tools python3-numpy python3-protobuf
+  # The Python client package: an offline pip install into a venv (client/python).
+  python3-venv python3-pip python3-setuptools python3-wheel
   prometheus curl yamllint python3-yaml gnuplot-nox
   # Sanitizer, thread-safety and fuzz builds (docs/testing.md); cmake, ninja
   # and dpkg-dev build abseil for TSan from its source package.

@@ -1,8 +1,8 @@
 """Scores one random request against a running rankd.
 
-    client/python/gen_stubs.sh /tmp/rankd_stubs
-    PYTHONPATH=/tmp/rankd_stubs:client/python /usr/bin/python3 \
+    PYTHONPATH=client/python /usr/bin/python3 \
         client/python/example_score.py --target localhost:8500 --model mini
+    (or with the package installed: python3 client/python/example_score.py ...)
 
 Reads the model's features from GetModelInfo, so the request it builds fits
 any served model: B candidates, random dense values, one random id per bag

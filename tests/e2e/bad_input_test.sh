@@ -54,9 +54,7 @@ for ((i = 0; i < N_OK; i++)); do cat "$TMP/good_want.jsonl"; done >"$TMP/good_wa
 compare_scores "good requests between bad ones" "$TMP/good_want_all.jsonl" "$TMP/bad_out.jsonl"
 
 # The same through the Python client: RankdError with the code and field.
-STUBS="$TMP/stubs"
-gen_py_stubs "$STUBS"
-PYTHONPATH="$STUBS:$E2E_ROOT/client/python" run_bounded 60 "$PY" - "$TARGET" "$TMP/bad.jsonl" \
+PYTHONPATH="$PY_CLIENT_PATH" run_bounded 60 "$PY" - "$TARGET" "$TMP/bad.jsonl" \
   "$TMP/cases.jsonl" >"$TMP/py_bad.out" 2>&1 <<'PYEOF'
 import json, sys
 from rankd_client import RankingClient, RankdError

@@ -23,11 +23,9 @@ gen_requests "$MODELS/heavy/1" "$TMP/heavy.jsonl" --count 4 --candidates 128 --b
 reference_scores "$MODELS/heavy/1" "$TMP/heavy.jsonl" "$TMP/heavy_want.jsonl"
 
 start_rankd "$MODELS"
-STUBS="$TMP/stubs"
-gen_py_stubs "$STUBS"
 
 # --- 1. Python, async calls --------------------------------------------------
-PYTHONPATH="$STUBS" run_bounded 150 "$PY" "$E2E_DIR/load_check.py" deadline --target "$TARGET" \
+PYTHONPATH="$PY_CLIENT_PATH" run_bounded 150 "$PY" "$E2E_DIR/load_check.py" deadline --target "$TARGET" \
   --requests "$TMP/heavy.jsonl" --expected "$TMP/heavy_want.jsonl" --busy 6 --calls 8 \
   >"$TMP/deadline.json" 2>"$TMP/deadline.err"
 RC=$?

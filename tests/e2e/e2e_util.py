@@ -6,7 +6,7 @@
   rankctl-errors  parse rankctl's per-line error report
 
 Only the standard library at import time; py-score imports the Python client
-(PYTHONPATH = generated stubs + client/python).
+(PYTHONPATH = client/python: the rankd_client package).
 """
 
 import argparse

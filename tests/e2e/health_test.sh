@@ -31,9 +31,7 @@ health_is "a model's name with a version is not a service" SERVICE_UNKNOWN 1 --s
 health_is "the Ranking service name is not a model" SERVICE_UNKNOWN 1 --service rankd.v1.Ranking
 
 # The Python client agrees.
-STUBS="$TMP/stubs"
-gen_py_stubs "$STUBS"
-PYTHONPATH="$STUBS:$E2E_ROOT/client/python" run_bounded 60 "$PY" - "$TARGET" >"$TMP/py_health.out" 2>&1 <<'PYEOF'
+PYTHONPATH="$PY_CLIENT_PATH" run_bounded 60 "$PY" - "$TARGET" >"$TMP/py_health.out" 2>&1 <<'PYEOF'
 import sys
 from rankd_client import RankingClient
 with RankingClient(sys.argv[1], timeout_s=5) as c:

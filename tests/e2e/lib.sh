@@ -267,11 +267,9 @@ lifecycle() {
   PYTHONPATH="$TMP/admin_stubs" run_bounded 120 "$PY" "$E2E_DIR/lifecycle_util.py" "$@"
 }
 
-# gen_py_stubs DIR: rankd's Python stubs (client/python/gen_stubs.sh) into DIR.
-gen_py_stubs() {
-  run_bounded 60 "$E2E_ROOT/client/python/gen_stubs.sh" "$1" >"$TMP/stubs.log" 2>&1 ||
-    die "gen_stubs.sh: $(cat "$TMP/stubs.log")"
-}
+# The Python client package (rankd_client, its stubs shipped inside): put this
+# on PYTHONPATH (the test's data must include //client:python_package).
+PY_CLIENT_PATH="$E2E_ROOT/client/python"
 
 # check_admitted_answered EVENT ERR GOT WANT TOTAL M Q CODE...: after EVENT (a
 # SIGTERM, an unload) in the middle of a `rankctl score` run of TOTAL lines

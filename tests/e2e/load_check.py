@@ -10,8 +10,8 @@
             DEADLINE_EXCEEDED, while the busy ones still succeed bit-exactly.
 
 Every call uses the async (future) API, so per-call latency is measured from
-the moment the call starts. Run with /usr/bin/python3, PYTHONPATH = the stubs
-of client/python/gen_stubs.sh. Prints one JSON summary line on stdout.
+the moment the call starts. Run with /usr/bin/python3, PYTHONPATH =
+client/python (the stubs rankd_client ships). Prints one JSON summary line on stdout.
 """
 
 import argparse
@@ -23,7 +23,7 @@ import time
 
 import grpc
 from google.protobuf import json_format
-from rankd.v1 import ranking_pb2
+from rankd_client import ranking_pb2
 
 failures = []
 

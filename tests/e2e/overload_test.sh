@@ -23,11 +23,9 @@ gen_requests "$MODELS/heavy/1" "$TMP/heavy.jsonl" --count 4 --candidates 256 --b
 reference_scores "$MODELS/heavy/1" "$TMP/heavy.jsonl" "$TMP/heavy_want.jsonl"
 
 start_rankd "$MODELS"
-STUBS="$TMP/stubs"
-gen_py_stubs "$STUBS"
 scrape "$TMP/metrics_before.txt"
 
-PYTHONPATH="$STUBS" run_bounded 150 "$PY" "$E2E_DIR/load_check.py" flood --target "$TARGET" \
+PYTHONPATH="$PY_CLIENT_PATH" run_bounded 150 "$PY" "$E2E_DIR/load_check.py" flood --target "$TARGET" \
   --requests "$TMP/heavy.jsonl" --expected "$TMP/heavy_want.jsonl" --calls 64 --min_ok 3 \
   >"$TMP/flood.json" 2>"$TMP/flood.err"
 FLOOD_RC=$?

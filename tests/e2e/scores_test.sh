@@ -26,9 +26,6 @@ done
 
 start_rankd "$MODELS"
 
-STUBS="$TMP/stubs"
-gen_py_stubs "$STUBS"
-
 for m in mini kaggle mini_dyn; do
   # rankctl (C++ client), 8 calls in flight.
   rankctl score --input "$TMP/req_$m.jsonl" --output "$TMP/rankctl_$m.jsonl" --concurrency 8 \
@@ -37,7 +34,7 @@ for m in mini kaggle mini_dyn; do
   compare_scores "$m via rankctl" "$TMP/want_$m.jsonl" "$TMP/rankctl_$m.jsonl"
 
   # Python client (4 threads).
-  PYTHONPATH="$STUBS:$E2E_ROOT/client/python" run_bounded 120 "$PY" "$E2E_DIR/e2e_util.py" py-score \
+  PYTHONPATH="$PY_CLIENT_PATH" run_bounded 120 "$PY" "$E2E_DIR/e2e_util.py" py-score \
     --target "$TARGET" --input "$TMP/req_$m.jsonl" --output "$TMP/py_$m.jsonl" \
     2>"$TMP/py_$m.err" || fail "$m: Python client failed: $(tail -5 "$TMP/py_$m.err")"
   compare_scores "$m via Python" "$TMP/want_$m.jsonl" "$TMP/py_$m.jsonl"

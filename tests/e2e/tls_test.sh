@@ -152,9 +152,7 @@ run_bounded 60 "$RANKCTL" score --target "127.0.0.1:$HEALTH_PORT" \
 expect_grep "health port serves nothing else" "$TMP/hp.err" "UNIMPLEMENTED"
 
 # The Python client speaks mTLS too.
-STUBS="$TMP/stubs"
-gen_py_stubs "$STUBS"
-PYTHONPATH="$STUBS:$E2E_ROOT/client/python" run_bounded 60 "$PY" - "$TARGET" "$PKI" \
+PYTHONPATH="$PY_CLIENT_PATH" run_bounded 60 "$PY" - "$TARGET" "$PKI" \
   >"$TMP/py.out" 2>&1 <<'PYEOF'
 import sys
 from rankd_client import RankingClient

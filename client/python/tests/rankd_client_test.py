@@ -1,7 +1,7 @@
 """Tests of rankd_client against an in-process fake rankd (grpc.server).
 
-Run by client/python/rankd_client_test.sh (Bazel: //client:python_client_test),
-which generates the stubs first and puts them on PYTHONPATH.
+Run by client/python/tests/run_py_test.sh (Bazel: //client:python_client_test)
+with PYTHONPATH=client/python: the package and its shipped stubs.
 """
 
 import socket
@@ -14,12 +14,11 @@ import numpy as np
 
 import rankd_client
 from rankd_client import AdminClient, RankdError, RankingClient
-from rankd.v1 import model_control_pb2
-from rankd.v1 import model_control_pb2_grpc
-from rankd.v1 import ranking_pb2
-from rankd.v1 import ranking_pb2_grpc
-
-health_pb2 = rankd_client.health_pb2
+from rankd_client import health_pb2
+from rankd_client import model_control_pb2
+from rankd_client import model_control_pb2_grpc
+from rankd_client import ranking_pb2
+from rankd_client import ranking_pb2_grpc
 
 ERROR_MESSAGE = "dense: NaN at index 3"
 LABELS = {"stable": 1, "canary": 2}
@@ -46,6 +45,7 @@ class FakeRanking(ranking_pb2_grpc.RankingServicer):
 
     def Score(self, request, context):
         self.last_metadata = dict(context.invocation_metadata())
+        self.last_request = request
         if request.model == "error":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, ERROR_MESSAGE)
         if request.model == "slow":
@@ -309,6 +309,78 @@ class RankdClientTest(unittest.TestCase):
         response = self.client.score_response({"model": "mini", "numCandidates": 1,
                                                "version": "7"})
         self.assertEqual((response.model, response.version), ("mini", 7))
+
+    def test_score_numpy(self):
+        dense = np.arange(6, dtype=np.float64).reshape(3, 2) / 7  # float64: sent as float32
+        ids = np.array([4, 5, 6, 7], np.int32)
+        scores = self.client.score("mini", dense, sparse={
+            "cat_0": (ids, np.array([2, 1, 1])),
+            "user": ([9], [1], np.array([0.5], np.float32))}, version_label="canary")
+        self.assertEqual(scores.dtype, np.float32)
+        np.testing.assert_array_equal(scores, np.array([1, 2, 3], np.float32) / 1024)
+        sent = self.fake.last_request
+        self.assertEqual((sent.model, sent.num_candidates, sent.version_label),
+                         ("mini", 3, "canary"))
+        np.testing.assert_array_equal(np.array(sent.dense, np.float32),
+                                      dense.astype(np.float32).ravel())
+        self.assertEqual([(f.name, list(f.ids), list(f.lengths), list(f.weights))
+                          for f in sent.sparse],
+                         [("cat_0", [4, 5, 6, 7], [2, 1, 1], []), ("user", [9], [1], [0.5])])
+        weights = {"cat_0": np.ones(4, np.float32)}
+        self.client.score("mini", dense[:1], sparse={"cat_0": (ids, [4])}, weights=weights)
+        self.assertEqual(list(self.fake.last_request.sparse[0].weights), [1.0] * 4)
+
+    def test_score_numpy_validates(self):
+        dense = np.zeros((2, 3), np.float32)
+        cases = [
+            (dict(dense=np.zeros(3, np.float32)), r"dense: want a 2-D array"),
+            (dict(dense=np.zeros((2, 3), np.int64)), r"dense: want a float array"),
+            (dict(dense=np.zeros((0, 3), np.float32)), r"dense: no candidates"),
+            (dict(sparse={"cat_0": ([1.5], [1])}), r"sparse\['cat_0'\] ids: want a 1-D integer"),
+            (dict(sparse={"cat_0": ([1, 2], [1, 1, 0])}),
+             r"sparse\['cat_0'\] lengths: want 2 entries .* or 1 .*, got 3"),
+            (dict(sparse={"cat_0": ([1, 2], [1, 2])}),
+             r"sparse\['cat_0'\]: lengths add up to 3, but there are 2 ids"),
+            (dict(sparse={"cat_0": ([1], [-1, 2])}), r"sparse\['cat_0'\] lengths: -1 is out of range"),
+            (dict(sparse={"cat_0": [1, 2]}), r"want a tuple \(ids, lengths\) .*, got list"),
+            (dict(sparse={"cat_0": ([1], [1])}, weights={"cat_1": [1.0]}),
+             r"weights\['cat_1'\]: no such feature"),
+            (dict(sparse={"cat_0": ([1, 2], [1, 1], [1.0])}),
+             r"sparse\['cat_0'\] weights: want one weight per id \(2\), got 1"),
+            (dict(version=2, version_label="stable"), "not both"),
+        ]
+        for kwargs, pattern in cases:
+            args = dict(dense=dense)
+            args.update(kwargs)
+            with self.subTest(pattern=pattern):
+                with self.assertRaisesRegex(ValueError, pattern):
+                    self.client.score("mini", **args)
+        with self.assertRaisesRegex(TypeError, "first argument must be the model's name"):
+            self.client.score({"model": "mini"}, dense)
+        with self.assertRaisesRegex(ValueError, "only with dense"):
+            self.client.score({"model": "mini"}, sparse={"cat_0": ([1], [1])})
+
+    def test_token_file(self):
+        token = self.tmp_file("tok", "s3cret-token\n")
+        with RankingClient(self.target, token_file=token) as client:
+            client.score({"model": "mini", "numCandidates": 1})
+        self.assertEqual(self.fake.last_metadata.get("authorization"), "Bearer s3cret-token")
+        with self.assertRaisesRegex(ValueError, "token_file: .*printable ASCII"):
+            RankingClient(self.target, token_file=self.tmp_file("bad", "two words"))
+        with self.assertRaisesRegex(ValueError, "tls_ca_file: .*no PEM certificate"):
+            RankingClient(self.target, tls_ca_file=token)
+        with self.assertRaisesRegex(ValueError, "tls_server_name: needs TLS"):
+            RankingClient(self.target, tls_server_name="rankd.internal")
+        with self.assertRaisesRegex(ValueError, "tls_cert_file / tls_key_file: need tls_ca_file"):
+            RankingClient(self.target, tls_cert_file=token, tls_key_file=token)
+
+    def tmp_file(self, name, text):
+        import os  # pylint: disable=import-outside-toplevel
+        import tempfile  # pylint: disable=import-outside-toplevel
+        path = os.path.join(tempfile.mkdtemp(), name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
 
     def test_score_sends_metadata(self):
         self.client.score({"model": "mini", "numCandidates": 1},

@@ -1,0 +1,181 @@
+"""asyncio clients of rankd on grpc.aio: the same API as rankd_client's
+RankingClient and AdminClient, with coroutines.
+
+    import asyncio, numpy as np
+    from rankd_client import aio
+
+    async def main():
+        async with aio.RankingClient("localhost:8500", timeout_s=1.0) as client:
+            scores = await client.score("mini", dense, sparse={"cat_0": (ids, lengths)})
+
+    asyncio.run(main())
+
+Make the clients inside the event loop that uses them (in a coroutine):
+grpc.aio binds a channel to the loop it was made in.
+"""
+
+import asyncio
+import random
+import time
+
+import grpc
+import grpc.aio  # noqa: F401  (grpc.aio is a subpackage in some grpcio versions)
+
+from rankd_client import convert
+from rankd_client._stubs import (HEALTH_CHECK_METHOD, health_pb2, model_control_pb2,
+                                 model_control_pb2_grpc, ranking_pb2, ranking_pb2_grpc)
+from rankd_client.admin import (DEFAULT_ADMIN_TARGET, DEFAULT_ADMIN_TIMEOUT_S,
+                                DEFAULT_LOAD_TIMEOUT_S, DEFAULT_UPDATE_TIMEOUT_S)
+from rankd_client.channel import DEFAULT_MAX_MESSAGE_BYTES, ChannelSettings
+from rankd_client.client import (DEFAULT_TARGET, DEFAULT_TIMEOUT_S, _scores, check_retry,
+                                 check_timeout, health_name)
+from rankd_client.errors import RankdError
+from rankd_client.retry import NO_RETRY, RetryPolicy, async_call_with_retries
+
+__all__ = ["AdminClient", "RankingClient"]
+
+
+class _Client:
+    """One grpc.aio channel and the calls over it."""
+
+    def __init__(self, target, timeout_s, max_message_bytes, options, credentials, tls_ca_file,
+                 tls_cert_file, tls_key_file, token_file, tls_server_name, retry):
+        check_timeout("timeout_s", timeout_s)
+        self._settings = ChannelSettings(target, max_message_bytes, options, credentials,
+                                         tls_ca_file, tls_cert_file, tls_key_file, token_file,
+                                         tls_server_name)
+        self.target = target
+        self.timeout_s = timeout_s
+        self.retry = check_retry(retry)
+        self._channel = self._settings.aio_channel()
+        # Tests replace these to run retries without real time.
+        self._clock = time.monotonic
+        self._sleep = asyncio.sleep
+        self._random = random.random
+
+    async def close(self):
+        await self._channel.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def _call(self, method, request, timeout_s, metadata, default_timeout_s=None,
+                    retry=False):
+        if timeout_s is None:
+            timeout_s = self.timeout_s if default_timeout_s is None else default_timeout_s
+        metadata = self._settings.metadata(metadata)
+        if metadata is not None:
+            metadata = tuple(metadata)
+
+        async def attempt(attempt_timeout_s):
+            return await method(request, timeout=attempt_timeout_s, metadata=metadata)
+
+        return await async_call_with_retries(attempt, self.retry if retry else NO_RETRY,
+                                             timeout_s, self._clock, self._sleep, self._random)
+
+
+class RankingClient(_Client):
+    """rankd_client.RankingClient on grpc.aio: the same arguments (retry
+    included: the same RetryPolicy, backoff awaited with asyncio.sleep) and
+    methods, as coroutines. Share one per event loop."""
+
+    def __init__(self, target=DEFAULT_TARGET, timeout_s=DEFAULT_TIMEOUT_S,
+                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
+                 tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None,
+                 retry=RetryPolicy(), tls_server_name=None):
+        super().__init__(target, timeout_s, max_message_bytes, options, credentials,
+                         tls_ca_file, tls_cert_file, tls_key_file, token_file, tls_server_name,
+                         retry)
+        self._ranking = ranking_pb2_grpc.RankingStub(self._channel)
+        self._health_check = self._channel.unary_unary(
+            HEALTH_CHECK_METHOD,
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+
+    async def score_response(self, request, timeout_s=None, metadata=None, version_label=None):
+        """Scores one request; returns the rankd.v1.ScoreResponse."""
+        request = convert.with_version_label(convert.to_score_request(request), version_label)
+        return await self._call(self._ranking.Score, request, timeout_s, metadata, retry=True)
+
+    async def score(self, request, dense=None, sparse=None, *, weights=None, version=0,
+                    timeout_s=None, metadata=None, version_label=None):
+        """As rankd_client.RankingClient.score: the numpy form
+        score(model, dense, sparse={...}) -> np.ndarray float32, or the
+        request form score(request) -> list[float]."""
+        request, candidates = convert.prepare_score(request, dense, sparse, weights, version,
+                                                    version_label)
+        response = await self._call(self._ranking.Score, request, timeout_s, metadata,
+                                    retry=True)
+        if candidates is None:
+            return list(response.scores)
+        return _scores(response, candidates)
+
+    async def model_info(self, name, version=0, timeout_s=None, version_label=""):
+        """The rankd.v1.ModelInfo of a served model."""
+        if version and version_label:
+            raise ValueError("give version or version_label, not both")
+        request = ranking_pb2.GetModelInfoRequest(model=name, version=version,
+                                                  version_label=version_label)
+        return await self._call(self._ranking.GetModelInfo, request, timeout_s, None,
+                                retry=True)
+
+    async def health(self, service="", timeout_s=None):
+        """"SERVING", "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN"; never retried."""
+        request = health_pb2.HealthCheckRequest(service=service)
+        try:
+            response = await self._call(self._health_check, request, timeout_s, None)
+        except RankdError as e:
+            if e.code == grpc.StatusCode.NOT_FOUND:
+                return "SERVICE_UNKNOWN"
+            raise
+        return health_name(response.status)
+
+
+class AdminClient(_Client):
+    """rankd_client.AdminClient's model lifecycle calls on grpc.aio
+    (list_models, load_model, unload_model, set_version_label,
+    save_snapshot), as coroutines; none is retried. Embedding updates
+    (update_embeddings, update_all_replicas) are in the sync AdminClient."""
+
+    def __init__(self, target=DEFAULT_ADMIN_TARGET, timeout_s=DEFAULT_ADMIN_TIMEOUT_S,
+                 load_timeout_s=DEFAULT_LOAD_TIMEOUT_S,
+                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
+                 update_timeout_s=DEFAULT_UPDATE_TIMEOUT_S, tls_ca_file=None,
+                 tls_cert_file=None, tls_key_file=None, token_file=None, tls_server_name=None):
+        check_timeout("load_timeout_s", load_timeout_s)
+        check_timeout("update_timeout_s", update_timeout_s)
+        super().__init__(target, timeout_s, max_message_bytes, options, credentials,
+                         tls_ca_file, tls_cert_file, tls_key_file, token_file, tls_server_name,
+                         None)
+        self.load_timeout_s = load_timeout_s
+        self.update_timeout_s = update_timeout_s
+        self._control = model_control_pb2_grpc.ModelControlStub(self._channel)
+
+    async def list_models(self, model="", timeout_s=None, metadata=None):
+        request = model_control_pb2.ListModelsRequest(model=model)
+        return await self._call(self._control.ListModels, request, timeout_s, metadata)
+
+    async def load_model(self, model, versions=(), timeout_s=None, metadata=None):
+        request = model_control_pb2.LoadModelRequest(model=model, versions=list(versions))
+        return await self._call(self._control.LoadModel, request, timeout_s, metadata,
+                                self.load_timeout_s)
+
+    async def unload_model(self, model, versions=(), timeout_s=None, metadata=None):
+        request = model_control_pb2.UnloadModelRequest(model=model, versions=list(versions))
+        return await self._call(self._control.UnloadModel, request, timeout_s, metadata,
+                                self.load_timeout_s)
+
+    async def set_version_label(self, model, label, version, timeout_s=None, metadata=None):
+        request = model_control_pb2.SetVersionLabelRequest(model=model, label=label,
+                                                           version=version)
+        return await self._call(self._control.SetVersionLabel, request, timeout_s, metadata)
+
+    async def save_snapshot(self, model, version=0, new_version=0, timeout_s=None,
+                            metadata=None):
+        request = model_control_pb2.SaveSnapshotRequest(model=model, version=version,
+                                                        new_version=new_version)
+        return await self._call(self._control.SaveSnapshot, request, timeout_s, metadata,
+                                self.update_timeout_s)
