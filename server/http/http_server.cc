@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -125,6 +126,12 @@ absl::Status HttpServer::Listen() {
   }
   if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
   listener_ = std::thread([this] { server_->listen_after_bind(); });
+  // Stop() only stops a server that is running: wait until the accept loop
+  // has started, so a Stop right after Start (a later listener failing to
+  // start) cannot miss it and leave join() waiting forever.
+  for (int i = 0; i < 10000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
   return absl::OkStatus();
 }
 
