@@ -20,12 +20,12 @@ void ConnectionThreads::enqueue(std::function<void()> fn) {
 }
 
 void ConnectionThreads::Work() {
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   for (;;) {
     ++idle_;
     mu_.Await(absl::Condition(this, &ConnectionThreads::HasWork));
     --idle_;
-    if (tasks_.empty()) return;  // stopping, nothing left
+    if (tasks_.empty()) break;  // stopping, nothing left
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
     mu_.Unlock();
@@ -33,6 +33,7 @@ void ConnectionThreads::Work() {
     task = nullptr;  // what it holds goes before the lock is taken again
     mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 bool ConnectionThreads::HasWork() const { return !tasks_.empty() || stopping_; }
