@@ -44,19 +44,13 @@ namespace {
 
 constexpr char kJson[] = "application/json";
 
-// The answer for an error status: {"error": message}, the status's HTTP code.
-void SetError(const absl::Status& status, httplib::Response& res) {
+}  // namespace
+
+void SetErrorAnswer(const absl::Status& status, httplib::Response& res) {
   res.status = ToHttpStatus(status.code());
   res.set_content(ErrorJson(engine::TruncateForError(status.message(), kMaxStatusMessageBytes)),
                   kJson);
 }
-
-// A URL's version segment as a number ("" = 0, the latest ready version).
-absl::StatusOr<int64_t> UrlVersion(const std::string& version) {
-  return ParseKServeVersion(version);
-}
-
-}  // namespace
 
 bool IsJsonContentType(const std::string& content_type) {
   absl::string_view type = content_type;
@@ -76,7 +70,7 @@ HttpInference::HttpInference(const ModelManager* models, Metrics* metrics,
 void HttpInference::Finish(Call* call, const absl::Status& status, httplib::Response& res) {
   metrics_->RecordRequest(call->model, call->version, status.code(),
                           absl::Now() - call->arrival, call->protocol);
-  if (!status.ok()) SetError(status, res);
+  if (!status.ok()) SetErrorAnswer(status, res);
 }
 
 bool HttpInference::Admit(const httplib::Request& req, httplib::Response& res,
@@ -192,7 +186,7 @@ void HttpInference::KServeInfer(const httplib::Request& req, httplib::Response& 
     metrics_->RecordRefused("inflight_bytes");
     return Finish(&call, OverBudgetError(infer.SpaceUsedLong(), budget_->max_bytes()), res);
   }
-  absl::StatusOr<int64_t> number = UrlVersion(version);
+  absl::StatusOr<int64_t> number = ParseKServeVersion(version);
   if (!number.ok()) return Finish(&call, number.status(), res);
   auto found = models_->Find(model, *number, "");
   if (!found.ok()) return Finish(&call, found.status(), res);
@@ -241,7 +235,7 @@ void HttpInference::NativeScore(const httplib::Request& req, httplib::Response& 
   }
   // The URL names the model (and version or label); the body may repeat
   // them, not contradict them.
-  absl::StatusOr<int64_t> number = UrlVersion(version);
+  absl::StatusOr<int64_t> number = ParseKServeVersion(version);
   if (!number.ok()) return Finish(&call, number.status(), res);
   auto conflict = [&](const char* field, const std::string& body, const std::string& url) {
     Finish(&call,

@@ -83,6 +83,10 @@ class HttpInference {
   const Options options_;
 };
 
+// The answer for an error status: {"error": message} (cut to
+// kMaxStatusMessageBytes) with the status's HTTP code.
+void SetErrorAnswer(const absl::Status& status, httplib::Response& res);
+
 // Whether a Content-Type header names JSON: absent, application/json,
 // anything ending in +json (all with parameters), or
 // application/x-www-form-urlencoded (what `curl -d` sends by default).

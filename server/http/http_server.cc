@@ -14,7 +14,6 @@
 #include "server/http/http_tls.h"
 #include "server/http/kserve_json.h"
 #include "server/kserve_queries.h"
-#include "server/status_mapping.h"
 
 namespace rankd::server {
 namespace {
@@ -23,12 +22,6 @@ constexpr char kJson[] = "application/json";
 
 // "{model}[/versions/{v}]" as a regex: groups 1 (model) and 2 (version).
 constexpr char kModelPath[] = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
-
-void SetError(const absl::Status& status, httplib::Response& res) {
-  res.status = ToHttpStatus(status.code());
-  res.set_content(ErrorJson(engine::TruncateForError(status.message(), kMaxStatusMessageBytes)),
-                  kJson);
-}
 
 // The text of an answer with no body of its own (the error handler's).
 const char* DefaultErrorText(int status) {
@@ -164,7 +157,7 @@ void HttpServer::AddRoutes() {
           what = e.what();
         } catch (...) {
         }
-        SetError(absl::InternalError(absl::StrCat("internal error: ", what)), res);
+        SetErrorAnswer(absl::InternalError(absl::StrCat("internal error: ", what)), res);
       });
   // A client that announces a body over the limit (Expect: 100-continue)
   // is told 413 before it sends it.
@@ -204,14 +197,14 @@ void HttpServer::AddModelRoutes() {
     inference::ModelMetadataResponse metadata;
     absl::Status s =
         KServeModelMetadata(*models_, options_.platform, req.matches[1], req.matches[2], &metadata);
-    if (!s.ok()) return SetError(s, res);
+    if (!s.ok()) return SetErrorAnswer(s, res);
     res.set_content(KServeModelMetadataJson(metadata), kJson);
   });
   server_->Get(absl::StrCat(kModelPath, "/ready"),
                [this](const httplib::Request& req, httplib::Response& res) {
                  absl::StatusOr<bool> ready =
                      KServeModelReady(*models_, *budget_, req.matches[1], req.matches[2]);
-                 if (!ready.ok()) return SetError(ready.status(), res);
+                 if (!ready.ok()) return SetErrorAnswer(ready.status(), res);
                  SetReady(*ready, "ready", res);
                });
   server_->Post(absl::StrCat(kModelPath, "/infer"),
