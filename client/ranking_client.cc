@@ -111,6 +111,7 @@ RankingClient::RankingClient(const Options& options, std::shared_ptr<grpc::Chann
       channel_(std::move(channel)),
       ranking_(rankd::v1::Ranking::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)),
+      kserve_(inference::GRPCInferenceService::NewStub(channel_)),
       tracker_(std::make_shared<Tracker>()) {}
 
 RankingClient::~RankingClient() {
@@ -185,14 +186,16 @@ void RankingClient::ScoreAsync(const rankd::v1::ScoreRequest& request, ScoreCall
   ScoreAsync(std::make_shared<const rankd::v1::ScoreRequest>(request), std::move(done), call);
 }
 
-void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> request,
-                               ScoreCallback done, const CallOptions& call) {
+template <typename Request, typename Response, typename Starter>
+void RankingClient::StartAsync(std::shared_ptr<const Request> request,
+                               std::function<void(absl::StatusOr<Response>)> done,
+                               const CallOptions& call, Starter start) {
   // Everything the call needs until its completion, which frees it.
   struct Call {
     std::shared_ptr<grpc::ClientContext> context = std::make_shared<grpc::ClientContext>();
-    std::shared_ptr<const rankd::v1::ScoreRequest> request;
-    rankd::v1::ScoreResponse response;
-    ScoreCallback done;
+    std::shared_ptr<const Request> request;
+    Response response;
+    std::function<void(absl::StatusOr<Response>)> done;
     std::shared_ptr<Tracker> tracker;
   };
   auto* c = new Call;
@@ -208,22 +211,40 @@ void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> re
     id = tracker_->next_id++;
     tracker_->contexts.emplace(id, c->context);
   }
-  ranking_->async()->Score(c->context.get(), c->request.get(), &c->response,
-                           [c, id](grpc::Status status) {
-                             std::unique_ptr<Call> owned(c);
-                             if (status.ok()) {
-                               owned->done(std::move(owned->response));
-                             } else {
-                               owned->done(FromGrpcStatus(status));
-                             }
-                             // The call (context, channel reference, user
-                             // callback) goes first; only then may the
-                             // client's destructor return (see Tracker).
-                             const std::shared_ptr<Tracker> tracker = owned->tracker;
-                             owned.reset();
-                             absl::MutexLock lock(&tracker->mu);
-                             tracker->contexts.erase(id);
-                           });
+  start(c->context.get(), c->request.get(), &c->response, [c, id](grpc::Status status) {
+    std::unique_ptr<Call> owned(c);
+    if (status.ok()) {
+      owned->done(std::move(owned->response));
+    } else {
+      owned->done(FromGrpcStatus(status));
+    }
+    // The call (context, channel reference, user callback) goes first; only
+    // then may the client's destructor return (see Tracker).
+    const std::shared_ptr<Tracker> tracker = owned->tracker;
+    owned.reset();
+    absl::MutexLock lock(&tracker->mu);
+    tracker->contexts.erase(id);
+  });
+}
+
+void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> request,
+                               ScoreCallback done, const CallOptions& call) {
+  StartAsync<rankd::v1::ScoreRequest, rankd::v1::ScoreResponse>(
+      std::move(request), std::move(done), call,
+      [this](grpc::ClientContext* context, const rankd::v1::ScoreRequest* req,
+             rankd::v1::ScoreResponse* resp, std::function<void(grpc::Status)> on_done) {
+        ranking_->async()->Score(context, req, resp, std::move(on_done));
+      });
+}
+
+void RankingClient::InferAsync(std::shared_ptr<const inference::ModelInferRequest> request,
+                               InferCallback done, const CallOptions& call) {
+  StartAsync<inference::ModelInferRequest, inference::ModelInferResponse>(
+      std::move(request), std::move(done), call,
+      [this](grpc::ClientContext* context, const inference::ModelInferRequest* req,
+             inference::ModelInferResponse* resp, std::function<void(grpc::Status)> on_done) {
+        kserve_->async()->ModelInfer(context, req, resp, std::move(on_done));
+      });
 }
 
 int64_t RankingClient::in_flight() const {

@@ -1,4 +1,6 @@
-// C++ client of the rankd gRPC API (rankd.v1.Ranking and grpc.health.v1.Health).
+// C++ client of the rankd gRPC API (rankd.v1.Ranking and grpc.health.v1.Health;
+// and ModelInfer of the KServe v2 protocol, inference.GRPCInferenceService,
+// served on the same port).
 //
 // One RankingClient owns one gRPC channel; it is thread-safe and meant to be
 // shared by all threads of a process (gRPC multiplexes calls over the
@@ -29,6 +31,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
+#include "inference/grpc_predict_v2.grpc.pb.h"
 #include "rankd/v1/ranking.grpc.pb.h"
 
 namespace rankd::client {
@@ -128,6 +131,14 @@ class RankingClient {
   void ScoreAsync(const rankd::v1::ScoreRequest& request, ScoreCallback done,
                   const CallOptions& call = {});
 
+  using InferCallback = std::function<void(absl::StatusOr<inference::ModelInferResponse>)>;
+
+  // KServe v2 ModelInfer without blocking, as ScoreAsync (same deadline,
+  // token, tracking and callback rules). client/kserve_request.h makes the
+  // request from a ScoreRequest.
+  void InferAsync(std::shared_ptr<const inference::ModelInferRequest> request, InferCallback done,
+                  const CallOptions& call = {});
+
   // Async calls started and not yet finished.
   int64_t in_flight() const;
 
@@ -141,10 +152,18 @@ class RankingClient {
   // Applies `call` (or Options::deadline_ms) to `context`.
   void Prepare(const CallOptions& call, grpc::ClientContext* context) const;
 
+  // Starts one async call through `start(context, request, response,
+  // on_done)`, tracked until its completion has run `done`.
+  template <typename Request, typename Response, typename Starter>
+  void StartAsync(std::shared_ptr<const Request> request,
+                  std::function<void(absl::StatusOr<Response>)> done, const CallOptions& call,
+                  Starter start);
+
   const Options options_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<rankd::v1::Ranking::Stub> ranking_;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+  const std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
 
   // Contexts of async calls in flight (the destructor cancels them); shared
   // with their completions, which may outlive the client by a few instructions.

@@ -13,6 +13,17 @@
 
 // --- Where and how ------------------------------------------------------------
 ABSL_FLAG(std::string, target, "localhost:8500", "rankd's gRPC address (host:port)");
+ABSL_FLAG(std::string, protocol, "rankd",
+          "the front end to load: rankd (rankd.v1.Ranking/Score over gRPC) | kserve (KServe v2 "
+          "ModelInfer with raw tensor contents, same gRPC port) | http (POST "
+          "/v1/models/{model}:score with ScoreRequest JSON to --http_target); the same requests "
+          "either way, so the three can be compared. --target stays the gRPC address (model "
+          "info, health checks)");
+ABSL_FLAG(std::string, http_target, "",
+          "--protocol http: rankd's HTTP address (host:port); default --target's host, port 8501");
+ABSL_FLAG(int, http_connections, 64,
+          "--protocol http: keep-alive HTTP/1.1 connections, each carrying one call at a time "
+          "(further calls queue in rankload, and the wait counts in their latency)");
 ABSL_FLAG(std::string, tls_ca_file, "",
           "PEM CAs that sign rankd's certificate: connect with TLS (default: plaintext)");
 ABSL_FLAG(std::string, tls_cert_file, "",
@@ -187,6 +198,23 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.security.key_file = absl::GetFlag(FLAGS_tls_key_file);
   c.security.token_file = absl::GetFlag(FLAGS_token_file);
   if (c.target.empty()) return Bad("--target", "must not be empty", "");
+  auto protocol = ParseProtocol(absl::GetFlag(FLAGS_protocol));
+  if (!protocol.ok()) return protocol.status();
+  c.protocol = *protocol;
+  c.http_connections = absl::GetFlag(FLAGS_http_connections);
+  if (c.http_connections < 1 || c.http_connections > 4096) {
+    return Bad("--http_connections", "must be in [1, 4096]", absl::StrCat(c.http_connections));
+  }
+  c.http_target = absl::GetFlag(FLAGS_http_target);
+  if (c.protocol == Protocol::kHttp && c.http_target.empty()) {
+    // --target's host (a plain HOST:PORT or [v6]:PORT) with port 8501.
+    const size_t colon = c.target.rfind(':');
+    const std::string host = colon == std::string::npos ? "" : c.target.substr(0, colon);
+    if (host.empty() || c.target.find('/') != std::string::npos) {
+      return Bad("--http_target", "is needed when --target is not HOST:PORT", c.target);
+    }
+    c.http_target = absl::StrCat(host, ":8501");
+  }
   auto mode = ParseMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return mode.status();
   c.mode = *mode;
@@ -271,6 +299,10 @@ absl::StatusOr<Config> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         "--version_label: only for generated requests (--model); replayed requests keep their "
         "own version and version_label");
+  }
+  if (!c.version_label.empty() && c.protocol == Protocol::kKServe) {
+    return absl::InvalidArgumentError(
+        "--version_label: not with --protocol kserve (KServe v2 names versions by number only)");
   }
   auto candidates = CandidateCount::Parse(absl::GetFlag(FLAGS_candidates), "--candidates");
   if (!candidates.ok()) return candidates.status();

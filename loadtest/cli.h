@@ -14,6 +14,7 @@
 #include "client/tls.h"
 #include "loadtest/arrival_schedule.h"
 #include "loadtest/candidate_count.h"
+#include "loadtest/score_sender.h"
 
 namespace rankd::loadtest {
 
@@ -31,6 +32,14 @@ absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view text, absl::stri
 
 struct Config {
   std::string target;
+  // --protocol: which front end the load goes to.
+  Protocol protocol = Protocol::kRankd;
+  // --http_target (protocol http): rankd's HTTP listener, HOST:PORT;
+  // defaults to --target's host with port 8501.
+  std::string http_target;
+  // --http_connections (protocol http): keep-alive connections, the most
+  // calls on the wire at once.
+  int http_connections = 64;
   // --tls_ca_file, --tls_cert_file, --tls_key_file, --token_file
   // (client/tls.h; all empty = plaintext).
   client::SecurityFiles security;

@@ -20,6 +20,10 @@ ABSL_DECLARE_FLAG(double, drain_s);
 ABSL_DECLARE_FLAG(int64_t, model_version);
 ABSL_DECLARE_FLAG(std::string, version_label);
 ABSL_DECLARE_FLAG(std::string, response_log);
+ABSL_DECLARE_FLAG(std::string, target);
+ABSL_DECLARE_FLAG(std::string, protocol);
+ABSL_DECLARE_FLAG(std::string, http_target);
+ABSL_DECLARE_FLAG(int, http_connections);
 
 namespace rankd::loadtest {
 namespace {
@@ -70,6 +74,10 @@ class ConfigFromFlagsTest : public ::testing::Test {
     absl::SetFlag(&FLAGS_model_version, 0);
     absl::SetFlag(&FLAGS_version_label, "");
     absl::SetFlag(&FLAGS_response_log, "");
+    absl::SetFlag(&FLAGS_target, "localhost:8500");
+    absl::SetFlag(&FLAGS_protocol, "rankd");
+    absl::SetFlag(&FLAGS_http_target, "");
+    absl::SetFlag(&FLAGS_http_connections, 64);
   }
   static std::string Error() {
     auto c = ConfigFromFlags();
@@ -137,6 +145,38 @@ TEST_F(ConfigFromFlagsTest, VersionLabelAndResponseLog) {
   absl::SetFlag(&FLAGS_model, "");
   absl::SetFlag(&FLAGS_requests, "a.jsonl");
   EXPECT_EQ(Error().rfind("--version_label: only for generated requests", 0), 0u) << Error();
+}
+
+TEST_F(ConfigFromFlagsTest, Protocols) {
+  auto c = ConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->protocol, Protocol::kRankd);
+  absl::SetFlag(&FLAGS_protocol, "kserve");
+  c = ConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->protocol, Protocol::kKServe);
+  absl::SetFlag(&FLAGS_version_label, "canary");
+  EXPECT_EQ(Error().rfind("--version_label: not with --protocol kserve", 0), 0u) << Error();
+  SetUp();
+  // http: the gRPC target's host on port 8501, unless given.
+  absl::SetFlag(&FLAGS_protocol, "http");
+  absl::SetFlag(&FLAGS_target, "[::1]:9000");
+  c = ConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->http_target, "[::1]:8501");
+  absl::SetFlag(&FLAGS_http_target, "10.0.0.2:80");
+  c = ConfigFromFlags();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->http_target, "10.0.0.2:80");
+  absl::SetFlag(&FLAGS_http_target, "");
+  absl::SetFlag(&FLAGS_target, "unix:///run/rankd.sock");
+  EXPECT_EQ(Error().rfind("--http_target: ", 0), 0u) << Error();
+  SetUp();
+  absl::SetFlag(&FLAGS_http_connections, 0);
+  EXPECT_EQ(Error().rfind("--http_connections: ", 0), 0u) << Error();
+  SetUp();
+  absl::SetFlag(&FLAGS_protocol, "grpc");
+  EXPECT_EQ(Error().rfind("--protocol: ", 0), 0u) << Error();
 }
 
 }  // namespace

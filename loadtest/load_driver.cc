@@ -33,7 +33,7 @@ int64_t SecondsToNs(double s) { return static_cast<int64_t>(std::llround(s * 1e9
 
 }  // namespace
 
-// The state of one Run(): shared by the sender, reporter and gRPC threads
+// The state of one Run(): shared by the sender, reporter and completion threads
 // until every call has completed.
 struct LoadDriver::Step {
   Step(const LoadDriver::Options& o, const StepSpec& s)
@@ -41,9 +41,8 @@ struct LoadDriver::Step {
         spec(s),
         warmup_ns(SecondsToNs(s.warmup_s)),
         end_ns(SecondsToNs(s.warmup_s + s.duration_s)),
-        recorder(warmup_ns, end_ns) {
-    call.deadline = absl::Microseconds(static_cast<int64_t>(o.deadline_ms * 1000.0));
-  }
+        recorder(warmup_ns, end_ns),
+        deadline(absl::Microseconds(static_cast<int64_t>(o.deadline_ms * 1000.0))) {}
 
   int64_t NowNs() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - t0).count();
@@ -65,27 +64,23 @@ struct LoadDriver::Step {
   // for `user`, and the send time is its schedule (there is no other).
   void Send(int64_t scheduled_ns, int user) {
     const uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
-    const auto& request = (*options.pool)[i % options.pool->size()];
-    client::RankingClient* c = options.clients[i % options.clients.size()];
-    const int candidates = request->num_candidates();
+    const size_t index = i % options.pool->size();
+    const int candidates = (*options.pool)[index]->num_candidates();
     const int64_t sent_ns = NowNs();
     if (user >= 0) scheduled_ns = sent_ns;
     recorder.RecordSend(scheduled_ns, sent_ns, candidates);
     in_flight.fetch_add(1, std::memory_order_relaxed);
     inside_send() = true;
-    c->ScoreAsync(
-        request,
-        [this, scheduled_ns, sent_ns, candidates, user](
-            absl::StatusOr<rankd::v1::ScoreResponse> r) {
+    options.sender->Send(
+        index, deadline, [this, scheduled_ns, sent_ns, candidates, user](const SendResult& r) {
           const int64_t done_ns = NowNs();
-          recorder.RecordCompletion(scheduled_ns, sent_ns, done_ns, r.status().code(), candidates);
+          recorder.RecordCompletion(scheduled_ns, sent_ns, done_ns, r.code, candidates);
           if (options.response_log != nullptr) {
-            LogRow(scheduled_ns, sent_ns, done_ns, r.status().code(), r.ok() ? r->version() : 0);
+            LogRow(scheduled_ns, sent_ns, done_ns, r.code, r.version);
           }
           if (user >= 0) NextForUser(user);
           in_flight.fetch_sub(1, std::memory_order_acq_rel);
-        },
-        call);
+        });
     inside_send() = false;
   }
 
@@ -101,7 +96,7 @@ struct LoadDriver::Step {
     options.response_log->Append(row);
   }
 
-  // True while this thread is inside ScoreAsync (a completion then runs inline).
+  // True while this thread is inside ScoreSender::Send (a completion then runs inline).
   static bool& inside_send() {
     thread_local bool inside = false;
     return inside;
@@ -208,8 +203,8 @@ struct LoadDriver::Step {
   const StepSpec spec;
   const int64_t warmup_ns;
   const int64_t end_ns;
-  client::CallOptions call;
   Recorder recorder;
+  const absl::Duration deadline;  // of each call
   SteadyClock::time_point t0;
   int64_t unix_t0_ns = 0;  // the wall clock at t0 (response log rows)
   std::atomic<uint64_t> next{0};
@@ -229,10 +224,7 @@ struct LoadDriver::Step {
 };
 
 absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(const Options& options) {
-  if (options.clients.empty()) return absl::InvalidArgumentError("clients: none given");
-  for (const auto* c : options.clients) {
-    if (c == nullptr) return absl::InvalidArgumentError("clients: null client");
-  }
+  if (options.sender == nullptr) return absl::InvalidArgumentError("sender: none given");
   if (options.pool == nullptr || options.pool->empty()) {
     return absl::InvalidArgumentError("pool: no requests");
   }

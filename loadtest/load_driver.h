@@ -1,4 +1,5 @@
-// Runs one load step against rankd through the async C++ client and measures
+// Runs one load step against rankd through a ScoreSender (rankd's gRPC API,
+// KServe v2 over gRPC, or HTTP/JSON: score_sender.h) and measures
 // it: open loop (requests sent on an arrival schedule whatever the server
 // does; latency from each request's scheduled send time) or closed loop (N
 // virtual users, each sending its next request when the previous one is
@@ -8,7 +9,7 @@
 // rate / threads and sleep until each send time (with 1 us timer slack), then
 // send everything due; a sender that wakes late sends in a burst and counts
 // the lag. Closed loop: each completion sends that user's next request from
-// the gRPC callback thread (a completion gRPC ran inline inside the send is
+// the sender's completion thread (a completion run inline inside the send is
 // handed to a helper thread instead, so a failing server cannot recurse the
 // stack). Completions record into a sharded Recorder (and, when given, append
 // a row to the ResponseLog: response_log.h). A reporter thread closes
@@ -17,7 +18,7 @@
 //
 // Run() returns once every request of the step has been answered (each call
 // has a deadline, so it always ends). One Run() at a time; the driver does not
-// own the clients or the request pool, which must outlive it.
+// own the sender or the request pool, which must outlive it.
 #ifndef RANKD_LOADTEST_LOAD_DRIVER_H_
 #define RANKD_LOADTEST_LOAD_DRIVER_H_
 
@@ -29,12 +30,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/ranking_client.h"
 #include "loadtest/arrival_schedule.h"
 #include "loadtest/prometheus_text.h"
 #include "loadtest/report.h"
 #include "loadtest/request_generator.h"
 #include "loadtest/response_log.h"
+#include "loadtest/score_sender.h"
 
 namespace rankd::loadtest {
 
@@ -53,10 +54,9 @@ struct StepSpec {
 class LoadDriver {
  public:
   struct Options {
-    // Calls are spread round-robin over these (one connection each when
-    // created with dedicated_connection). Not owned; non-empty.
-    std::vector<client::RankingClient*> clients;
-    // Requests sent round-robin. Not owned; non-empty.
+    // Sends the calls (made for `pool`). Not owned; not null.
+    ScoreSender* sender = nullptr;
+    // Requests sent round-robin (by index, to the sender). Not owned; non-empty.
     const RequestPool* pool = nullptr;
     // Open-loop sender threads; >= 1.
     int sender_threads = 1;

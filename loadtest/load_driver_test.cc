@@ -50,14 +50,24 @@ class LoadDriverTest : public ::testing::Test {
   }
 
   std::unique_ptr<LoadDriver> Driver(const std::string& model, double deadline_ms = 5000,
-                                     int64_t spin_us = 200, ResponseLog* log = nullptr) {
-    auto r = std::make_shared<rankd::v1::ScoreRequest>();
-    r->set_model(model);
-    r->set_num_candidates(3);
-    pool_ = {r};
+                                     int64_t spin_us = 200, ResponseLog* log = nullptr,
+                                     RequestPool pool = {}) {
+    if (pool.empty()) {
+      auto r = std::make_shared<rankd::v1::ScoreRequest>();
+      r->set_model(model);
+      r->set_num_candidates(3);
+      pool = {r};
+    }
+    pool_ = std::move(pool);
     LoadDriver::Options o;
     o.response_log = log;
-    for (auto& c : clients_) o.clients.push_back(c.get());
+    std::vector<client::RankingClient*> clients;
+    for (auto& c : clients_) clients.push_back(c.get());
+    auto sender = MakeRankdSender(clients, &pool_);
+    EXPECT_TRUE(sender.ok()) << sender.status();
+    if (!sender.ok()) return nullptr;
+    sender_ = std::move(*sender);
+    o.sender = sender_.get();
     o.pool = &pool_;
     o.deadline_ms = deadline_ms;
     o.spin_us = spin_us;
@@ -71,6 +81,7 @@ class LoadDriverTest : public ::testing::Test {
   static client::testing::FakeServer* fake_;
   std::vector<std::unique_ptr<client::RankingClient>> clients_;
   RequestPool pool_;
+  std::unique_ptr<ScoreSender> sender_;  // over clients_ and pool_
   int intervals_seen_ = 0;
 };
 
@@ -214,15 +225,15 @@ TEST_F(LoadDriverTest, OpenLoopLogsEveryCallOnce) {
   Connect(fake_->target());
   auto log = OpenLog("open.csv");
   ASSERT_NE(log, nullptr);
-  auto driver = Driver("mini", 5000, 200, log.get());
-  pool_.clear();
+  RequestPool pool;
   for (int64_t v : {0, 2, 3}) {
     auto r = std::make_shared<rankd::v1::ScoreRequest>();
     r->set_model("mini");
     r->set_version(v);
     r->set_num_candidates(1);
-    pool_.push_back(r);
+    pool.push_back(r);
   }
+  auto driver = Driver("mini", 5000, 200, log.get(), pool);
   StepSpec spec;
   spec.rate_rps = 400;
   spec.warmup_s = 0.25;
@@ -327,11 +338,13 @@ TEST_F(LoadDriverTest, ClosedLoopAgainstNoServerEnds) {
 
 TEST_F(LoadDriverTest, RejectsBadOptionsAndSpecs) {
   LoadDriver::Options o;
-  EXPECT_FALSE(LoadDriver::Create(o).ok());  // no clients
+  EXPECT_FALSE(LoadDriver::Create(o).ok());  // no sender
   Connect(fake_->target(), 1);
-  o.clients = {clients_[0].get()};
-  EXPECT_FALSE(LoadDriver::Create(o).ok());  // no pool
   pool_ = {std::make_shared<rankd::v1::ScoreRequest>()};
+  auto sender = MakeRankdSender({clients_[0].get()}, &pool_);
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  o.sender = sender->get();
+  EXPECT_FALSE(LoadDriver::Create(o).ok());  // no pool
   o.pool = &pool_;
   o.spin_us = -1;
   auto bad_spin = LoadDriver::Create(o);

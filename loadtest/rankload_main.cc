@@ -137,7 +137,7 @@ int Run(const Config& c, const std::string& command_line) {
   if (!setup.ok()) return Die({ExitCodeFor(setup.status()), std::string(setup.status().message())});
 
   LoadDriver::Options d;
-  for (auto& client : setup->clients) d.clients.push_back(client.get());
+  d.sender = setup->sender.get();
   d.pool = &setup->pool;
   d.sender_threads = c.threads;
   d.spin_us = c.spin_us;
@@ -160,11 +160,12 @@ int Run(const Config& c, const std::string& command_line) {
   Report report;
   RunSettings& r = report.settings;
   r.label = c.label;
-  r.target = c.target;
+  r.target = c.protocol == Protocol::kHttp ? c.http_target : c.target;
+  r.protocol = ProtocolName(c.protocol);
   r.mode = c.mode == Mode::kOpen ? "open" : c.mode == Mode::kClosed ? "closed" : "slo";
   r.traffic = setup->traffic;
   r.models = absl::StrJoin(setup->models, ",");
-  r.connections = c.connections;
+  r.connections = c.protocol == Protocol::kHttp ? c.http_connections : c.connections;
   r.threads = c.threads;
   r.spin_us = c.spin_us;
   r.drain_s = c.drain_s;

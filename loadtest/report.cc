@@ -125,7 +125,7 @@ std::string FormatInterval(const IntervalStats& i, const std::string& prefix) {
 std::string FormatReport(const Report& report) {
   const RunSettings& r = report.settings;
   std::string out = absl::StrCat("rankload ", r.label.empty() ? "" : absl::StrCat("[", r.label, "] "),
-                                 "-> ", r.target, " (", r.connections, " connections, ", r.threads,
+                                 "-> ", r.target, " (", r.protocol, ", ", r.connections, " connections, ", r.threads,
                                  " sender threads, deadline ", r.deadline_ms, " ms)\ntraffic: ",
                                  r.traffic, "\n\n");
   if (report.steps.size() == 1) {

@@ -99,11 +99,12 @@ struct SloResult {
 
 struct RunSettings {
   std::string label;
-  std::string target;
+  std::string target;                // where the load went (the HTTP address for http)
+  std::string protocol = "rankd";    // rankd | kserve | http (score_sender.h)
   std::string mode;                  // open | closed | slo
   std::string traffic;               // "generated ..." or "replay FILES"
   std::string models;                // comma-separated model names sent to
-  int connections = 0;
+  int connections = 0;               // gRPC channels, or HTTP connections for http
   int threads = 0;
   int64_t spin_us = 0;               // open-loop senders' spin before each send
   double deadline_ms = 0;

@@ -186,6 +186,7 @@ std::string ReportToJson(const Report& report) {
            {"settings",
             {{"label", r.label},
              {"target", r.target},
+             {"protocol", r.protocol},
              {"mode", r.mode},
              {"traffic", r.traffic},
              {"models", r.models},
@@ -213,6 +214,7 @@ absl::StatusOr<Report> ReportFromJson(absl::string_view text) {
     const json& r = j.at("settings");
     report.settings.label = r.at("label").get<std::string>();
     report.settings.target = r.at("target").get<std::string>();
+    report.settings.protocol = r.value("protocol", std::string("rankd"));  // absent before it existed
     report.settings.mode = r.at("mode").get<std::string>();
     report.settings.traffic = r.at("traffic").get<std::string>();
     report.settings.models = r.at("models").get<std::string>();

@@ -56,7 +56,7 @@ StepResult SampleStep(int i) {
 
 Report SampleReport() {
   Report r;
-  r.settings = {"label \"quoted\"", "127.0.0.1:8500", "slo", "generated, candidates 64",
+  r.settings = {"label \"quoted\"", "127.0.0.1:8500", "kserve", "slo", "generated, candidates 64",
                 "mini", 4, 2, 200, 250.0, 99.9, "2026-11-22T10:00:00Z",
                 "rankload --mode slo --slo_latency_ms 5", 10, 2};
   for (int i = 0; i < 3; ++i) r.steps.push_back(SampleStep(i));
@@ -97,6 +97,7 @@ TEST(ReportJsonTest, RoundTrip) {
   EXPECT_EQ(got->settings.command_line, want.settings.command_line);
   EXPECT_EQ(got->settings.slo_percentile, 99.9);
   EXPECT_EQ(got->settings.connections, 4);
+  EXPECT_EQ(got->settings.protocol, "kserve");
   EXPECT_EQ(got->settings.drain_s, 10);
   EXPECT_EQ(got->settings.slo_recheck, 2);
   ASSERT_EQ(got->steps.size(), want.steps.size());

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
+#include "loadtest/http_score_sender.h"
 #include "loadtest/request_file.h"
 #include "rankd/v1/model_config.pb.h"
 
@@ -52,6 +53,44 @@ absl::StatusOr<std::map<std::string, int>> BagSizesFromModelConfig(const std::st
   }
   return out;
 }
+
+namespace {
+
+// The sender of --protocol for the prepared pool.
+absl::StatusOr<std::unique_ptr<ScoreSender>> MakeSender(const Config& c, const RunSetup& s) {
+  std::vector<client::RankingClient*> clients;
+  for (const auto& client : s.clients) clients.push_back(client.get());
+  absl::StatusOr<std::unique_ptr<ScoreSender>> sender;
+  switch (c.protocol) {
+    case Protocol::kRankd:
+      return MakeRankdSender(clients, &s.pool);
+    case Protocol::kKServe:
+      sender = MakeKServeSender(clients, &s.pool);
+      break;
+    case Protocol::kHttp: {
+      HttpScoreSender::Options o;
+      o.target = c.http_target;
+      o.connections = c.http_connections;
+      o.tls_ca_file = c.security.ca_file;
+      o.tls_cert_file = c.security.cert_file;
+      o.tls_key_file = c.security.key_file;
+      o.connect_timeout = absl::Milliseconds(std::max<int64_t>(1, c.connect_timeout_ms));
+      auto http = HttpScoreSender::Create(o, &s.pool);
+      if (!http.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--http_target / --http_connections: ", http.status().message()));
+      }
+      return std::unique_ptr<ScoreSender>(std::move(*http));
+    }
+  }
+  if (!sender.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--protocol ", ProtocolName(c.protocol), ": ", sender.status().message()));
+  }
+  return sender;
+}
+
+}  // namespace
 
 absl::StatusOr<RunSetup> PrepareRun(const Config& c) {
   RunSetup s;
@@ -125,6 +164,9 @@ absl::StatusOr<RunSetup> PrepareRun(const Config& c) {
                                   : absl::StrCat(", shared ", absl::StrJoin(c.shared_features, ",")));
   }
   for (const auto& r : s.pool) s.models.insert(r->model());
+  auto sender = MakeSender(c, s);
+  if (!sender.ok()) return sender.status();
+  s.sender = std::move(*sender);
   return s;
 }
 

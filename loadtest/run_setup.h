@@ -2,7 +2,7 @@
 // RankingClient with its own TCP connection per --connections, each connected
 // within --connect_timeout_ms) and the requests (replayed from --requests, or
 // generated from the served model's GetModelInfo, with --model_config's bag
-// sizes). Errors start with the flag to blame; UNAVAILABLE / DEADLINE_EXCEEDED
+// sizes), and the sender of --protocol over them. Errors start with the flag to blame; UNAVAILABLE / DEADLINE_EXCEEDED
 // mean the server could not be reached, anything else a bad flag value.
 #ifndef RANKD_LOADTEST_RUN_SETUP_H_
 #define RANKD_LOADTEST_RUN_SETUP_H_
@@ -17,12 +17,16 @@
 #include "client/ranking_client.h"
 #include "loadtest/cli.h"
 #include "loadtest/request_generator.h"
+#include "loadtest/score_sender.h"
 
 namespace rankd::loadtest {
 
 struct RunSetup {
   std::vector<std::unique_ptr<client::RankingClient>> clients;
   RequestPool pool;
+  // Sends `pool` by --protocol (over `clients` for rankd and kserve);
+  // declared after them, so it goes first.
+  std::unique_ptr<ScoreSender> sender;
   std::set<std::string> models;  // model names the requests name
   std::string traffic;           // one line for the report
 };
