@@ -7,7 +7,7 @@
 #   SECTIONS="kernels sanitizer engine host serve servelat oversize cache bench lookup reference"
 #   (default: all but reference, which re-checks the CPU engine against PyTorch;
 #   more sections, run only when named: bigserve loadprobe workersweep hostpath slo floor sweep
-#   cachesweep hostread lifecycle live liveload)
+#   cachesweep hostread lifecycle live liveload protocols)
 # RANKD_BACKEND (default cuda) is the backend of the servers that serve_up starts:
 # RANKD_BACKEND=cpu dry-runs such a section (e.g. liveload at a small scale) off the
 # GPU machine, with a bundle whose run script starts bazel-bin's binaries.
@@ -515,6 +515,27 @@ for r in csv.DictReader(open(sys.argv[1])):
 PY
       kill -TERM $srv_pid; wait $srv_pid
     done
+  done
+fi
+
+# --- protocols: rankd Score vs KServe ModelInfer vs HTTP JSON (issue 19) -----
+# bench/protocols.sh on the CUDA backend: the same requests through each front
+# end, closed loop; server and client on separate cores. PROTOCOLS_CASES
+# ("mini:1 mini:64 kaggle:256"), PROTOCOLS_SCALE (kaggle scale, 1),
+# PROTOCOLS_CONCURRENCY (32), PROTOCOLS_REPEAT (3), PROTOCOLS_DURATION (5).
+# PROTOCOLS_BACKENDS ("cuda cpu"): the CPU backend's run uses the same cores.
+if want protocols; then
+  half=$(( $(nproc) / 2 ))
+  for be in ${PROTOCOLS_BACKENDS:-cuda cpu}; do
+  bash bench/protocols.sh --rankd "$bundle/bin/rankd" --rankload "$bundle/bin/rankload" \
+    --backend "$be" --cases "${PROTOCOLS_CASES:-mini:1 mini:64 kaggle:256}" \
+    --kaggle_scale "${PROTOCOLS_SCALE:-1}" --concurrency "${PROTOCOLS_CONCURRENCY:-32}" \
+    --repeat "${PROTOCOLS_REPEAT:-3}" --duration_s "${PROTOCOLS_DURATION:-5}" \
+    --server_cpus "0-$((half - 1))" --client_cpus "$half-$(( $(nproc) - 1 ))" \
+    --work "$work/protocols" --out "$out/protocols_$be" > "$out/protocols_$be.log" 2>&1
+  row "protocols $be (rc $?)" "see protocols_$be/summary.tsv"
+  [ -f "$out/protocols_$be/summary.tsv" ] &&
+    while read -r l; do row "protocols $be" "$l"; done < "$out/protocols_$be/summary.tsv"
   done
 fi
 
