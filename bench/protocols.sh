@@ -130,4 +130,4 @@ for (case, protocol), rs in groups.items():
     print("\t".join(cells + [str(len(rs))]))
 PY
 say "done; $(nproc) cores, backend $backend, concurrency $concurrency, ${duration} s steps"
-column -t -s $'\t' "$out/summary.tsv"
+if command -v column >/dev/null; then column -t -s $'\t' "$out/summary.tsv"; else cat "$out/summary.tsv"; fi

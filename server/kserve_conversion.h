@@ -19,7 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
-#include <deque>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -41,15 +41,16 @@ inline constexpr char kKServeScoresTensor[] = "scores";
 struct KServeRequest {
   engine::Request request;
   bool raw = false;  // the request sent raw_input_contents: answer raw
-  // Aligned copies of raw contents that were not aligned for their type.
-  std::deque<std::vector<int64_t>> copies;
+  // Aligned copies of raw contents that were not aligned for their type (a
+  // list: stable addresses, and no allocation while empty, the usual case).
+  std::list<std::vector<int64_t>> copies;
 };
 
 // `bytes` as elements of T: a view of them when their address is aligned for
 // T, else of a copy appended to `copies` (the bytes are the elements,
 // little-endian, bytes.size() a multiple of sizeof(T)).
 template <typename T>
-absl::Span<const T> ViewOrCopy(absl::string_view bytes, std::deque<std::vector<int64_t>>* copies) {
+absl::Span<const T> ViewOrCopy(absl::string_view bytes, std::list<std::vector<int64_t>>* copies) {
   static_assert(alignof(T) <= alignof(int64_t));
   const size_t n = bytes.size() / sizeof(T);
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(T) == 0) {

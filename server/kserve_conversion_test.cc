@@ -108,7 +108,7 @@ TEST(KServeRawViewTest, MisalignedBytesAreCopiedAligned) {
   alignas(8) char buffer[1 + 3 * 8];
   const int64_t ids[3] = {3, -4, int64_t{1} << 40};
   std::memcpy(buffer + 1, ids, sizeof(ids));
-  std::deque<std::vector<int64_t>> copies;
+  std::list<std::vector<int64_t>> copies;
   auto misaligned = ViewOrCopy<int64_t>(absl::string_view(buffer + 1, sizeof(ids)), &copies);
   ASSERT_EQ(copies.size(), 1u);
   ASSERT_EQ(misaligned.size(), 3u);

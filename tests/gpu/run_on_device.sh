@@ -522,13 +522,14 @@ fi
 # bench/protocols.sh on the CUDA backend: the same requests through each front
 # end, closed loop; server and client on separate cores. PROTOCOLS_CASES
 # ("mini:1 mini:64 kaggle:256"), PROTOCOLS_SCALE (kaggle scale, 1),
-# PROTOCOLS_CONCURRENCY (32), PROTOCOLS_REPEAT (3), PROTOCOLS_DURATION (5).
+# PROTOCOLS_CONCURRENCY (32), PROTOCOLS_REPEAT (3), PROTOCOLS_DURATION (5),
+# PROTOCOLS_LIST ("rankd kserve http").
 # PROTOCOLS_BACKENDS ("cuda cpu"): the CPU backend's run uses the same cores.
 if want protocols; then
   half=$(( $(nproc) / 2 ))
   for be in ${PROTOCOLS_BACKENDS:-cuda cpu}; do
   bash bench/protocols.sh --rankd "$bundle/bin/rankd" --rankload "$bundle/bin/rankload" \
-    --backend "$be" --cases "${PROTOCOLS_CASES:-mini:1 mini:64 kaggle:256}" \
+    --backend "$be" --cases "${PROTOCOLS_CASES:-mini:1 mini:64 kaggle:256}" --protocols "${PROTOCOLS_LIST:-rankd kserve http}" \
     --kaggle_scale "${PROTOCOLS_SCALE:-1}" --concurrency "${PROTOCOLS_CONCURRENCY:-32}" \
     --repeat "${PROTOCOLS_REPEAT:-3}" --duration_s "${PROTOCOLS_DURATION:-5}" \
     --server_cpus "0-$((half - 1))" --client_cpus "$half-$(( $(nproc) - 1 ))" \
