@@ -53,14 +53,17 @@ expect_eq "open loop: errors" "$(rj "$R" 'r["steps"][0]["errors"]')" 0
 
 run_with_pause closed --model mini --mode closed --concurrency 1
 R="$TMP/closed.json"
-# A p99 below the pause needs at least 100 requests in the interval (else the
-# one paused request is the p99 whatever rankload does): on a machine busy
-# with other work the closed loop can send fewer, and such an interval says
-# nothing about under-reporting, so it is left out (and logged).
+# A p99 below the pause needs at least 100 requests in the sample (else the
+# one paused request is the p99 whatever rankload does). On a machine busy
+# with other work (sanitizer builds, parallel tests) the closed loop can send
+# fewer than that in some live intervals: those say nothing about
+# under-reporting and are left out (and logged). The measured window as a
+# whole must hold enough requests, or the run is too slow to check anything.
 CLOSED_WINDOW_P99="$(rj "$R" 'max([i["p99_us"] for i in intervals(0) if i["completed"] >= 200] or [0])')"
 CLOSED_THIN="$(rj "$R" 'sum(1 for i in intervals(0) if i["completed"] < 200)')"
-log "closed loop: $CLOSED_THIN interval(s) with fewer than 200 requests left out of the p99 check"
-[[ "$CLOSED_THIN" -le 1 ]] || fail "closed loop: $CLOSED_THIN intervals with fewer than 200 requests: the run is too slow to check"
+CLOSED_COMPLETED="$(rj "$R" 'r["steps"][0]["completed"]')"
+log "closed loop: $CLOSED_COMPLETED requests in the window, $CLOSED_THIN interval(s) with fewer than 200 left out of the per-interval check"
+at_least "closed loop: requests in the measured window (else too slow to check)" "$CLOSED_COMPLETED" 300
 CLOSED_P99="$(rj "$R" 'r["steps"][0]["latency_us"]["p99"]')"
 CLOSED_MAX="$(rj "$R" 'r["steps"][0]["latency_us"]["max"]')"
 log "closed loop: p99 of the worst interval $CLOSED_WINDOW_P99 us, of the run $CLOSED_P99 us, max $CLOSED_MAX us"
