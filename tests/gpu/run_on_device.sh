@@ -816,8 +816,9 @@ fi
 # --max_rows_per_second LIVELOAD_UPDATE_RPS (1000000) --repeat 0 --repeat_for_s ...`
 # sending a LIVELOAD_DELTA_ROWS (262144) row delta of the largest table over and
 # over (new sequence numbers each pass) from before the warm-up to after the window
-# ("update"), then alone again ("base2", drift check; LIVELOAD_BASE_AFTER=0 skips
-# it). Also, first, the unpaced rate of LIVELOAD_UNPACED_PASSES (4) passes of that
+# ("update"). LIVELOAD_ROUNDS (1) rounds of (alone, with the stream), then alone
+# once more (drift check; LIVELOAD_BASE_AFTER=0 skips it); the verdict compares
+# the medians of each kind's client p99 and server p99 (from its buckets). Also, first, the unpaced rate of LIVELOAD_UNPACED_PASSES (4) passes of that
 # delta on the idle server. Rows/s in the window: rankd_embedding_updates_total
 # sampled at the window's ends. LIVELOAD_RANKLOAD_FLAGS: more rankload flags for the
 # open-loop runs (e.g. "--arrival poisson"); LIVELOAD_UPDATE_FLAGS: more rankctl update
@@ -889,48 +890,67 @@ print("; ".join("%s in flight: %.0f req/s p99 %.0f us" % (s.get("concurrency"), 
     else
       # shellcheck disable=SC2206
       ll_open=(--mode open --rate "$rate" --duration_s "$ll_dur" --warmup_s "$ll_warm" ${LIVELOAD_RANKLOAD_FLAGS:-})
-      ll_rankload base "${ll_open[@]}"
-      base=$(ll_summary "$out/liveload_base.json")
-      # The stream starts (delta read and split: the `stream:` line) before the
-      # load and runs past the window's end.
-      ll_update stream --max_rows_per_second "$ll_urate" --repeat 0 --repeat_for_s $((ll_warm + ll_dur + 2)) &
-      upid=$!
-      for _ in $(seq 600); do
-        grep -q '^stream:' "$out/liveload_stream.txt" 2>/dev/null && break
-        kill -0 $upid 2>/dev/null || break
-        sleep 0.1
-      done
-      # Rows applied (and when) at the measured window's start and end.
-      ( sleep "$ll_warm"; echo "$(date +%s.%N) $(metric_sum rankd_embedding_updates_total)" > "$ll/rows0"
-        sleep "$ll_dur"; echo "$(date +%s.%N) $(metric_sum rankd_embedding_updates_total)" > "$ll/rows1" ) &
-      spid=$!
-      ll_rankload update "${ll_open[@]}"
-      with=$(ll_summary "$out/liveload_update.json")
-      wait $spid
-      wait $upid
-      urc=$?
-      window_rps=$(python3 -c '
+      # One run with the update stream (tag): the stream starts (delta read and
+      # split: the `stream:` line) before the load and runs past the window's
+      # end; rows applied in the window from the counter sampled at its ends.
+      # Prints the run's summary, then the stream's rc and window rows/s.
+      ll_with_updates() {  # tag
+        local tag=$1 upid spid urc window_rps
+        ll_update "${tag}_stream" --max_rows_per_second "$ll_urate" --repeat 0 \
+          --repeat_for_s $((ll_warm + ll_dur + 2)) &
+        upid=$!
+        for _ in $(seq 600); do
+          grep -q '^stream:' "$out/liveload_${tag}_stream.txt" 2>/dev/null && break
+          kill -0 $upid 2>/dev/null || break
+          sleep 0.1
+        done
+        ( sleep "$ll_warm"; echo "$(date +%s.%N) $(metric_sum rankd_embedding_updates_total)" > "$ll/rows0"
+          sleep "$ll_dur"; echo "$(date +%s.%N) $(metric_sum rankd_embedding_updates_total)" > "$ll/rows1" ) &
+        spid=$!
+        ll_rankload "$tag" "${ll_open[@]}"
+        wait $spid
+        wait $upid
+        urc=$?
+        window_rps=$(python3 -c '
 import sys
 (t0, r0), (t1, r1) = (map(float, open(f).read().split()) for f in sys.argv[1:])
 print("%.0f" % ((r1 - r0) / (t1 - t0)))' "$ll/rows0" "$ll/rows1" 2>/dev/null)
-      base2=""
+        echo "$(ll_summary "$out/liveload_$tag.json") $urc ${window_rps:-0}"
+      }
+      # LIVELOAD_ROUNDS (1) rounds of (alone, with the stream), then alone once
+      # more (LIVELOAD_BASE_AFTER=0 skips it): runs alternate, so drift and the
+      # host's noise fall on both kinds alike; medians over the runs of a kind.
+      ll_rounds=${LIVELOAD_ROUNDS:-1}
+      row "liveload rate (${LIVELOAD_FRACTION:-0.5} x $cap req/s)" "$rate req/s open loop, ${LIVELOAD_CANDIDATES:-64} candidates, ${ll_dur} s, $ll_rounds round(s)"
+      : > "$ll/runs"
+      for ((k = 1; k <= ll_rounds; k++)); do
+        ll_rankload "base$k" "${ll_open[@]}"
+        echo "base base$k $(ll_summary "$out/liveload_base$k.json")" >> "$ll/runs"
+        echo "update update$k $(ll_with_updates "update$k")" >> "$ll/runs"
+      done
       if [ "${LIVELOAD_BASE_AFTER:-1}" = 1 ]; then
-        ll_rankload base2 "${ll_open[@]}"
-        base2=$(ll_summary "$out/liveload_base2.json")
+        ll_rankload "base$k" "${ll_open[@]}"
+        echo "base base$k $(ll_summary "$out/liveload_base$k.json")" >> "$ll/runs"
       fi
-      read -r b50 b99 brps berr bbehind bs99 <<< "$base"
-      read -r w50 w99 wrps werr wbehind ws99 <<< "$with"
-      read -r a50 a99 arps aerr abehind as99 <<< "$base2"
-      row "liveload rate (${LIVELOAD_FRACTION:-0.5} x $cap req/s)" "$rate req/s open loop, ${LIVELOAD_CANDIDATES:-64} candidates, ${ll_dur} s"
-      row "liveload without updates" "p50 $b50 us p99 $b99 us; achieved $brps req/s; errors $berr; client behind $bbehind; server p99 ~$bs99 us"
-      row "liveload with updates" "p50 $w50 us p99 $w99 us; achieved $wrps req/s; errors $werr; client behind $wbehind; server p99 ~$ws99 us"
-      [ -n "$base2" ] &&
-        row "liveload without updates, again after" "p50 $a50 us p99 $a99 us; achieved $arps req/s; errors $aerr; client behind $abehind; server p99 ~$as99 us"
-      row "liveload p99 increase (target <= 20%)" "$(python3 -c "
-b, w, a = float('${b99:-0}'), float('${w99:-0}'), float('${a99:-0}')
-print(('%+.1f%%' % (100 * (w - b) / b) if b > 0 else 'n/a') +
-      (' (%+.1f%% vs the run after)' % (100 * (w - a) / a) if a > 0 else ''))")"
-      row "liveload update stream (rc $urc, asked $ll_urate rows/s)" "in the window ${window_rps:-?} rows/s (rankd_embedding_updates_total); rankctl: $(grep -m1 -oE 'OK, .*' "$out/liveload_stream.txt")"
+      cp "$ll/runs" "$out/liveload_runs.txt"
+      while read -r kind tag p50 p99 rps err behind s99 urc wrps; do
+        extra=""
+        [ "$kind" = update ] && extra="; stream rc $urc, ${wrps} rows/s in the window (asked $ll_urate)"
+        row "liveload $tag" "p50 $p50 us p99 $p99 us; achieved $rps req/s; errors $err; client behind $behind; server p99 ~$s99 us$extra"
+      done < "$ll/runs"
+      row "liveload p99 with updates vs without (target <= +20%)" "$(python3 - "$ll/runs" <<'PYEOF'
+import statistics, sys
+runs = [l.split() for l in open(sys.argv[1]) if l.strip()]
+def med(kind, col):
+    v = [float(r[col]) for r in runs if r[0] == kind and float(r[col]) > 0]
+    return statistics.median(v) if v else 0.0
+out = []
+for name, col in (("client p99", 3), ("server p99", 7)):
+    b, w = med("base", col), med("update", col)
+    out.append("%s median %.0f -> %.0f us (%s)" % (name, b, w, "%+.1f%%" % (100 * (w - b) / b) if b > 0 else "n/a"))
+print("; ".join(out))
+PYEOF
+)"
     fi
     curl -s "127.0.0.1:$srv_mport/metrics" | grep -E '^rankd_(embedding_update|request_duration_seconds_count|requests_total)' > "$out/liveload_metrics.txt"
     kill -TERM $srv_pid; wait $srv_pid
