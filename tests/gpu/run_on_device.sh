@@ -824,7 +824,9 @@ fi
 # open-loop runs (e.g. "--arrival poisson"); LIVELOAD_UPDATE_FLAGS: more rankctl update
 # flags (e.g. "--rows_per_message 6000": fewer, larger messages, each of which
 # pauses the version's batches once). LIVELOAD_CLIENT_CPUS (e.g. 12-15) runs
-# rankload and rankctl under taskset (rankd keeps every core). Raw outputs:
+# rankload and rankctl under taskset (rankd keeps every core); LIVELOAD_UPDATE_CPUS
+# puts rankctl (the producer: a training job elsewhere in production) on cores of
+# its own. Raw outputs:
 # $out/liveload_*.
 if want liveload; then
   util=tests/e2e/live_embeddings_util.py
@@ -833,6 +835,8 @@ if want liveload; then
   mkdir -p "$ll"
   ll_client=()
   [ -n "${LIVELOAD_CLIENT_CPUS:-}" ] && ll_client=(taskset -c "$LIVELOAD_CLIENT_CPUS")
+  ll_producer=("${ll_client[@]}")
+  [ -n "${LIVELOAD_UPDATE_CPUS:-}" ] && ll_producer=(taskset -c "$LIVELOAD_UPDATE_CPUS")
   ll_warm=${LIVELOAD_WARMUP_S:-2} ll_dur=${LIVELOAD_DURATION_S:-20}
   ll_urate=${LIVELOAD_UPDATE_RPS:-1000000}
   run rankd gen-model --preset "${LIVELOAD_PRESET:-mlperf}" --scale "${LIVELOAD_SCALE:-0.05}" \
@@ -853,7 +857,7 @@ if want liveload; then
     }
     ll_update() {  # tag [flags]: rankctl update of the delta, output in $out
       local tag=$1; shift
-      "${ll_client[@]}" "$bundle/run" rankctl update --admin_target "127.0.0.1:$srv_aport" --model m \
+      "${ll_producer[@]}" "$bundle/run" rankctl update --admin_target "127.0.0.1:$srv_aport" --model m \
         --input "$ll/delta.safetensors" --producer_id liveload ${LIVELOAD_UPDATE_FLAGS:-} "$@" \
         > "$out/liveload_$tag.txt" 2>&1
     }
