@@ -9,10 +9,10 @@
 //   * its counters (--metrics_url): rankd_requests_total (every model and
 //     code) unchanged across one poll interval and rankd_queue_requests at 0;
 //   * the transport: a cheap call (health check) over every connection the
-//     load used answers within its short deadline. On the H100 machine a
-//     32 k req/s overload of 256-candidate requests left rankd's counters idle
-//     within 0.5 s while new calls on the same connections still timed out
-//     for seconds (bench/NOTES.md, run 33): the counters alone are not enough.
+//     load used answers within its short deadline. After a heavy overload
+//     the server's counters can look idle while new calls on the same
+//     connections still time out for seconds (the transport is still
+//     draining what queued in it): the counters alone are not enough.
 //
 // Pure logic over injected probes and sleep (unit-tested with fakes).
 #ifndef RANKD_LOADTEST_SERVER_DRAIN_H_

@@ -90,8 +90,8 @@ ABSL_FLAG(std::string, device_memory_budget, "",
 ABSL_FLAG(int, workers, 0, "serve: workers per model version (0 = model config, else automatic)");
 ABSL_FLAG(int, completion_threads, 2,
           "serve: threads per model version that answer computed requests so workers go "
-          "straight back to computing (0 = each worker answers its own batches; 2 measured "
-          "+51% 1-candidate req/s on the H100, bench/NOTES.md)");
+          "straight back to computing (0 = each worker answers its own batches; worth it where "
+          "answering costs about as much host time as computing: small requests on a GPU)");
 ABSL_FLAG(int, cpu_compute_nice, 10,
           "serve: CPU backend: nice increment (0-19) of the threads that compute batches, so "
           "the threads that receive, refuse and answer requests run first when the cores are "

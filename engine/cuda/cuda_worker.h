@@ -76,12 +76,10 @@ class CudaWorker final : public Worker {
     // Stage a batch's misses only when the previous batch missed the cache
     // on at least this fraction of its HOST-table lookups; below it the
     // misses are read from host memory inside the pooling kernel, where they
-    // overlap the HBM reads. 0.03: with the 16-block address-ordered gather
-    // and the shared cache, cache_bench on the H100 (bench/NOTES.md, issue 5,
-    // run 38) had direct reads ahead at 2.1% misses (976 vs 891 M keys/s)
-    // and staging ahead from 4.5% (548 vs 531 M; 7.4%: 403 vs 352 M). With a
-    // 32-block gather staging led down to 2.1% (run 26); with the earlier
-    // full-GPU gather the crossover was 7.5%.
+    // overlap the HBM reads. 0.03 sits between the miss rates where
+    // cache_bench finds direct reads and staging ahead with the shared cache
+    // and the address-ordered gather (the crossover and its figures:
+    // docs/benchmarks.md, host tables behind the HBM cache).
     double staging_min_miss_rate = 0.03;
     // HOST tables of one row size share one HBM cache (DeviceModel::Options::
     // shared_cache; CreateCudaWorkers).

@@ -5,8 +5,8 @@
 // ranks all of their rows together: the slots go to the rows accessed most,
 // whichever table they belong to. A table looked up 100 times per candidate
 // then gets far more of the slots than one looked up once, which a fixed
-// share per table cannot do (on the mlperf shape at a 10% cache and Zipf
-// 1.05, the expected hit rate goes from 0.86 to 0.95; bench/NOTES.md). The
+// share per table cannot do (the hit rates of both on the mlperf shape:
+// docs/benchmarks.md). The
 // lookup kernel needs nothing new: each member's descriptor points at the
 // shared rows and at its own slot map.
 //

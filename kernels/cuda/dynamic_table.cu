@@ -572,7 +572,7 @@ cudaError_t LaunchDynamicUpsert(const DynamicTableView& view, const int64_t* key
   RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
   PlanKernel<<<1, 1, 0, stream>>>(view, sc.state, stats);
   RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  // Enough blocks to fill an H100 (132 SMs x 8) and stream the rows.
+  // Enough blocks to fill a 132-SM GPU at 8 blocks per SM and stream the rows.
   const unsigned int row_grid = Grid(view.max_keys, 1056);
   for (int level = 0; level < kDigits; ++level) {
     HistKernel<<<row_grid, kThreads, 0, stream>>>(view, sc, level);

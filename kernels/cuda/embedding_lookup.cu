@@ -795,20 +795,18 @@ constexpr int kResolveSlotsPerWarp = 32;
 // Rows each warp of the gather pass copies at once (one 16-byte load per
 // lane and row in flight before the first store).
 constexpr int kGatherRows = 4;
-// One wave of blocks on an H100 (132 SMs x 8 blocks of 256 threads): the
+// One wave of 256-thread blocks on a 132-SM GPU at 8 blocks per SM: the
 // grid of the ordering pass; larger batches loop.
 constexpr int kOrderMaxBlocks = 1056;
 // The gather's grid: 32 blocks x 8 warps x kGatherRows = 1024 rows (512 KiB
 // of 512-byte rows) in flight, walking the rows in address order. What limits
 // a gather from a large pinned buffer is how many address translations the
-// GPU misses per second (~45 M on the H100 machine), not bytes in flight: the
-// fewer blocks, the narrower the span of host addresses in flight and the
-// more of it each translation serves. Measured (cache_bench, 10% caches, Zipf
-// 1.05, mlperf x 0.25 fp32, batch 4096; bench/NOTES.md): with a cache per
-// table (98 K distinct missed rows a launch) 1056 blocks 296 M keys/s, 132
-// 303 M, 66 312 M, 33 354 M, 16 350 M, 8 347 M, 4 300 M (latency-bound); with
-// the shared cache (65 K rows, nearly all cold, so farther apart) 64 blocks
-// 350 M, 32 397-398 M, 24 403 M, 16 401-406 M, 12 405 M, 8 405 M.
+// GPU misses per second, not bytes in flight: the fewer blocks, the narrower
+// the span of host addresses in flight and the more of it each translation
+// serves, down to the point where too few rows are in flight and the gather
+// becomes latency-bound. 32 blocks sit on the plateau of cache_bench's sweep
+// of the grid, with a cache per table and with the shared cache (the sweep:
+// docs/benchmarks.md, host-row gathers).
 // RANKD_GATHER_BLOCKS=N overrides it (A/B timing).
 constexpr int kGatherMaxBlocks = 16;
 // Longest probe run in the staging set before a miss is read directly.

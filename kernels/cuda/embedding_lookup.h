@@ -93,8 +93,8 @@ struct DeviceFeature {
 // Fetch order: the staged rows are copied in (approximate) address order,
 // bucketed by DeviceTable::host_offset + row * row_bytes into kStagingBuckets
 // buckets over host_span_bytes. The GPU reads random rows of a large pinned
-// buffer ~1.6x faster in address order (bench/gpu/host_read_bench: 15.5 vs
-// 25 GB/s from 12 GiB on the H100): fewer distinct translations in flight.
+// buffer markedly faster in address order (bench/gpu/host_read_bench;
+// figures in docs/benchmarks.md): fewer distinct translations in flight.
 inline constexpr int32_t kStagingBuckets = 32768;
 struct HostStaging {
   // [ids] one per id of the batch: its row's device address, 0 = unresolved
