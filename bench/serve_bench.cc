@@ -2,7 +2,7 @@
 // `--concurrency` virtual clients each send their next request as soon as
 // the previous one is answered, for `--duration_s` after a warm-up. Prints
 // p50/p90/p99/max latency and requests/s. (rankload, in loadtest/, is the full
-// open-loop harness; this is the quick number for bench/NOTES.md.)
+// open-loop harness; this is the quick number for docs/benchmarks.md.)
 //
 // --rpc picks what each virtual client sends:
 //   score       Score through the client's callback API (default);

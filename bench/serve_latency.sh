@@ -3,7 +3,7 @@
 # single-request latency (concurrency 1) and throughput at rising concurrency
 # for the mini preset (1-candidate and 64-candidate requests), then kaggle at
 # scale 0.01 with 256 candidates. Prints one line per run; the numbers go in
-# bench/NOTES.md. Usage: bench/serve_latency.sh [duration_s]
+# docs/benchmarks.md ("Serving latency, CPU backend"). Usage: bench/serve_latency.sh [duration_s]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dur=${1:-5}

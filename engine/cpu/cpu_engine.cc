@@ -190,7 +190,7 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
     // A small batch (every 1-candidate request at low load) is one task: run
     // it on the calling thread. Handing it to the pool cost two thread
     // wake-ups per batch plus the pool threads' spinning afterwards, several
-    // times the task itself (perf, bench/NOTES.md "Per-request host path").
+    // times the task itself (perf, docs/benchmarks.md "Per-request host path").
     // Without a pool (one thread) every task runs here, one after another.
     // The same RunTask on the same rows gives the same bits.
     std::unique_ptr<Scratch> scratch = TakeCallerScratch();

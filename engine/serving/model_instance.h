@@ -62,7 +62,7 @@ class ModelInstance {
     // completes its batch itself before taking the next one. Worth it when
     // completing a request costs host time comparable to computing it (small
     // requests on a GPU); on a machine with few cores the extra hand-off
-    // costs more than it frees (bench/NOTES.md, "Per-request host path").
+    // costs more than it frees (docs/benchmarks.md, "Per-request host path").
     int completion_threads = 0;
     // With completion threads: a batch of fewer than kMinSlice requests that
     // leaves the queue empty is completed on the worker thread anyway. Under
