@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstring>
 
 #include <unistd.h>
 
@@ -298,34 +297,12 @@ absl::Status DeviceModel::BuildDynamicTable(int ti, void* rows, kernels::cuda::D
   return absl::OkStatus();
 }
 
-absl::Status DeviceModel::EnsureUpdateStaging(size_t bytes, size_t host_bytes) const {
+absl::Status DeviceModel::EnsureUpdateStaging(size_t bytes) const {
+  if (update_staging_.bytes() >= bytes) return absl::OkStatus();
   // Grow geometrically: a stream of messages of slowly rising size
   // reallocates a few times, not per message.
-  if (update_staging_.bytes() < bytes) {
-    if (absl::Status s = update_staging_.Allocate(std::max(bytes, 2 * update_staging_.bytes()),
-                                                  "embedding update staging");
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (update_host_staging_.bytes() < host_bytes) {
-    return update_host_staging_.Allocate(
-        std::max(host_bytes, 2 * update_host_staging_.bytes()),
-        "embedding update staging (host)");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DeviceModel::CopyUpdateInputs(absl::Span<const StagingPiece> pieces,
-                                           size_t end) const {
-  uint8_t* host = update_host_staging_.as<uint8_t>();
-  for (const StagingPiece& p : pieces) {
-    if (p.bytes > 0) std::memcpy(host + p.offset, p.src, p.bytes);
-  }
-  if (end == 0) return absl::OkStatus();
-  return CudaStatus(cudaMemcpyAsync(update_staging_.as<void>(), host, end,
-                                    cudaMemcpyHostToDevice, refresh_stream_),
-                    "copy update inputs to the GPU");
+  return update_staging_.Allocate(std::max(bytes, 2 * update_staging_.bytes()),
+                                  "embedding update staging");
 }
 
 absl::Status DeviceModel::ReadDynamicRows(int table, int64_t first, int64_t n, int64_t* keys,

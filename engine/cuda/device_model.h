@@ -267,26 +267,9 @@ class DeviceModel {
   mutable cudaStream_t refresh_stream_ = nullptr;
   mutable absl::Status maintenance_status_;  // guarded by refresh_mu_
   mutable DeviceBuffer update_staging_;       // one update's inputs; guarded by refresh_mu_
-  // The same inputs gathered on the host first, then copied in one piece.
-  // Why: a copy from pageable memory (the update message) is staged by the
-  // driver synchronously, in pieces, while the workers launch their batches;
-  // from page-locked memory it is one DMA that overlaps them.
-  mutable PinnedBuffer update_host_staging_;  // guarded by refresh_mu_
   mutable PinnedBuffer update_counts_;        // DynamicStats[2] read back; guarded by refresh_mu_
-  // Grows update_staging_ (and update_host_staging_ to `host_bytes`) to
-  // `bytes` (refresh_mu_ held).
-  absl::Status EnsureUpdateStaging(size_t bytes, size_t host_bytes) const;
-  // One piece of an update's inputs: `bytes` at `src` go to offset `offset`
-  // of the staging buffer.
-  struct StagingPiece {
-    size_t offset = 0;
-    const void* src = nullptr;
-    size_t bytes = 0;
-  };
-  // Gathers the pieces into update_host_staging_ and enqueues one copy of
-  // its first `end` bytes to update_staging_ on refresh_stream_ (refresh_mu_
-  // held; the previous update's copy has finished: ~Update waits for it).
-  absl::Status CopyUpdateInputs(absl::Span<const StagingPiece> pieces, size_t end) const;
+  // Grows update_staging_ to `bytes` (refresh_mu_ held).
+  absl::Status EnsureUpdateStaging(size_t bytes) const;
   cudaEvent_t updates_done_ = nullptr;
   mutable absl::Mutex events_mu_;
   mutable std::vector<cudaEvent_t> batch_events_ ABSL_GUARDED_BY(events_mu_);

@@ -18,11 +18,9 @@ size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 DeviceModel::Update::Update(const DeviceModel* dm) : dm_(dm) {}
 
 DeviceModel::Update::~Update() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  // The staging copies read the host staging buffer and committed writes
-  // read the device one: finish both before another update may reuse them
-  // (an update that failed before its commit may still have its copy in
-  // flight).
-  if (!waited_) {
+  // Committed writes read the staging buffer: finish them before another
+  // update may reuse it.
+  if (committed_ && !waited_) {
     cudaSetDevice(dm_->device_);
     cudaStreamSynchronize(dm_->refresh_stream_);
   }
@@ -49,12 +47,15 @@ absl::StatusOr<std::unique_ptr<DeviceModel::Update>> DeviceModel::StageStaticRow
   u->n_ = static_cast<int64_t>(ids.size());
   u->off_rows_ = Align256(8 * ids.size());
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
-  const size_t end = u->off_rows_ + rows.size();
-  if (absl::Status s = EnsureUpdateStaging(end, end); !s.ok()) return s;
+  if (absl::Status s = EnsureUpdateStaging(u->off_rows_ + rows.size()); !s.ok()) return s;
+  uint8_t* staging = update_staging_.as<uint8_t>();
   if (u->n_ > 0) {
-    const StagingPiece pieces[] = {{0, ids.data(), 8 * ids.size()},
-                                   {u->off_rows_, rows.data(), rows.size()}};
-    if (absl::Status s = CopyUpdateInputs(pieces, end); !s.ok()) return s;
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging, ids.data(), 8 * ids.size(),
+                                               cudaMemcpyHostToDevice, refresh_stream_),
+                               "copy update ids");
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging + u->off_rows_, rows.data(), rows.size(),
+                                               cudaMemcpyHostToDevice, refresh_stream_),
+                               "copy update rows");
   }
   return u;
 }
@@ -81,20 +82,25 @@ absl::StatusOr<std::unique_ptr<DeviceModel::Update>> DeviceModel::StageDynamic(
   u->off_scratch_ = u->off_rowidx_ + Align256(8 * keys.size());
   u->scratch_bytes_ = kernels::cuda::DynamicUpsertScratchBytes(v.max_keys, u->n_);
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(device_), "cudaSetDevice");
-  // The inputs (keys, keys to delete, rows) end where the stats begin.
-  absl::Status s = EnsureUpdateStaging(u->off_scratch_ + Align256(u->scratch_bytes_),
-                                       u->off_stats_);
+  absl::Status s = EnsureUpdateStaging(u->off_scratch_ + Align256(u->scratch_bytes_));
   if (s.ok() && update_counts_.bytes() == 0) {
     s = update_counts_.Allocate(2 * sizeof(kernels::DynamicStats), "update counts");
   }
   if (!s.ok()) return s;
   uint8_t* base = update_staging_.as<uint8_t>();
   const cudaStream_t st = refresh_stream_;
-  if (u->n_ > 0 || u->m_ > 0) {
-    const StagingPiece pieces[] = {{0, keys.data(), 8 * keys.size()},
-                                   {u->off_delete_, delete_keys.data(), 8 * delete_keys.size()},
-                                   {u->off_rows_, rows.data(), rows.size()}};
-    if (absl::Status c = CopyUpdateInputs(pieces, u->off_stats_); !c.ok()) return c;
+  if (u->n_ > 0) {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(base, keys.data(), 8 * u->n_, cudaMemcpyHostToDevice, st),
+        "copy update keys");
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(base + u->off_rows_, rows.data(), rows.size(),
+                                               cudaMemcpyHostToDevice, st),
+                               "copy update rows");
+  }
+  if (u->m_ > 0) {
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(base + u->off_delete_, delete_keys.data(),
+                                               8 * u->m_, cudaMemcpyHostToDevice, st),
+                               "copy keys to delete");
   }
   RANKD_RETURN_IF_CUDA_ERROR(
       cudaMemsetAsync(base + u->off_stats_, 0, 2 * sizeof(kernels::DynamicStats), st),
