@@ -14,12 +14,7 @@ source "$(dirname "$0")/rankload_lib.sh"
 
 MODELS="$TMP/models"
 gen_model "$MODELS" mini --preset mini
-gen_requests "$MODELS/mini/1" "$TMP/good.jsonl" --count 60 --candidates 4 --seed 5
-{
-  cat "$TMP/good.jsonl"
-  head -n 3 "$TMP/good.jsonl" | sed 's/"model":"mini"/"model":"nope"/'
-  head -n 2 "$TMP/good.jsonl" | sed 's/"numCandidates":4/"numCandidates":5/'
-} >"$TMP/mixed.jsonl"
+mixed_requests "$MODELS/mini/1" 's/"numCandidates":4/"numCandidates":5/'
 expect_eq "mixed request lines" "$(wc -l <"$TMP/mixed.jsonl")" 65
 expect_eq "NOT_FOUND lines" "$(grep -c '"model":"nope"' "$TMP/mixed.jsonl")" 3
 expect_eq "INVALID_ARGUMENT lines" "$(grep -c '"numCandidates":5' "$TMP/mixed.jsonl")" 2

@@ -6,6 +6,10 @@
 #                       report in FILE and prints it ("" and a failure on error)
 #   within NAME GOT WANT REL   checks |GOT - WANT| <= REL * WANT
 #   at_least / below NAME GOT BOUND
+#   mixed_requests MODEL_DIR SED   writes $TMP/good.jsonl (60 valid mini requests
+#                       of 4 candidates) and $TMP/mixed.jsonl: those, 3 for an
+#                       unknown model ("nope": NOT_FOUND) and 2 of the first
+#                       made INVALID_ARGUMENT by the sed expression SED
 if [[ -x "$E2E_ROOT/loadtest/rankload" ]]; then
   RANKLOAD="$E2E_ROOT/loadtest/rankload"
 else
@@ -42,3 +46,12 @@ within() {
 }
 at_least() { _cmp "$1" "$2" ">=" "$3"; }
 below() { _cmp "$1" "$2" "<" "$3"; }
+
+mixed_requests() {
+  gen_requests "$1" "$TMP/good.jsonl" --count 60 --candidates 4 --seed 5
+  {
+    cat "$TMP/good.jsonl"
+    head -n 3 "$TMP/good.jsonl" | sed 's/"model":"mini"/"model":"nope"/'
+    head -n 2 "$TMP/good.jsonl" | sed "$2"
+  } >"$TMP/mixed.jsonl"
+}
