@@ -10,9 +10,9 @@ import grpc
 from rankd_client._stubs import model_control_pb2, model_control_pb2_grpc
 from rankd_client.channel import DEFAULT_MAX_MESSAGE_BYTES
 from rankd_client.client import _Client, check_timeout
-from rankd_client.errors import RankdError
 from rankd_client.updates import (DEFAULT_RETRIES, DEFAULT_ROWS_PER_MESSAGE, default_producer_id,
-                                  last_sequences, resolve_replicas, split_table_delta)
+                                  last_sequences, next_backoff, resolve_replicas,
+                                  split_table_delta, stream_failure)
 
 # The admin listener (rankd serve --admin_host, --admin_port): 127.0.0.1 only
 # unless the server is configured otherwise.
@@ -128,16 +128,11 @@ class AdminClient(_Client):
                                                          metadata=self._metadata(metadata))
                 return summary, attempt
             except grpc.RpcError as e:
-                code = e.code()
-                retryable = code in (grpc.StatusCode.UNAVAILABLE,
-                                     grpc.StatusCode.DEADLINE_EXCEEDED)
-                if not retryable or attempt > retries:
-                    details = e.details() or ""
-                    if retryable and attempt > 1:
-                        details += " (after %d attempts)" % attempt
-                    raise RankdError(code, details) from e
+                failure = stream_failure(e, attempt, retries)
+                if failure is not None:
+                    raise failure from e
             time.sleep(backoff)
-            backoff = min(backoff * 2, 10.0)
+            backoff = next_backoff(backoff)
 
     def update_embeddings(self, model, table, ids, rows, delete_keys=None, version=0,
                           producer_id=None, start_sequence=None,

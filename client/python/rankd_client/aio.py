@@ -31,6 +31,9 @@ from rankd_client.client import (DEFAULT_TARGET, DEFAULT_TIMEOUT_S, _scores, che
                                  check_timeout, health_name)
 from rankd_client.errors import RankdError
 from rankd_client.retry import NO_RETRY, RetryPolicy, async_call_with_retries
+from rankd_client.updates import (DEFAULT_RETRIES, DEFAULT_ROWS_PER_MESSAGE, default_producer_id,
+                                  last_sequences, next_backoff, split_table_delta,
+                                  stream_failure)
 
 __all__ = ["AdminClient", "RankingClient"]
 
@@ -135,23 +138,30 @@ class RankingClient(_Client):
 
 
 class AdminClient(_Client):
-    """rankd_client.AdminClient's model lifecycle calls on grpc.aio
-    (list_models, load_model, unload_model, set_version_label,
-    save_snapshot), as coroutines; none is retried. Embedding updates
-    (update_embeddings, update_all_replicas) are in the sync AdminClient."""
+    """rankd_client.AdminClient on grpc.aio, as coroutines: the model
+    lifecycle calls (list_models, load_model, unload_model,
+    set_version_label, save_snapshot; none retried) and the embedding
+    updates (next_sequence, send_updates, update_embeddings: update streams
+    sent again whole on UNAVAILABLE or DEADLINE_EXCEEDED, as in the sync
+    client). Fanning out to every replica (update_all_replicas) is in the
+    sync module."""
 
     def __init__(self, target=DEFAULT_ADMIN_TARGET, timeout_s=DEFAULT_ADMIN_TIMEOUT_S,
                  load_timeout_s=DEFAULT_LOAD_TIMEOUT_S,
                  max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
-                 update_timeout_s=DEFAULT_UPDATE_TIMEOUT_S, tls_ca_file=None,
-                 tls_cert_file=None, tls_key_file=None, token_file=None, tls_server_name=None):
+                 update_timeout_s=DEFAULT_UPDATE_TIMEOUT_S, retry_backoff_s=0.2,
+                 tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None,
+                 tls_server_name=None):
         check_timeout("load_timeout_s", load_timeout_s)
         check_timeout("update_timeout_s", update_timeout_s)
         super().__init__(target, timeout_s, max_message_bytes, options, credentials,
                          tls_ca_file, tls_cert_file, tls_key_file, token_file, tls_server_name,
                          None)
+        if retry_backoff_s < 0:
+            raise ValueError("retry_backoff_s: must be >= 0, got %r" % (retry_backoff_s,))
         self.load_timeout_s = load_timeout_s
         self.update_timeout_s = update_timeout_s
+        self.retry_backoff_s = retry_backoff_s
         self._control = model_control_pb2_grpc.ModelControlStub(self._channel)
 
     async def list_models(self, model="", timeout_s=None, metadata=None):
@@ -179,3 +189,56 @@ class AdminClient(_Client):
                                                         new_version=new_version)
         return await self._call(self._control.SaveSnapshot, request, timeout_s, metadata,
                                 self.update_timeout_s)
+
+    async def next_sequence(self, model, table, producer_id, version=0, timeout_s=None,
+                            metadata=None):
+        """One past the last sequence `producer_id` applied to `table` of
+        `model` (see rankd_client.AdminClient.next_sequence)."""
+        response = await self.list_models(model, timeout_s=timeout_s, metadata=metadata)
+        last = 0
+        for status in response.models:
+            last = max(last, last_sequences(status, version, producer_id).get(table, 0))
+        return last + 1
+
+    async def send_updates(self, messages, retries=DEFAULT_RETRIES, timeout_s=None,
+                           metadata=None):
+        """Streams rankd.v1.EmbeddingUpdate `messages` over one
+        UpdateEmbeddings call; returns (UpdateSummary, attempts), with the
+        sync client's retries (stream_failure)."""
+        messages = list(messages)
+        timeout_s = self.update_timeout_s if timeout_s is None else timeout_s
+        metadata = self._settings.metadata(metadata)
+        if metadata is not None:
+            metadata = tuple(metadata)
+        backoff = self.retry_backoff_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                summary = await self._control.UpdateEmbeddings(iter(messages),
+                                                               timeout=timeout_s,
+                                                               metadata=metadata)
+                return summary, attempt
+            except grpc.RpcError as e:
+                failure = stream_failure(e, attempt, retries)
+                if failure is not None:
+                    raise failure from e
+            await self._sleep(backoff)
+            backoff = next_backoff(backoff)
+
+    async def update_embeddings(self, model, table, ids, rows, delete_keys=None, version=0,
+                                producer_id=None, start_sequence=None,
+                                rows_per_message=DEFAULT_ROWS_PER_MESSAGE,
+                                retries=DEFAULT_RETRIES, timeout_s=None, metadata=None):
+        """Writes `rows` of `ids` into `table` of `model` and deletes
+        `delete_keys`; returns the rankd.v1.UpdateSummary (arguments as
+        rankd_client.AdminClient.update_embeddings)."""
+        producer_id = producer_id or default_producer_id("rankd_client")
+        if start_sequence is None:
+            start_sequence = await self.next_sequence(model, table, producer_id, version,
+                                                      metadata=metadata)
+        messages = split_table_delta(model, table, ids, rows, delete_keys, version=version,
+                                     producer_id=producer_id, start_sequence=start_sequence,
+                                     rows_per_message=rows_per_message)
+        summary, _ = await self.send_updates(messages, retries, timeout_s, metadata)
+        return summary

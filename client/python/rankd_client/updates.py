@@ -22,6 +22,29 @@ def default_producer_id(prefix="rankd_client"):
     return "%s@%s" % (prefix, socket.gethostname() or "localhost")
 
 
+def stream_failure(error, attempt, retries):
+    """What a failed UpdateEmbeddings stream (grpc.RpcError `error`, on
+    attempt `attempt`, 1 = the first) leads to: None when it is to be sent
+    again whole (UNAVAILABLE or DEADLINE_EXCEEDED: no answer came, and the
+    server skips the sequences it already applied), with retries left; else
+    the RankdError to raise, with the server's message (and the attempts
+    made, after retries)."""
+    code = error.code()
+    retryable = code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    if retryable and attempt <= retries:
+        return None
+    details = error.details() or ""
+    if retryable and attempt > 1:
+        details += " (after %d attempts)" % attempt
+    return RankdError(code, details)
+
+
+def next_backoff(backoff_s):
+    """The wait before the retry after one of `backoff_s`: doubled, at most
+    10 s."""
+    return min(backoff_s * 2, 10.0)
+
+
 def last_sequences(model_status, version, producer_id):
     """{table: last sequence} that `producer_id` applied to a
     rankd.v1.ModelStatus: the highest over `version`, or with 0 every LOADING

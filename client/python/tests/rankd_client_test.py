@@ -4,6 +4,7 @@ Run by client/python/tests/run_py_test.sh (Bazel: //client:python_client_test)
 with PYTHONPATH=client/python: the package and its shipped stubs.
 """
 
+import asyncio
 import socket
 import time
 import unittest
@@ -13,7 +14,7 @@ import grpc
 import numpy as np
 
 import rankd_client
-from rankd_client import AdminClient, RankdError, RankingClient
+from rankd_client import AdminClient, RankdError, RankingClient, aio
 from rankd_client import health_pb2
 from rankd_client import model_control_pb2
 from rankd_client import model_control_pb2_grpc
@@ -609,6 +610,44 @@ class AdminClientTest(unittest.TestCase):
                           np.ones((1, 4), np.float32), producer_id="r")
         self.assertEqual(self.fake.streams, streams + 1)
         admin.close()
+
+    def test_aio_update_embeddings_resumes_retries_and_fails(self):
+        async def run():
+            async with aio.AdminClient(self.target, retry_backoff_s=0.01) as admin:
+                summary = await admin.update_embeddings(
+                    "mini", "t_user", np.arange(10, dtype=np.int64), np.ones((10, 4), np.float32),
+                    producer_id="aio", rows_per_message=4)
+                self.assertEqual(summary.messages, 3)
+                self.assertEqual([m.sequence for m in self.fake.received], [1, 2, 3])
+                self.assertEqual(await admin.next_sequence("mini", "t_user", "aio"), 4)
+                # Two streams fail after one message: sent again whole, the
+                # server skipping what it applied.
+                self.fake.fail_streams, self.fake.fail_after = 2, 1
+                summary = await admin.update_embeddings(
+                    "mini", "t_user", np.arange(2), np.ones((2, 4), np.float32),
+                    producer_id="aio", rows_per_message=1)
+                self.assertEqual([m.sequence for m in self.fake.received[3:]], [4, 4, 4, 5])
+                self.assertEqual({t.duplicates for t in summary.tables}, {1})
+                # Retries run out.
+                self.fake.fail_streams, self.fake.fail_after = 5, 0
+                with self.assertRaises(RankdError) as caught:
+                    await admin.update_embeddings("mini", "t_user", [1],
+                                                  np.ones((1, 4), np.float32),
+                                                  producer_id="aio", retries=1)
+                self.assertEqual(caught.exception.code, grpc.StatusCode.UNAVAILABLE)
+                self.assertEqual(caught.exception.message,
+                                 "injected failure (after 2 attempts)")
+                # Other errors are final, with the server's message.
+                self.fake.fail_streams = 0
+                streams = self.fake.streams
+                with self.assertRaises(RankdError) as caught:
+                    await admin.update_embeddings("mini", "t_user", [1000],
+                                                  np.ones((1, 4), np.float32), producer_id="aio")
+                self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn("id out of range", caught.exception.message)
+                self.assertEqual(self.fake.streams, streams + 1)
+
+        asyncio.run(run())
 
     def test_save_snapshot(self):
         snapshot = self.admin.save_snapshot("mini", version=1)
