@@ -17,17 +17,32 @@
 namespace rankd::server {
 namespace {
 
-// A certificate (leaf and chain) and its private key.
+// A certificate (leaf and chain), its private key and, with mTLS, the
+// store of client CAs that verifies client certificates.
 struct KeyPair {
   X509* leaf = nullptr;
   STACK_OF(X509)* chain = nullptr;
   EVP_PKEY* key = nullptr;
+  X509_STORE* client_cas = nullptr;  // null without --tls_client_ca_file
   ~KeyPair() {
     X509_free(leaf);
     sk_X509_pop_free(chain, X509_free);
     EVP_PKEY_free(key);
+    X509_STORE_free(client_cas);
   }
 };
+
+// The client CAs of `files` (files.mutual()) as a verification store; null
+// when the file does not load (a rotation half written).
+X509_STORE* ReadClientCas(const TlsFiles& files) {
+  X509_STORE* store = X509_STORE_new();
+  if (store != nullptr && X509_STORE_load_file(store, files.client_ca_file.c_str()) != 1) {
+    X509_STORE_free(store);
+    store = nullptr;
+  }
+  ERR_clear_error();
+  return store;
+}
 
 absl::StatusOr<std::shared_ptr<KeyPair>> ReadKeyPair(const TlsFiles& files) {
   if (absl::Status s = ValidateTlsFiles(files); !s.ok()) return s;
@@ -53,26 +68,42 @@ absl::StatusOr<std::shared_ptr<KeyPair>> ReadKeyPair(const TlsFiles& files) {
         "--tls_cert_file, --tls_key_file: ", files.cert_file, " and ", files.key_file,
         " changed while being read, or do not match"));
   }
+  if (files.mutual()) {
+    pair->client_cas = ReadClientCas(files);
+    if (pair->client_cas == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_client_ca_file: ", files.client_ca_file,
+          ": changed while being read, or cannot be loaded as a CA bundle"));
+    }
+  }
   return pair;
 }
 
-// The pair in use, re-read when its files change.
+// The pair (and client CAs) in use, re-read when one of their files changes.
 class CertificateWatcher {
  public:
   CertificateWatcher(TlsFiles files, std::shared_ptr<KeyPair> pair)
       : files_(std::move(files)), pair_(std::move(pair)), stamp_(Stamp()) {}
 
-  // SSL_CTX_set_cert_cb's callback: installs the current pair on `ssl`.
+  // SSL_CTX_set_cert_cb's callback, at each handshake before the client's
+  // certificate is asked for: installs the current pair on `ssl` and, with
+  // mTLS, the current client CAs as the store that verifies the client.
   static int Install(SSL* ssl, void* self) {
     std::shared_ptr<KeyPair> pair = static_cast<CertificateWatcher*>(self)->Current();
-    return SSL_use_cert_and_key(ssl, pair->leaf, pair->key, pair->chain, 1);
+    if (SSL_use_cert_and_key(ssl, pair->leaf, pair->key, pair->chain, 1) != 1) return 0;
+    if (pair->client_cas != nullptr && SSL_set1_verify_cert_store(ssl, pair->client_cas) != 1) {
+      return 0;
+    }
+    return 1;
   }
 
  private:
   // The files' modification times and sizes: a change means re-read.
   std::string Stamp() const {
     std::string out;
-    for (const std::string* path : {&files_.cert_file, &files_.key_file}) {
+    for (const std::string* path :
+         {&files_.cert_file, &files_.key_file, &files_.client_ca_file}) {
+      if (path->empty()) continue;
       struct stat st;
       if (stat(path->c_str(), &st) == 0) {
         absl::StrAppend(&out, st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ":", st.st_size, ";");

@@ -7,7 +7,9 @@
 // without a restart, as on the gRPC port; a pair that does not load or does
 // not match (a rotation half written) is ignored, and the last good pair
 // keeps serving. With a client CA, every client must present a certificate
-// it signed (mTLS); the CA file is read at start.
+// it signed (mTLS); the CA file is re-read like the pair (a new bundle
+// verifies the clients of new connections; one that does not load is
+// ignored), as gRPC's certificate provider does on the gRPC port.
 #ifndef RANKD_SERVER_HTTP_HTTP_TLS_H_
 #define RANKD_SERVER_HTTP_HTTP_TLS_H_
 

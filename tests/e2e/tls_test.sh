@@ -13,6 +13,9 @@
 #        connections within --tls_reload_s, without a restart.
 #   HTTPS: the HTTP listener serves the same certificate (TLS, rotation,
 #        mTLS) with curl; plaintext HTTP and other CAs are refused.
+#   client CA rotation: a new client CA bundle written over --tls_client_ca_file
+#        admits its clients and refuses the old CA's, on the gRPC and the
+#        HTTPS port, without a restart.
 source "$(dirname "$0")/lib.sh"
 
 PKI="$TMP/pki"
@@ -123,8 +126,11 @@ stop_rankd
 expect_eq "clean exit" "$RANKD_RC" 0
 
 log "mTLS with a plaintext health port"
+# The served copy of the client CA bundle (CA rotation overwrites it).
+cp "$PKI/ca.crt" "$PKI/served_client_ca.crt"
 start_rankd "$MODELS" --admin_port 0 --tls_cert_file "$PKI/server.crt" \
-  --tls_key_file "$PKI/server.key" --tls_client_ca_file "$PKI/ca.crt" --health_port 0
+  --tls_key_file "$PKI/server.key" --tls_client_ca_file "$PKI/served_client_ca.crt" \
+  --tls_reload_s 1 --health_port 0
 expect_grep "start-up log names mTLS" "$RANKD_LOG" "\(gRPC, mTLS\).*plaintext health on"
 CLIENT=(--tls_ca_file "$PKI/ca.crt" --tls_cert_file "$PKI/client.crt" --tls_key_file "$PKI/client.key")
 expect_eq "mTLS client without a certificate refused" \
@@ -162,6 +168,31 @@ with RankingClient(target, timeout_s=5, tls_ca_file=pki + "/ca.crt",
     print("python:", c.health(""))
 PYEOF
 expect_grep "Python client over mTLS" "$TMP/py.out" "python: SERVING"
+
+log "client CA rotation: other_ca's bundle written over the served client CA file"
+cp "$PKI/other_ca.crt" "$PKI/served_client_ca.crt.new"
+mv "$PKI/served_client_ca.crt.new" "$PKI/served_client_ca.crt"
+ROGUE=(--cert "$PKI/rogue.crt" --key "$PKI/rogue.key")
+rotated=000
+for _ in $(seq 1 40); do
+  rotated="$(https_code --cacert "$PKI/ca.crt" "${ROGUE[@]}" "$HTTPS/v2/health/live")"
+  [[ "$rotated" == 200 ]] && break
+  sleep 0.25
+done
+expect_eq "HTTPS mTLS: a client of the new CA accepted without a restart" "$rotated" 200
+expect_eq "HTTPS mTLS: a client of the old CA refused after the rotation" \
+  "$(https_code --cacert "$PKI/ca.crt" --cert "$PKI/client.crt" --key "$PKI/client.key" \
+    "$HTTPS/v2/health/live")" 000
+rotated=3
+for _ in $(seq 1 40); do
+  rotated="$(health_rc --target "$TARGET" --tls_ca_file "$PKI/ca.crt" \
+    --tls_cert_file "$PKI/rogue.crt" --tls_key_file "$PKI/rogue.key")"
+  [[ "$rotated" == 0 ]] && break
+  sleep 0.25
+done
+expect_eq "gRPC mTLS: a client of the new CA accepted without a restart" "$rotated" 0
+expect_eq "gRPC mTLS: a client of the old CA refused after the rotation" \
+  "$(health_rc --target "$TARGET" "${CLIENT[@]}")" 3
 stop_rankd
 expect_eq "clean exit" "$RANKD_RC" 0
 
