@@ -26,7 +26,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "engine/cuda/cuda_worker.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/model/error_text.h"
 #include "engine/serving/host_resources.h"
 #include "engine/serving/observer.h"
@@ -297,16 +297,11 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend: expected auto, cpu or cuda, got \"", backend, "\""));
   }
-  if (engine::cuda::CudaWorker::CrossMath cm;
-      !engine::cuda::ParseCrossMath(absl::GetFlag(FLAGS_gpu_cross_math), &cm)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--gpu_cross_math: expected auto, fp32, tf32x3, bf16x3 or tf32, got \"",
-                     engine::TruncateForError(absl::GetFlag(FLAGS_gpu_cross_math)), "\""));
+  if (auto cm = engine::gpu::ParseCrossMath(absl::GetFlag(FLAGS_gpu_cross_math)); !cm.ok()) {
+    return cm.status();
   }
-  const std::string math = absl::GetFlag(FLAGS_gpu_math);
-  if (math != "fp32" && math != "tf32") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--gpu_math: expected fp32 or tf32, got \"", math, "\""));
+  if (auto math = engine::gpu::ParseMath(absl::GetFlag(FLAGS_gpu_math)); !math.ok()) {
+    return math.status();
   }
   {
     auto budget = engine::ParseMemoryBudget("--device_memory_budget",
@@ -375,16 +370,17 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.cpu_compute_nice = absl::GetFlag(FLAGS_cpu_compute_nice);
   o.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
   o.backend = backend;
-  o.gpu_workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
-  o.cuda.math = absl::GetFlag(FLAGS_gpu_math) == "tf32" ? kernels::cuda::MathMode::kTf32
-                                                        : kernels::cuda::MathMode::kFp32;
-  engine::cuda::ParseCrossMath(absl::GetFlag(FLAGS_gpu_cross_math), &o.cuda.cross_math);  // checked
-  o.cuda.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
-  o.cuda.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
-  o.cuda.shared_host_cache = absl::GetFlag(FLAGS_host_cache_shared);
-  o.cuda.pack_threads = absl::GetFlag(FLAGS_gpu_pack_threads);
-  o.cuda.budget = *engine::ParseMemoryBudget(
-      "--device_memory_budget", absl::GetFlag(FLAGS_device_memory_budget));  // checked
+  // Each value was checked by ValidateFlags.
+  engine::gpu::Options& gpu = o.gpu;
+  gpu.workers_per_device = absl::GetFlag(FLAGS_gpu_workers);
+  gpu.math = *engine::gpu::ParseMath(absl::GetFlag(FLAGS_gpu_math));
+  gpu.cross_math = *engine::gpu::ParseCrossMath(absl::GetFlag(FLAGS_gpu_cross_math));
+  gpu.use_graphs = absl::GetFlag(FLAGS_gpu_graphs);
+  gpu.host_staging_bytes = absl::GetFlag(FLAGS_host_staging_mib) << 20;
+  gpu.shared_host_cache = absl::GetFlag(FLAGS_host_cache_shared);
+  gpu.pack_threads = absl::GetFlag(FLAGS_gpu_pack_threads);
+  gpu.budget = *engine::ParseMemoryBudget("--device_memory_budget",
+                                          absl::GetFlag(FLAGS_device_memory_budget));
   return o;
 }
 
@@ -680,7 +676,7 @@ int RunServe() {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
   std::string backend = absl::GetFlag(FLAGS_backend);
   std::string why_no_gpu;
-  const int gpus = engine::cuda::UsableCudaDevices(&why_no_gpu);
+  const int gpus = engine::gpu::UsableGpus(&why_no_gpu);
   if (backend == "auto") {
     backend = gpus > 0 ? "cuda" : "cpu";
     // A GPU that is there but cannot run this build deserves a warning; a
@@ -698,7 +694,7 @@ int RunServe() {
                absl::GetFlag(FLAGS_model_root));
   spdlog::info("{}", engine::DescribeHostResources());
 
-  Metrics metrics(kRankdVersion, backend, engine::cuda::BuiltCudaArchs(),
+  Metrics metrics(kRankdVersion, backend, engine::gpu::BuiltGpuArchs(),
                   backend == "cuda" ? "" : why_no_gpu);
   const std::string host = absl::GetFlag(FLAGS_host);
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "engine/serving/cpu_worker.h"
 #include "engine/testing/test_models.h"
 #include "engine/updates/host_table_store.h"

@@ -9,7 +9,6 @@
 #include "engine/serving/cpu_worker.h"
 #include "engine/serving/host_resources.h"
 #include "engine/serving/warmup.h"
-#include "engine/cuda/cuda_table_store.h"
 #include "engine/updates/host_table_store.h"
 #include "engine/updates/snapshot_writer.h"
 #include "spdlog/spdlog.h"
@@ -30,24 +29,6 @@ std::vector<int32_t> BucketSizes(int32_t max_candidates) {
   return sizes;
 }
 
-void LogCudaSetup(const engine::Model& m, const engine::cuda::CudaSetupReport& report) {
-  if (report.plan != nullptr && report.plan->any_host()) {
-    spdlog::info("model {} version {} placement (tables beyond the device-memory budget in "
-                 "pinned host memory behind an HBM cache):\n{}",
-                 m.name, m.version, report.plan->Describe());
-  }
-  if (report.hash_build_keys > 0) {
-    spdlog::info("model {} version {}: dynamic tables built on the GPU: {:.1f} M keys in "
-                 "{:.3f} s ({:.2f} G keys/s, keys copy included; insert kernels {:.3f} s, "
-                 "{:.2f} G keys/s; keys copied from {} memory)",
-                 m.name, m.version, report.hash_build_keys / 1e6, report.hash_build_seconds,
-                 report.hash_build_keys / std::max(report.hash_build_seconds, 1e-9) / 1e9,
-                 report.hash_insert_seconds,
-                 report.hash_build_keys / std::max(report.hash_insert_seconds, 1e-9) / 1e9,
-                 report.hash_keys_pinned ? "page-locked" : "pageable");
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader::MakeWorkers(
@@ -56,20 +37,11 @@ absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader
   const auto& instances = model->config.instances();
   absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> workers;
   if (options_.backend == "cuda") {
-    engine::cuda::CudaWorker::Options cuda = options_.cuda;
-    // Slices as big as the model's batches, so a batch runs in one go.
-    cuda.max_rows = std::max(cuda.max_rows,
-                             static_cast<int>(model->config.batching().max_batch_candidates()));
-    const int per_gpu = options_.gpu_workers_per_device > 0 ? options_.gpu_workers_per_device
-                                                            : instances.workers_per_device();
-    engine::cuda::CudaSetupReport report;
-    workers = engine::cuda::CreateCudaWorkers(model, cuda, per_gpu, {}, &report);
-    if (workers.ok()) {
-      LogCudaSetup(*model, report);
-      if (report.plan != nullptr) *device_bytes = report.plan->device_bytes();
-      stores->push_back(
-          std::make_shared<engine::cuda::CudaTableStore>(std::move(report.device_models)));
-    }
+    absl::StatusOr<engine::gpu::Version> gpu = engine::gpu::CreateVersion(model, options_.gpu);
+    if (!gpu.ok()) return InDirectory(gpu.status(), directory);
+    *device_bytes = gpu->device_bytes;
+    stores->push_back(std::move(gpu->store));
+    workers = std::move(gpu->workers);
   } else {
     const int n = options_.workers_per_model > 0 ? options_.workers_per_model
                                                  : instances.workers_per_device();

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/cuda/cuda_worker.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/serving/model_instance.h"
 #include "engine/serving/observer.h"
 #include "engine/updates/live_tables.h"
@@ -62,10 +62,9 @@ class EngineVersionLoader final : public VersionLoader {
     std::vector<int32_t> warmup_candidates = {1, 64};
     // "cpu" or "cuda" (resolved; no "auto" here).
     std::string backend = "cpu";
-    // CUDA backend: workers per GPU (0 = the model's instances setting, else 2)
-    // and the worker options (math mode, rows per slice, graphs, budget).
-    int gpu_workers_per_device = 0;
-    engine::cuda::CudaWorker::Options cuda;
+    // CUDA backend: workers per GPU and the worker options (math mode,
+    // graphs, budget, ...).
+    engine::gpu::Options gpu;
     // ModelInstance::Options::completion_threads.
     int completion_threads = 0;
     // CPU backend: nice increment of the compute threads (each worker's

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "engine/cuda/cuda_worker.h"
+#include "engine/gpu/gpu_backend.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/model_shapes.h"
 #include "engine/serving/cpu_worker.h"
@@ -171,7 +171,7 @@ int RunInspect() {
   // cuda would load), before any weights are read.
   std::string gpu_memory = absl::GetFlag(FLAGS_gpu_memory);
   if (gpu_memory.empty()) {
-    const int64_t here = engine::cuda::SmallestGpuMemoryBytes();
+    const int64_t here = engine::gpu::SmallestGpuMemoryBytes();
     gpu_memory = here > 0 ? absl::StrCat(here) : "80GiB";
   }
   auto gpu = engine::ParseMemoryBudget("--gpu_memory", gpu_memory);
