@@ -5,7 +5,7 @@
 #
 # The sourcing script sets `bench_name` (its name, for messages) first.
 
-# bench_use_bundle BIN...: binaries from a bundle (shared/tools/gpu-bundle:
+# bench_use_bundle BIN...: binaries from a bundle (scripts/gpu_bundle.sh:
 # BUNDLE/bin/<binary> with BUNDLE/lib) find their libraries.
 bench_use_bundle() {
   local b lib

@@ -30,9 +30,7 @@ for t in "${targets[@]}"; do
 done
 rm -rf .gpu
 mkdir -p .gpu
-bundle=../shared/tools/gpu-bundle
-[ -x "$bundle" ] || bundle=shared/tools/gpu-bundle
-"$bundle" .gpu-build/bundle "${paths[@]}"
+bash scripts/gpu_bundle.sh .gpu-build/bundle "${paths[@]}"
 # What is carried to the GPU machine is limited to 64 MiB: the ~100 MiB of
 # binaries travel xz-compressed (~16 MiB); run_on_device.sh unpacks them.
 tar -C .gpu-build -cf - bundle | xz -T0 -6 > .gpu/bundle.tar.xz

@@ -1,6 +1,6 @@
 // cuBLASLt, loaded with dlopen at run time. Linked normally, its 94 KB of
 // static thread-local storage makes prometheus-cpp's 100 KiB-stack civetweb
-// threads fail to start (../shared/TOOLCHAIN.md); loaded with dlopen, its TLS
+// threads fail to start (docs/build.md); loaded with dlopen, its TLS
 // is dynamic and harmless.
 //
 // LinearRunner runs y = act(x W^T + b) for row-major x [rows, in] and PyTorch

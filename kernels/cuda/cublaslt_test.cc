@@ -41,7 +41,7 @@ bool HaveGpu() {
 
 TEST(CublasLtTest, NotLinked) {
   // Linked normally, cuBLASLt's 94 KB of static TLS breaks prometheus-cpp's
-  // 100 KiB-stack threads (../shared/TOOLCHAIN.md); it must come by dlopen.
+  // 100 KiB-stack threads (docs/build.md); it must come by dlopen.
   EXPECT_FALSE(kMappedAtStartup)
       << "libcublasLt is a NEEDED library of this test binary or of a library it "
          "links; cuBLASLt must only be loaded with dlopen (kernels/cuda/cublaslt.cc)";
