@@ -7,6 +7,8 @@
 #   tsan  the concurrent tests under --config=tsan (TSAN_TESTS below), linked
 #         to ThreadSanitizer-built abseil (scripts/tsan_abseil.sh)
 #   fuzz  each libFuzzer target for 60 s (scripts/fuzz.sh)
+#   cpu-build  the --config=cpu build with /usr/local/cuda hidden
+#         (scripts/cpu_build_check.sh)
 # Ends with the line "N passed, N failed": one entry per Bazel test result
 # of each stage (a test counts once per stage it runs in) and one per fuzz
 # target. Each stage's wall time is printed as "stage <name>: <s> s".
@@ -107,6 +109,32 @@ bazel_stage() {
 }
 
 bazel_stage default 0 //... "$@"
+
+# script_stage NAME COMMAND...: a stage run by a script whose last line is
+# "<NAME>: PASS" (or "<NAME>: FAIL <why>"); one entry either way.
+script_stage() {
+  local name="$1" start=$SECONDS log rc
+  shift
+  log=$(mktemp)
+  "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  if [[ "$rc" -eq 0 ]] && grep -q "^$name: PASS\$" "$log"; then
+    total_passed=$((total_passed + 1))
+    echo "stage $name: $((SECONDS - start)) s, 1 passed, 0 failed"
+  else
+    total_failed=$((total_failed + 1))
+    echo "stage $name: $((SECONDS - start)) s, 0 passed, 1 failed (exit $rc)"
+  fi
+  rm -f "$log"
+}
+
+# The CPU-only build with the CUDA toolkit hidden (docs/build.md); its
+# binaries feed the image stage.
+cpu_bin_dir="$(mktemp -d)"
+trap 'rm -rf "$cpu_bin_dir"' EXIT
+if [[ "$sanitizers" -eq 1 ]] && fits cpu-build 600; then
+  script_stage cpu-build bash scripts/cpu_build_check.sh "$cpu_bin_dir"
+fi
 
 if [[ "$sanitizers" -eq 1 ]] && fits asan 1800; then
   bazel_stage asan 1 --config=asan //... "$@"
