@@ -2,8 +2,9 @@
 // the reference presets (mini, kaggle, terabyte, mlperf; docs/model-format.md):
 // `rankd gen-model`. Weights follow DLRM_Net's initialisation (embeddings
 // U(-1/sqrt(rows), 1/sqrt(rows)), linear weights N(0, sqrt(2/(in+out))), biases
-// N(0, sqrt(1/out))) so scores are spread out, not saturated. Deterministic: the same options give the same
-// bytes on every machine (counter-based random numbers, per tensor).
+// N(0, sqrt(1/out))) so scores are spread out, not saturated. Deterministic:
+// the same options give the same bytes on every machine (counter-based random
+// numbers, per tensor).
 #ifndef RANKD_ENGINE_GENERATOR_MODEL_GENERATOR_H_
 #define RANKD_ENGINE_GENERATOR_MODEL_GENERATOR_H_
 
