@@ -44,6 +44,10 @@ inside() {
     return 1
   fi
   local b=(bazel --output_base="$output_base")
+  # No convenience symlinks: bazel-bin & co. stay those of the checkout's own
+  # output base (they would point here, and `bazel query //...` would then
+  # descend into this output base through bazel-<dir>).
+  set -- --symlink_prefix=/ "$@"
   trap '"${b[@]}" shutdown >/dev/null 2>&1' RETURN
   "${b[@]}" build --config=cpu --jobs=2 "$@" "${targets[@]}" || { echo "bazel build failed"; return 1; }
   "${b[@]}" test --config=cpu --jobs=2 "$@" //engine/gpu:gpu_backend_test ||
