@@ -65,53 +65,17 @@ rankd="" rankload="" serve_bench="" out="" backend=cpu preset=mini num_tables=16
 work="" rates="2000,6000" cpu_s=8 repeat=3 low_rps=200 low_s=5 concurrency="16,64"
 closed_s=4 connections=4 threads=1 workers=0 gpu_workers=0 serve_extra="" label=""
 server_cpus="" client_cpus="" parts="a,b,c" candidates=1
-while [ $# -gt 0 ]; do
-  opt=$1
-  case $opt in
-    -h|--help) usage; exit 0 ;;
-    --*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; continue ;;
-  esac
-  [ $# -ge 2 ] || { echo "host_path.sh: $opt: needs a value (see --help)" >&2; exit 2; }
-  val=$2
-  case $opt in
-    --rankd) rankd=$val ;;
-    --rankload) rankload=$val ;;
-    --serve_bench) serve_bench=$val ;;
-    --out) out=$val ;;
-    --backend) backend=$val ;;
-    --preset) preset=$val ;;
-    --num_tables) num_tables=$val ;;
-    --scale) scale=$val ;;
-    --candidates) candidates=$val ;;
-    --work) work=$val ;;
-    --rates) rates=$val ;;
-    --cpu_s) cpu_s=$val ;;
-    --repeat) repeat=$val ;;
-    --low_rps) low_rps=$val ;;
-    --low_s) low_s=$val ;;
-    --concurrency) concurrency=$val ;;
-    --closed_s) closed_s=$val ;;
-    --connections) connections=$val ;;
-    --threads) threads=$val ;;
-    --workers) workers=$val ;;
-    --gpu_workers) gpu_workers=$val ;;
-    --serve_flags) serve_extra=$val ;;
-    --label) label=$val ;;
-    --server_cpus) server_cpus=$val ;;
-    --client_cpus) client_cpus=$val ;;
-    --parts) parts=$val ;;
-    *) echo "host_path.sh: unknown option $opt (see --help)" >&2; exit 2 ;;
-  esac
-  shift 2
-done
-for pair in "--rankd:$rankd" "--rankload:$rankload" "--out:$out"; do
-  [ -n "${pair#*:}" ] || { echo "host_path.sh: ${pair%%:*}: required (see --help)" >&2; exit 2; }
-done
+# --option VALUE sets the variable of the same name ("option:variable" otherwise).
+options="rankd rankload serve_bench out backend preset num_tables scale candidates work rates cpu_s
+  repeat low_rps low_s concurrency closed_s connections threads workers gpu_workers
+  serve_flags:serve_extra label server_cpus client_cpus parts"
+bench_parse_options "$options" "$@"
+bench_require_binaries "$rankd" "$rankload" "$out"
 bins=("$rankd" "$rankload")
-[ -n "$serve_bench" ] && bins+=("$serve_bench")
-for b in "${bins[@]}"; do
-  [ -x "$b" ] || { echo "host_path.sh: $b is not an executable" >&2; exit 2; }
-done
+if [ -n "$serve_bench" ]; then
+  [ -x "$serve_bench" ] || bench_usage_error "--serve_bench: $serve_bench is not an executable"
+  bins+=("$serve_bench")
+fi
 [[ "$candidates" =~ ^[1-9][0-9]*$ ]] || { echo "host_path.sh: --candidates: a positive integer, got $candidates" >&2; exit 2; }
 case $backend in cuda|cpu|auto) ;; *) echo "host_path.sh: --backend: cpu, cuda or auto, got $backend" >&2; exit 2 ;; esac
 

@@ -1,9 +1,52 @@
-# Shared by the measurement scripts bench/host_path.sh and bench/slo_report.sh
-# (sourced, never run): bundled binaries' libraries, a work directory cleaned
-# up on exit, progress lines, and one `rankd serve` started in the background
-# and waited for.
+# Shared by the measurement scripts bench/host_path.sh, slo_report.sh,
+# soak_overload.sh and protocols.sh (sourced, never run): their command line,
+# bundled binaries' libraries, a work directory cleaned up on exit, progress
+# lines, and one `rankd serve` started in the background and waited for.
 #
 # The sourcing script sets `bench_name` (its name, for messages) first.
+
+# bench_usage_error TEXT: exits 2 with TEXT, pointing to --help.
+bench_usage_error() {
+  echo "$bench_name: $* (see --help)" >&2
+  exit 2
+}
+
+# bench_parse_options SPEC ARGS...: the script's command line. SPEC lists its
+# options, one word each: "name" (--name VALUE sets $name) or "name:var"
+# (--name VALUE sets $var); --name=VALUE works too. -h / --help runs the
+# script's `usage` function and exits 0; an unknown option, a bare argument
+# or an option without its value exits 2 naming it.
+bench_parse_options() {
+  local spec=$1 opt var entry
+  shift
+  while [ $# -gt 0 ]; do
+    opt=$1
+    case $opt in
+      -h|--help) usage; exit 0 ;;
+      --*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; continue ;;
+      --*) ;;
+      *) bench_usage_error "unexpected argument \"$opt\"" ;;
+    esac
+    var=""
+    for entry in $spec; do
+      if [ "${entry%%:*}" = "${opt#--}" ]; then var=${entry#*:}; break; fi
+    done
+    [ -n "$var" ] || bench_usage_error "unknown option $opt"
+    [ $# -ge 2 ] || bench_usage_error "$opt: needs a value"
+    printf -v "$var" '%s' "$2"
+    shift 2
+  done
+}
+
+# bench_require_binaries RANKD RANKLOAD [OUT]: the options every script needs:
+# --rankd and --rankload executables and (when the script takes it) --out.
+bench_require_binaries() {
+  [ -n "$1" ] || bench_usage_error "--rankd: required"
+  [ -n "$2" ] || bench_usage_error "--rankload: required"
+  if [ $# -ge 3 ]; then [ -n "$3" ] || bench_usage_error "--out: required"; fi
+  [ -x "$1" ] || bench_usage_error "--rankd: $1 is not an executable"
+  [ -x "$2" ] || bench_usage_error "--rankload: $2 is not an executable"
+}
 
 # bench_use_bundle BIN...: binaries from a bundle (scripts/gpu_bundle.sh:
 # BUNDLE/bin/<binary> with BUNDLE/lib) find their libraries.

@@ -24,31 +24,15 @@ set -euo pipefail
 bench_name=protocols.sh
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 
 rankd_bin= rankload_bin= out_dir= work_dir= backend=cpu cases="mini:1 mini:64 kaggle:256"
 concurrency=32 duration=5 warmup=2 repeat=3 kaggle_scale=0.01 server_cpus= client_cpus= protocols="rankd kserve http"
-while [ $# -gt 0 ]; do
-  case $1 in
-    --rankd) rankd_bin=$2; shift 2 ;;
-    --rankload) rankload_bin=$2; shift 2 ;;
-    --out) out_dir=$2; shift 2 ;;
-    --work) work_dir=$2; shift 2 ;;
-    --backend) backend=$2; shift 2 ;;
-    --cases) cases=$2; shift 2 ;;
-    --protocols) protocols=$2; shift 2 ;;
-    --concurrency) concurrency=$2; shift 2 ;;
-    --duration_s) duration=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --warmup_s) warmup=$2; shift 2 ;;
-    --kaggle_scale) kaggle_scale=$2; shift 2 ;;
-    --server_cpus) server_cpus=$2; shift 2 ;;
-    --client_cpus) client_cpus=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "$bench_name: unknown option $1 (--help lists them)" >&2; exit 2 ;;
-  esac
-done
-[ -n "$rankd_bin" ] && [ -n "$rankload_bin" ] && [ -n "$out_dir" ] ||
-  { echo "$bench_name: --rankd, --rankload and --out are required" >&2; exit 2; }
+# --option VALUE sets the variable of the same name ("option:variable" otherwise).
+options="rankd:rankd_bin rankload:rankload_bin out:out_dir work:work_dir backend cases protocols
+  concurrency duration_s:duration repeat warmup_s:warmup kaggle_scale server_cpus client_cpus"
+bench_parse_options "$options" "$@"
+bench_require_binaries "$rankd_bin" "$rankload_bin" "$out_dir"
 [[ "$concurrency" =~ ^[1-9][0-9]*$ ]] || { echo "$bench_name: --concurrency: a positive integer" >&2; exit 2; }
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "$bench_name: --repeat: a positive integer" >&2; exit 2; }
 rankd_bin=$(bench_abs "$rankd_bin")

@@ -55,47 +55,12 @@ rankd="" rankload="" out="" backend=cuda scale=1 work=""
 low_rps=100 low_s=10 start1=5000 start256=500 p99_1=5 p99_256=10
 step_s=3 warmup_s=1 confirm_s=10 precision=0.05 threads=0 connections=8 gpu_workers=0
 extra_serve_flags="" server_cpus="" client_cpus=""
-while [ $# -gt 0 ]; do
-  opt=$1
-  case $opt in
-    -h|--help) usage; exit 0 ;;
-    --*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; continue ;;
-  esac
-  [ $# -ge 2 ] || { echo "slo_report.sh: $opt: needs a value (see --help)" >&2; exit 2; }
-  val=$2
-  case $opt in
-    --rankd) rankd=$val ;;
-    --rankload) rankload=$val ;;
-    --out) out=$val ;;
-    --backend) backend=$val ;;
-    --scale) scale=$val ;;
-    --work) work=$val ;;
-    --low_rps) low_rps=$val ;;
-    --low_s) low_s=$val ;;
-    --start_rps_1) start1=$val ;;
-    --start_rps_256) start256=$val ;;
-    --p99_ms_1) p99_1=$val ;;
-    --p99_ms_256) p99_256=$val ;;
-    --step_s) step_s=$val ;;
-    --warmup_s) warmup_s=$val ;;
-    --confirm_s) confirm_s=$val ;;
-    --precision) precision=$val ;;
-    --threads) threads=$val ;;
-    --connections) connections=$val ;;
-    --gpu_workers) gpu_workers=$val ;;
-    --serve_flags) extra_serve_flags=$val ;;
-    --server_cpus) server_cpus=$val ;;
-    --client_cpus) client_cpus=$val ;;
-    *) echo "slo_report.sh: unknown option $opt (see --help)" >&2; exit 2 ;;
-  esac
-  shift 2
-done
-for pair in "--rankd:$rankd" "--rankload:$rankload" "--out:$out"; do
-  [ -n "${pair#*:}" ] || { echo "slo_report.sh: ${pair%%:*}: required (see --help)" >&2; exit 2; }
-done
-for pair in "--rankd:$rankd" "--rankload:$rankload"; do
-  [ -x "${pair#*:}" ] || { echo "slo_report.sh: ${pair%%:*}: ${pair#*:} is not an executable" >&2; exit 2; }
-done
+# --option VALUE sets the variable of the same name ("option:variable" otherwise).
+options="rankd rankload out backend scale work low_rps low_s start_rps_1:start1
+  start_rps_256:start256 p99_ms_1:p99_1 p99_ms_256:p99_256 step_s warmup_s confirm_s precision
+  threads connections gpu_workers serve_flags:extra_serve_flags server_cpus client_cpus"
+bench_parse_options "$options" "$@"
+bench_require_binaries "$rankd" "$rankload" "$out"
 case $backend in cuda|cpu|auto) ;; *) echo "slo_report.sh: --backend: cuda, cpu or auto, got $backend" >&2; exit 2 ;; esac
 bench_pin server_pin --server_cpus "$server_cpus"
 bench_pin client_pin --client_cpus "$client_cpus"

@@ -68,52 +68,13 @@ rankd="" rankload="" out="" backend=cpu preset=kaggle scale=0.01 candidates=256 
 parts="soak,overload" capacity_conc="8,32" capacity_s=15 soak_min=30 warm_min=5 soak_load=0.7
 max_rss_growth=0.01 overload=3 overload_s=60 min_goodput=0.8 max_reject_p99_ms=1 rss_every_s=10
 connections=4 threads=0 deadline_ms=1000 serve_extra="" server_cpus="" client_cpus="" label=""
-while [ $# -gt 0 ]; do
-  opt=$1
-  case $opt in
-    -h|--help) usage; exit 0 ;;
-    --*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; continue ;;
-  esac
-  [ $# -ge 2 ] || { echo "$bench_name: $opt: needs a value (see --help)" >&2; exit 2; }
-  val=$2
-  case $opt in
-    --rankd) rankd=$val ;;
-    --rankload) rankload=$val ;;
-    --out) out=$val ;;
-    --backend) backend=$val ;;
-    --preset) preset=$val ;;
-    --scale) scale=$val ;;
-    --candidates) candidates=$val ;;
-    --work) work=$val ;;
-    --parts) parts=$val ;;
-    --capacity_conc) capacity_conc=$val ;;
-    --capacity_s) capacity_s=$val ;;
-    --soak_min) soak_min=$val ;;
-    --warm_min) warm_min=$val ;;
-    --soak_load) soak_load=$val ;;
-    --max_rss_growth) max_rss_growth=$val ;;
-    --overload) overload=$val ;;
-    --overload_s) overload_s=$val ;;
-    --min_goodput) min_goodput=$val ;;
-    --max_reject_p99_ms) max_reject_p99_ms=$val ;;
-    --rss_every_s) rss_every_s=$val ;;
-    --connections) connections=$val ;;
-    --threads) threads=$val ;;
-    --deadline_ms) deadline_ms=$val ;;
-    --serve_flags) serve_extra=$val ;;
-    --server_cpus) server_cpus=$val ;;
-    --client_cpus) client_cpus=$val ;;
-    --label) label=$val ;;
-    *) echo "$bench_name: unknown option $opt (see --help)" >&2; exit 2 ;;
-  esac
-  shift 2
-done
-for pair in "--rankd:$rankd" "--rankload:$rankload" "--out:$out"; do
-  [ -n "${pair#*:}" ] || { echo "$bench_name: ${pair%%:*}: required (see --help)" >&2; exit 2; }
-done
-for b in "$rankd" "$rankload"; do
-  [ -x "$b" ] || { echo "$bench_name: $b is not an executable" >&2; exit 2; }
-done
+# --option VALUE sets the variable of the same name ("option:variable" otherwise).
+options="rankd rankload out backend preset scale candidates work parts capacity_conc capacity_s
+  soak_min warm_min soak_load max_rss_growth overload overload_s min_goodput max_reject_p99_ms
+  rss_every_s connections threads deadline_ms serve_flags:serve_extra server_cpus client_cpus
+  label"
+bench_parse_options "$options" "$@"
+bench_require_binaries "$rankd" "$rankload" "$out"
 case $backend in cuda|cpu|auto) ;; *) echo "$bench_name: --backend: cpu, cuda or auto, got $backend" >&2; exit 2 ;; esac
 positive_int() {
   [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "$bench_name: $1: a positive integer, got \"$2\"" >&2; exit 2; }
