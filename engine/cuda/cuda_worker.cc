@@ -22,8 +22,6 @@ namespace kc = kernels::cuda;
 
 absl::Status LaunchStatus(cudaError_t err, const char* what) { return CudaStatus(err, what); }
 
-constexpr int64_t kPlanSlackBytes = int64_t{256} << 20;
-
 // Microseconds since the previous Lap (or construction): splits a call's
 // wall time into the phases of CudaWorker::HostPathTimes.
 class HostPathClock {
@@ -821,10 +819,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
       RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(d), absl::StrCat("cudaSetDevice(", d, ")"));
       size_t free_bytes = 0, total_bytes = 0;
       RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-      // A default budget leaves some slack for what is allocated between
-      // planning and uploading (contexts, streams, host-memory mappings).
-      least_available = std::min(least_available, static_cast<int64_t>(free_bytes) -
-                                                       base.reserve_bytes - kPlanSlackBytes);
+      least_available = std::min(
+          least_available, PlanAvailableBytes(static_cast<int64_t>(free_bytes), base.reserve_bytes));
       least_total = std::min(least_total, static_cast<int64_t>(total_bytes));
     }
     auto p = PlanPlacement(PlanInputFromModel(*model),

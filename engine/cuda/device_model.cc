@@ -352,9 +352,8 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   std::shared_ptr<const PlacementPlan> plan = options.plan;
   if (plan == nullptr) {
-    // Slack for what is allocated between planning and uploading.
     const int64_t available =
-        static_cast<int64_t>(free_bytes) - options.reserve_bytes - (int64_t{256} << 20);
+        PlanAvailableBytes(static_cast<int64_t>(free_bytes), options.reserve_bytes);
     auto p = PlanPlacement(PlanInputFromModel(*model),
                            options.budget.Resolve(static_cast<int64_t>(total_bytes), available));
     if (!p.ok()) {

@@ -13,6 +13,7 @@
 #ifndef RANKD_ENGINE_CUDA_DEVICE_MODEL_H_
 #define RANKD_ENGINE_CUDA_DEVICE_MODEL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -33,6 +34,16 @@
 #include "kernels/cuda/embedding_lookup.h"
 
 namespace rankd::engine::cuda {
+
+// Device memory a placement plan may use on a GPU with `free_bytes` free,
+// when `reserve_bytes` are set aside for the workers: what is free minus
+// the reserve and a slack for what is allocated between planning and
+// uploading (contexts, streams, host-memory mappings). The one rule both
+// DeviceModel::Create and CreateCudaWorkers plan with.
+inline int64_t PlanAvailableBytes(int64_t free_bytes, int64_t reserve_bytes) {
+  constexpr int64_t kPlanSlackBytes = int64_t{256} << 20;
+  return free_bytes - reserve_bytes - kPlanSlackBytes;
+}
 
 class DeviceModel {
  public:
