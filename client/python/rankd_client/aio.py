@@ -15,22 +15,15 @@ grpc.aio binds a channel to the loop it was made in.
 """
 
 import asyncio
-import random
-import time
 
 import grpc
 import grpc.aio  # noqa: F401  (grpc.aio is a subpackage in some grpcio versions)
 
-from rankd_client import convert
-from rankd_client._stubs import (HEALTH_CHECK_METHOD, health_pb2, model_control_pb2,
-                                 model_control_pb2_grpc, ranking_pb2, ranking_pb2_grpc)
-from rankd_client.admin import (DEFAULT_ADMIN_TARGET, DEFAULT_ADMIN_TIMEOUT_S,
-                                DEFAULT_LOAD_TIMEOUT_S, DEFAULT_UPDATE_TIMEOUT_S)
-from rankd_client.channel import DEFAULT_MAX_MESSAGE_BYTES, ChannelSettings
-from rankd_client.client import (DEFAULT_TARGET, DEFAULT_TIMEOUT_S, _scores, check_retry,
-                                 check_timeout, health_name)
+from rankd_client import admin, client, convert
+from rankd_client._stubs import health_pb2, model_control_pb2, ranking_pb2
+from rankd_client.client import _scores, health_name
 from rankd_client.errors import RankdError
-from rankd_client.retry import NO_RETRY, RetryPolicy, async_call_with_retries
+from rankd_client.retry import NO_RETRY, async_call_with_retries
 from rankd_client.updates import (DEFAULT_RETRIES, DEFAULT_ROWS_PER_MESSAGE, default_producer_id,
                                   last_sequences, next_backoff, split_table_delta,
                                   stream_failure)
@@ -38,23 +31,17 @@ from rankd_client.updates import (DEFAULT_RETRIES, DEFAULT_ROWS_PER_MESSAGE, def
 __all__ = ["AdminClient", "RankingClient"]
 
 
-class _Client:
-    """One grpc.aio channel and the calls over it."""
+class _Client(client._Client):
+    """The grpc.aio side of a client: an aio channel, awaited calls and
+    retry sleeps. Mixed in before the sync client class, whose constructor
+    (arguments, defaults, checks) it keeps; every public call of that class
+    is redefined below as a coroutine."""
 
-    def __init__(self, target, timeout_s, max_message_bytes, options, credentials, tls_ca_file,
-                 tls_cert_file, tls_key_file, token_file, tls_server_name, retry):
-        check_timeout("timeout_s", timeout_s)
-        self._settings = ChannelSettings(target, max_message_bytes, options, credentials,
-                                         tls_ca_file, tls_cert_file, tls_key_file, token_file,
-                                         tls_server_name)
-        self.target = target
-        self.timeout_s = timeout_s
-        self.retry = check_retry(retry)
-        self._channel = self._settings.aio_channel()
-        # Tests replace these to run retries without real time.
-        self._clock = time.monotonic
-        self._sleep = asyncio.sleep
-        self._random = random.random
+    _CHANNEL_KIND = "aio_channel"
+    _SLEEP = staticmethod(asyncio.sleep)
+
+    def __enter__(self):
+        raise TypeError("rankd_client.aio clients are used with 'async with'")
 
     async def close(self):
         await self._channel.close()
@@ -80,23 +67,10 @@ class _Client:
                                              timeout_s, self._clock, self._sleep, self._random)
 
 
-class RankingClient(_Client):
+class RankingClient(_Client, client.RankingClient):
     """rankd_client.RankingClient on grpc.aio: the same arguments (retry
     included: the same RetryPolicy, backoff awaited with asyncio.sleep) and
     methods, as coroutines. Share one per event loop."""
-
-    def __init__(self, target=DEFAULT_TARGET, timeout_s=DEFAULT_TIMEOUT_S,
-                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
-                 tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None,
-                 retry=RetryPolicy(), tls_server_name=None):
-        super().__init__(target, timeout_s, max_message_bytes, options, credentials,
-                         tls_ca_file, tls_cert_file, tls_key_file, token_file, tls_server_name,
-                         retry)
-        self._ranking = ranking_pb2_grpc.RankingStub(self._channel)
-        self._health_check = self._channel.unary_unary(
-            HEALTH_CHECK_METHOD,
-            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
-            response_deserializer=health_pb2.HealthCheckResponse.FromString)
 
     async def score_response(self, request, timeout_s=None, metadata=None, version_label=None):
         """Scores one request; returns the rankd.v1.ScoreResponse."""
@@ -137,7 +111,7 @@ class RankingClient(_Client):
         return health_name(response.status)
 
 
-class AdminClient(_Client):
+class AdminClient(_Client, admin.AdminClient):
     """rankd_client.AdminClient on grpc.aio, as coroutines: the model
     lifecycle calls (list_models, load_model, unload_model,
     set_version_label, save_snapshot; none retried) and the embedding
@@ -145,24 +119,6 @@ class AdminClient(_Client):
     sent again whole on UNAVAILABLE or DEADLINE_EXCEEDED, as in the sync
     client). Fanning out to every replica (update_all_replicas) is in the
     sync module."""
-
-    def __init__(self, target=DEFAULT_ADMIN_TARGET, timeout_s=DEFAULT_ADMIN_TIMEOUT_S,
-                 load_timeout_s=DEFAULT_LOAD_TIMEOUT_S,
-                 max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES, options=(), credentials=None,
-                 update_timeout_s=DEFAULT_UPDATE_TIMEOUT_S, retry_backoff_s=0.2,
-                 tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None,
-                 tls_server_name=None):
-        check_timeout("load_timeout_s", load_timeout_s)
-        check_timeout("update_timeout_s", update_timeout_s)
-        super().__init__(target, timeout_s, max_message_bytes, options, credentials,
-                         tls_ca_file, tls_cert_file, tls_key_file, token_file, tls_server_name,
-                         None)
-        if retry_backoff_s < 0:
-            raise ValueError("retry_backoff_s: must be >= 0, got %r" % (retry_backoff_s,))
-        self.load_timeout_s = load_timeout_s
-        self.update_timeout_s = update_timeout_s
-        self.retry_backoff_s = retry_backoff_s
-        self._control = model_control_pb2_grpc.ModelControlStub(self._channel)
 
     async def list_models(self, model="", timeout_s=None, metadata=None):
         request = model_control_pb2.ListModelsRequest(model=model)

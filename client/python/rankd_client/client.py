@@ -35,7 +35,12 @@ def health_name(status):
 
 
 class _Client:
-    """One gRPC channel and the calls over it; the sync clients share this."""
+    """One gRPC channel and the calls over it; the sync clients share this,
+    and rankd_client.aio's clients build on it with their own channel kind
+    and sleep (the two class attributes below)."""
+
+    _CHANNEL_KIND = "sync_channel"  # the ChannelSettings method that opens the channel
+    _SLEEP = staticmethod(time.sleep)  # waits between retries
 
     def __init__(self, target, timeout_s, max_message_bytes, options, credentials,
                  tls_ca_file=None, tls_cert_file=None, tls_key_file=None, token_file=None,
@@ -47,10 +52,10 @@ class _Client:
         self.target = target
         self.timeout_s = timeout_s
         self.retry = check_retry(retry)
-        self._channel = self._settings.sync_channel()
+        self._channel = getattr(self._settings, self._CHANNEL_KIND)()
         # Tests replace these to run retries without real time.
         self._clock = time.monotonic
-        self._sleep = time.sleep
+        self._sleep = self._SLEEP
         self._random = random.random
 
     def close(self):
