@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
 
 namespace rankd::client {
 namespace {
@@ -38,6 +39,23 @@ absl::Status WaitForConnection(grpc::Channel& channel, absl::string_view target,
     state = channel.GetState(/*try_to_connect=*/true);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(
+    const std::string& target, std::shared_ptr<grpc::ChannelCredentials> credentials,
+    const grpc::ChannelArguments& args, int64_t connect_timeout_ms) {
+  if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(target, credentials, args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target: cannot create a channel to \"", target, "\""));
+  }
+  if (connect_timeout_ms > 0) {
+    if (absl::Status s = WaitForConnection(*channel, target, connect_timeout_ms); !s.ok()) {
+      return s;
+    }
+  }
+  return channel;
 }
 
 }  // namespace rankd::client

@@ -74,21 +74,10 @@ absl::StatusOr<std::unique_ptr<ModelControlClient>> ModelControlClient::Create(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options.target, credentials, args);
-  if (channel == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("target: cannot create a channel to \"", options.target, "\""));
-  }
-  if (options.connect_timeout_ms > 0) {
-    if (absl::Status s = WaitForConnection(*channel, options.target, options.connect_timeout_ms);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return std::unique_ptr<ModelControlClient>(new ModelControlClient(options, std::move(channel)));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      OpenChannel(options.target, options.credentials, args, options.connect_timeout_ms);
+  if (!channel.ok()) return channel.status();
+  return std::unique_ptr<ModelControlClient>(new ModelControlClient(options, *std::move(channel)));
 }
 
 ModelControlClient::ModelControlClient(const Options& options,

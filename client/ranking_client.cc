@@ -89,21 +89,10 @@ std::string ServingStatusName(ServingStatus status) {
 
 absl::StatusOr<std::unique_ptr<RankingClient>> RankingClient::Create(const Options& options) {
   if (absl::Status s = Validate(options); !s.ok()) return s;
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options.target, credentials, ChannelArgs(options));
-  if (channel == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("target: cannot create a channel to \"", options.target, "\""));
-  }
-  if (options.connect_timeout_ms > 0) {
-    if (absl::Status s = WaitForConnection(*channel, options.target, options.connect_timeout_ms);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return std::unique_ptr<RankingClient>(new RankingClient(options, std::move(channel)));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenChannel(
+      options.target, options.credentials, ChannelArgs(options), options.connect_timeout_ms);
+  if (!channel.ok()) return channel.status();
+  return std::unique_ptr<RankingClient>(new RankingClient(options, *std::move(channel)));
 }
 
 RankingClient::RankingClient(const Options& options, std::shared_ptr<grpc::Channel> channel)
