@@ -15,32 +15,12 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/dense.h"
+#include "kernels/cuda/gpu_test_util.h"
 
 namespace rankd::kernels::cuda {
 namespace {
 
-#define ASSERT_CUDA(expr)                                        \
-  do {                                                           \
-    const cudaError_t cuda_err_ = (expr);                        \
-    ASSERT_EQ(cuda_err_, cudaSuccess) << cudaGetErrorString(cuda_err_); \
-  } while (0)
-
-// Device memory for n floats, freed on scope exit.
-class DeviceFloats {
- public:
-  explicit DeviceFloats(size_t n) : n_(n) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, (n_ > 0 ? n_ : 1) * sizeof(float)) == cudaSuccess) p_ = static_cast<float*>(p);
-  }
-  ~DeviceFloats() { cudaFree(p_); }
-  DeviceFloats(const DeviceFloats&) = delete;
-  DeviceFloats& operator=(const DeviceFloats&) = delete;
-  float* get() const { return p_; }
-
- private:
-  size_t n_;
-  float* p_ = nullptr;
-};
+using testing::DeviceFloats;
 
 // 0xFF bytes: a NaN no kernel computes.
 constexpr uint32_t kPoisonBits = 0xffffffffu;

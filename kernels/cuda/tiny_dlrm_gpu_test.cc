@@ -29,6 +29,7 @@
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
+#include "kernels/cuda/gpu_test_util.h"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -36,12 +37,6 @@ namespace {
 // The opt-in shared memory per block of an H100 / H200 (227 KiB): the
 // envelope tests below are about the shape limits, not the device.
 constexpr int64_t kHopperShared = 227 * 1024;
-
-#define ASSERT_CUDA(expr)                                               \
-  do {                                                                  \
-    const cudaError_t cuda_err_ = (expr);                               \
-    ASSERT_EQ(cuda_err_, cudaSuccess) << cudaGetErrorString(cuda_err_); \
-  } while (0)
 
 // Owned device allocation.
 struct DeviceMem {
