@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -15,43 +16,23 @@ using kernels::cuda::TinyDlrmArgs;
 using kernels::cuda::TinyDlrmFeature;
 using kernels::cuda::TinyDlrmShape;
 
-absl::Status CudaStatus(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(err), " (",
-                                          cudaGetErrorString(err), ")"));
-}
+namespace {
 
-DeviceBuffer::~DeviceBuffer() {
-  if (p_ != nullptr) cudaFree(p_);
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (p_ != nullptr) cudaFree(p_);
-    p_ = o.p_;
-    bytes_ = o.bytes_;
-    o.p_ = nullptr;
-  }
-  return *this;
-}
-
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
+// `bytes` of host memory copied into a new device buffer (at least 16 bytes,
+// so that an empty tensor still has an address).
+absl::StatusOr<DeviceBuffer> Upload(const void* data, size_t bytes) {
   DeviceBuffer b;
-  absl::Status s = CudaStatus(cudaMalloc(&b.p_, bytes > 0 ? bytes : 16),
-                              absl::StrCat("cudaMalloc(", bytes, ")"));
+  absl::Status s = b.Allocate(bytes > 0 ? bytes : 16, "a tiny DLRM tensor");
   if (!s.ok()) return s;
-  b.bytes_ = bytes;
+  if (bytes > 0) {
+    s = CudaStatus(cudaMemcpy(b.get(), data, bytes, cudaMemcpyHostToDevice),
+                   "cudaMemcpy to device");
+    if (!s.ok()) return s;
+  }
   return b;
 }
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Upload(const void* data, size_t bytes) {
-  absl::StatusOr<DeviceBuffer> b = Allocate(bytes);
-  if (!b.ok() || bytes == 0) return b;
-  absl::Status s = CudaStatus(cudaMemcpy(b->p_, data, bytes, cudaMemcpyHostToDevice),
-                              "cudaMemcpy to device");
-  if (!s.ok()) return s;
-  return b;
-}
+}  // namespace
 
 absl::StatusOr<TinyDlrmShape> TinyDlrmShapeOf(const engine::Model& m) {
   // The engine's own eligibility check, so this harness and the CUDA worker
@@ -82,7 +63,7 @@ absl::StatusOr<std::unique_ptr<TinyDlrmDeviceModel>> TinyDlrmDeviceModel::Create
       *shape, bottom.data(), static_cast<int>(bottom.size()), top.data(),
       static_cast<int>(top.size()));
   if (packed.empty()) return absl::InternalError("PackTinyDlrmWeights: layers do not match");
-  absl::StatusOr<DeviceBuffer> w = DeviceBuffer::Upload(packed.data(), packed.size() * 4);
+  absl::StatusOr<DeviceBuffer> w = Upload(packed.data(), packed.size() * 4);
   if (!w.ok()) return w.status();
   d->weights_ = std::move(*w);
 
@@ -93,16 +74,16 @@ absl::StatusOr<std::unique_ptr<TinyDlrmDeviceModel>> TinyDlrmDeviceModel::Create
     dt.pooling = t.pooling;
     dt.dim = t.dim;
     dt.num_rows = t.num_rows;
-    absl::StatusOr<DeviceBuffer> rows = DeviceBuffer::Upload(t.rows.data, t.rows.size);
+    absl::StatusOr<DeviceBuffer> rows = Upload(t.rows.data, t.rows.size);
     if (!rows.ok()) return rows.status();
     dt.rows = rows->as<void>();
     d->buffers_.push_back(std::move(*rows));
     if (t.dynamic) {
       const kernels::HashTableView v = t.hash.view();
       const size_t bytes = static_cast<size_t>(t.hash.num_slots()) * sizeof(int64_t);
-      absl::StatusOr<DeviceBuffer> keys = DeviceBuffer::Upload(v.keys, bytes);
+      absl::StatusOr<DeviceBuffer> keys = Upload(v.keys, bytes);
       if (!keys.ok()) return keys.status();
-      absl::StatusOr<DeviceBuffer> slots = DeviceBuffer::Upload(v.rows, bytes);
+      absl::StatusOr<DeviceBuffer> slots = Upload(v.rows, bytes);
       if (!slots.ok()) return slots.status();
       dt.hash.keys = keys->as<int64_t>();
       dt.hash.rows = slots->as<int64_t>();
@@ -112,7 +93,7 @@ absl::StatusOr<std::unique_ptr<TinyDlrmDeviceModel>> TinyDlrmDeviceModel::Create
     }
     if (!t.default_vector.empty()) {
       absl::StatusOr<DeviceBuffer> dv =
-          DeviceBuffer::Upload(t.default_vector.data(), t.default_vector.size() * 4);
+          Upload(t.default_vector.data(), t.default_vector.size() * 4);
       if (!dv.ok()) return dv.status();
       dt.default_vector = dv->as<float>();
       d->buffers_.push_back(std::move(*dv));
@@ -150,7 +131,7 @@ absl::StatusOr<std::unique_ptr<TinyDlrmDeviceBatch>> TinyDlrmDeviceBatch::Create
     b->buffers_.push_back(std::move(*buf));
     return p;
   };
-  absl::StatusOr<void*> p = keep(DeviceBuffer::Upload(dense.data(), dense.size() * 4));
+  absl::StatusOr<void*> p = keep(Upload(dense.data(), dense.size() * 4));
   if (!p.ok()) return p.status();
   args.dense = static_cast<const float*>(*p);
 
@@ -179,25 +160,23 @@ absl::StatusOr<std::unique_ptr<TinyDlrmDeviceBatch>> TinyDlrmDeviceBatch::Create
     }
     TinyDlrmFeature& feat = args.features[f];
     feat.table = model.feature_table(f);
-    p = keep(DeviceBuffer::Upload(ids.data(), ids.size() * 8));
+    p = keep(Upload(ids.data(), ids.size() * 8));
     if (!p.ok()) return p.status();
     feat.ids = static_cast<const int64_t*>(*p);
-    p = keep(DeviceBuffer::Upload(offsets.data(), offsets.size() * 8));
+    p = keep(Upload(offsets.data(), offsets.size() * 8));
     if (!p.ok()) return p.status();
     feat.offsets = static_cast<const int64_t*>(*p);
     if (weighted) {
-      p = keep(DeviceBuffer::Upload(weights.data(), weights.size() * 4));
+      p = keep(Upload(weights.data(), weights.size() * 4));
       if (!p.ok()) return p.status();
       feat.weights = static_cast<const float*>(*p);
     }
   }
-  absl::StatusOr<DeviceBuffer> scores = DeviceBuffer::Allocate(rows * 4);
-  if (!scores.ok()) return scores.status();
-  b->scores_ = std::move(*scores);
-  absl::StatusOr<DeviceBuffer> counters =
-      DeviceBuffer::Allocate(num_features * sizeof(unsigned long long));
-  if (!counters.ok()) return counters.status();
-  b->unresolved_ = std::move(*counters);
+  absl::Status allocated = b->scores_.Allocate(std::max<int64_t>(rows, 1) * 4, "scores");
+  if (!allocated.ok()) return allocated;
+  allocated = b->unresolved_.Allocate(
+      std::max(num_features, 1) * sizeof(unsigned long long), "unresolved-id counters");
+  if (!allocated.ok()) return allocated;
   args.scores = b->scores_.as<float>();
   args.unresolved = b->unresolved_.as<unsigned long long>();
   return b;

@@ -17,39 +17,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/cuda/cuda_util.h"
 #include "engine/model/model.h"
 #include "engine/request.h"
 #include "kernels/cuda/tiny_dlrm.h"
 
 namespace rankd::bench {
 
-// Turns a CUDA error into a status naming `what`.
-absl::Status CudaStatus(cudaError_t err, const std::string& what);
-
-// cudaMalloc'ed bytes, freed by the destructor.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);
-  // Allocates and copies `bytes` from host memory (synchronously).
-  static absl::StatusOr<DeviceBuffer> Upload(const void* data, size_t bytes);
-
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
-};
+// CUDA errors as statuses and owned device memory: the CUDA backend's own.
+using engine::cuda::CudaStatus;
+using engine::cuda::DeviceBuffer;
 
 // The fused kernel's shape for `model`, or why it does not fit (not DOT,
 // tables of different dims, over the kernel's limits, ...).

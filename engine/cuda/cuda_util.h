@@ -54,6 +54,16 @@ class DeviceBuffer {
     o.ptr_ = nullptr;
     o.bytes_ = 0;
   }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      ptr_ = o.ptr_;
+      bytes_ = o.bytes_;
+      o.ptr_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
 
   absl::Status Allocate(size_t bytes, const std::string& what) {
     Reset();
