@@ -1,5 +1,8 @@
 // CHECK_CUDA for the GPU benchmarks: a failing CUDA call prints where and why
-// and exits with status 2 (a benchmark has nothing to recover).
+// and exits with status 2 (a benchmark has nothing to recover). Served code
+// returns statuses instead (engine/cuda/cuda_util.h, CudaStatus and
+// RANKD_RETURN_IF_CUDA_ERROR); tests assert (kernels/cuda/gpu_test_util.h,
+// ASSERT_CUDA).
 #ifndef RANKD_BENCH_GPU_CHECK_CUDA_H_
 #define RANKD_BENCH_GPU_CHECK_CUDA_H_
 
