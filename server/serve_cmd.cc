@@ -228,21 +228,27 @@ TlsFiles TlsFilesFromFlags() {
   return files;
 }
 
-absl::Status CheckFlags() {
-  auto port_ok = [](int p, int min) { return p >= min && p <= 65535; };
-  if (!port_ok(absl::GetFlag(FLAGS_grpc_port), 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--grpc_port: must be in [0, 65535], got ",
-                                                   absl::GetFlag(FLAGS_grpc_port)));
-  }
-  if (!port_ok(absl::GetFlag(FLAGS_metrics_port), -1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics_port: must be in [-1, 65535], got ",
-                                                   absl::GetFlag(FLAGS_metrics_port)));
-  }
+// "--<flag>: must be in [min, 65535], got N" unless `port` is in that range
+// (min: 0 = any free port allowed, -1 = the listener may also be off).
+absl::Status CheckPort(absl::string_view flag, int port, int min) {
+  if (port >= min && port <= 65535) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": must be in [", min, ", 65535], got ", port));
+}
+
+// --max_message_bytes: gRPC's message size limits are ints.
+absl::Status CheckMessageSizeFlag() {
   const int64_t max_msg = absl::GetFlag(FLAGS_max_message_bytes);
   if (max_msg < 1024 || max_msg > (int64_t{1} << 31) - 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_message_bytes: must be in [1024, 2147483647], got ", max_msg));
   }
+  return absl::OkStatus();
+}
+
+// The model workers' flags, and the request-size limits that share their
+// ">= 0" message.
+absl::Status CheckWorkerFlags() {
   if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0 ||
       absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0 ||
       absl::GetFlag(FLAGS_completion_threads) < 0) {
@@ -267,12 +273,24 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--worker_spin_us: must be in [0, 10000], got ",
                                                    absl::GetFlag(FLAGS_worker_spin_us)));
   }
+  return absl::OkStatus();
+}
+
+// --max_inflight_request_bytes: a budget below one message could never
+// admit the largest message gRPC accepts.
+absl::Status CheckInflightBudgetFlag() {
+  const int64_t max_msg = absl::GetFlag(FLAGS_max_message_bytes);
   const int64_t max_inflight = absl::GetFlag(FLAGS_max_inflight_request_bytes);
   if (max_inflight != 0 && max_inflight < max_msg) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_inflight_request_bytes: must be 0 (no limit) or at least --max_message_bytes (",
         max_msg, "), got ", max_inflight));
   }
+  return absl::OkStatus();
+}
+
+// The /metrics listener's threads and idle-connection timeout.
+absl::Status CheckMetricsListenerFlags() {
   if (absl::GetFlag(FLAGS_metrics_threads) < 1 || absl::GetFlag(FLAGS_metrics_threads) > 256) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics_threads: must be in [1, 256], got ",
                                                    absl::GetFlag(FLAGS_metrics_threads)));
@@ -283,7 +301,11 @@ absl::Status CheckFlags() {
         absl::StrCat("--metrics_request_timeout_ms: must be in [100, 600000], got ",
                      absl::GetFlag(FLAGS_metrics_request_timeout_ms)));
   }
-  if (absl::Status s = ValidateConnectionOptions(ConnectionOptionsFromFlags()); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+// --max_abs_input (float32's range) and --drain_timeout.
+absl::Status CheckInputBoundAndDrainFlags() {
   const double max_abs_input = absl::GetFlag(FLAGS_max_abs_input);
   if (!(max_abs_input >= 0 && max_abs_input <= 3.4e38)) {
     return absl::InvalidArgumentError(
@@ -292,6 +314,12 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_drain_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout: must be >= 0");
   }
+  return absl::OkStatus();
+}
+
+// --backend and the GPU backend's flags (parsed again, unchecked, by
+// LoaderOptionsFromFlags).
+absl::Status CheckBackendFlags() {
   const std::string backend = absl::GetFlag(FLAGS_backend);
   if (backend != "auto" && backend != "cpu" && backend != "cuda") {
     return absl::InvalidArgumentError(
@@ -311,10 +339,12 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_gpu_workers) < 0) {
     return absl::InvalidArgumentError("--gpu_workers: must be >= 0");
   }
-  if (!port_ok(absl::GetFlag(FLAGS_admin_port), -1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--admin_port: must be in [-1, 65535], got ",
-                                                   absl::GetFlag(FLAGS_admin_port)));
-  }
+  return absl::OkStatus();
+}
+
+// --model_control and the flags that go with its modes; warns (without
+// failing) about explicit mode with nothing to load.
+absl::Status CheckModelControlFlags() {
   const std::string control = absl::GetFlag(FLAGS_model_control);
   if (control != "none" && control != "poll" && control != "explicit") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -337,16 +367,19 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--version_transition: expected availability or resource, got \"", transition, "\""));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLogLevelFlag() {
   const std::string level = absl::GetFlag(FLAGS_log_level);
   if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
     return absl::InvalidArgumentError(absl::StrCat("--log_level: unknown level \"", level, "\""));
   }
-  if (!port_ok(absl::GetFlag(FLAGS_health_port), -1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--health_port: must be in [-1, 65535], got ",
-                                                   absl::GetFlag(FLAGS_health_port)));
-  }
-  if (absl::Status s = ValidateTlsFiles(TlsFilesFromFlags()); !s.ok()) return s;
-  // Off loopback the admin API changes what is served: it must not be open.
+  return absl::OkStatus();
+}
+
+// Off loopback the admin API changes what is served: it must not be open.
+absl::Status CheckAdminExposureFlags() {
   const std::string admin_host = absl::GetFlag(FLAGS_admin_host);
   const bool loopback = admin_host == "127.0.0.1" || admin_host == "::1" ||
                         admin_host == "[::1]" || admin_host == "localhost";
@@ -356,6 +389,34 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--admin_host: ", admin_host, " is not loopback: give --admin_token_file or mTLS "
         "(--tls_client_ca_file), or keep the admin listener on 127.0.0.1"));
+  }
+  return absl::OkStatus();
+}
+
+// Every serve flag, group by group; the first bad one is reported. The
+// groups run in this fixed order, so that with several bad flags the one
+// named stays the same from release to release.
+absl::Status CheckFlags() {
+  using Check = absl::Status (*)();
+  const Check checks[] = {
+      [] { return CheckPort("--grpc_port", absl::GetFlag(FLAGS_grpc_port), 0); },
+      [] { return CheckPort("--metrics_port", absl::GetFlag(FLAGS_metrics_port), -1); },
+      CheckMessageSizeFlag,
+      CheckWorkerFlags,
+      CheckInflightBudgetFlag,
+      CheckMetricsListenerFlags,
+      [] { return ValidateConnectionOptions(ConnectionOptionsFromFlags()); },
+      CheckInputBoundAndDrainFlags,
+      CheckBackendFlags,
+      [] { return CheckPort("--admin_port", absl::GetFlag(FLAGS_admin_port), -1); },
+      CheckModelControlFlags,
+      CheckLogLevelFlag,
+      [] { return CheckPort("--health_port", absl::GetFlag(FLAGS_health_port), -1); },
+      [] { return ValidateTlsFiles(TlsFilesFromFlags()); },
+      CheckAdminExposureFlags,
+  };
+  for (const Check check : checks) {
+    if (absl::Status s = check(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
