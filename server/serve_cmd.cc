@@ -719,6 +719,15 @@ SignalWatcher* BlockSignalsAndStartWatcher() {
   return SignalWatcher::Start(stop_signals, absl::GetFlag(FLAGS_model_control) == "poll");
 }
 
+// Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
+// and gRPC's: gpr mutexes are absl::Mutex) runs the deadlock detector: a
+// global graph lock, a per-thread held-locks list and graph updates on each
+// lock and mutex destruction. perf showed it on the request path
+// (GraphCycles::GetId / RemoveNode); tests keep the detector on.
+void TurnOffMutexDeadlockDetection() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
 // --log_level and the line format; protobuf's own log lines go to spdlog.
 void SetUpLogging() {
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
@@ -808,6 +817,15 @@ RankingService::Options RankingOptionsFromFlags(const std::string& backend) {
   return o;
 }
 
+// KServe v2's options: the same request limits as rankd.v1.Ranking, and
+// "rankd_<backend>" as the platform reported.
+KServeService::Options KServeOptions(const RankingService::Options& service_options) {
+  KServeService::Options o;
+  o.limits = service_options.limits;
+  o.platform = absl::StrCat("rankd_", service_options.backend);
+  return o;
+}
+
 // The public gRPC listener (--host:--grpc_port): rankd.v1.Ranking and KServe
 // v2, with health and reflection (process-wide plugins, enabled here, so the
 // admin and health listeners built later have them too). Null after logging
@@ -884,6 +902,19 @@ void LogServing(const ModelManager& manager, const std::string& host, int grpc_p
                health ? absl::StrCat("; plaintext health on ", host, ":", health_port) : "");
 }
 
+// --model_control poll: polls the repository every --repository_poll_s and
+// on SIGHUP (a SIGHUP that came earlier polls at once); null otherwise.
+std::unique_ptr<RepositoryPoller> StartRepositoryPoller(ModelManager* manager,
+                                                        SignalWatcher* signals) {
+  std::unique_ptr<RepositoryPoller> poller;
+  if (absl::GetFlag(FLAGS_model_control) == "poll") {
+    poller = std::make_unique<RepositoryPoller>(
+        manager, absl::Seconds(absl::GetFlag(FLAGS_repository_poll_s)));
+    signals->SetPoller(poller.get());
+  }
+  return poller;
+}
+
 }  // namespace
 
 // Start-up, in order: signals blocked and watched, flags checked, logging,
@@ -895,14 +926,7 @@ void LogServing(const ModelManager& manager, const std::string& host, int grpc_p
 // destroys them in reverse order of construction.
 int RunServe() {
   SignalWatcher* signals = BlockSignalsAndStartWatcher();
-
-  // Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
-  // and gRPC's: gpr mutexes are absl::Mutex) runs the deadlock detector: a
-  // global graph lock, a per-thread held-locks list and graph updates on each
-  // lock and mutex destruction. perf showed it on the request path
-  // (GraphCycles::GetId / RemoveNode); tests keep the detector on.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-
+  TurnOffMutexDeadlockDetection();
   absl::Status flags = CheckFlags();
   if (!flags.ok()) {
     std::fprintf(stderr, "rankd serve: %s\n", std::string(flags.message()).c_str());
@@ -934,9 +958,7 @@ int RunServe() {
 
   const RankingService::Options service_options = RankingOptionsFromFlags(backend);
   RankingService service(manager->get(), &metrics, service_options);
-  KServeService::Options kserve_options;
-  kserve_options.limits = service_options.limits;
-  kserve_options.platform = absl::StrCat("rankd_", backend);
+  const KServeService::Options kserve_options = KServeOptions(service_options);
   KServeService kserve(manager->get(), &metrics, service.budget(), kserve_options);
 
   const TlsFiles tls = TlsFilesFromFlags();
@@ -981,12 +1003,7 @@ int RunServe() {
   WritePortFile(grpc_port, metrics.exposer_port(), admin_port, health_port,
                 http ? http->port() : 0);
 
-  std::unique_ptr<RepositoryPoller> poller;
-  if (absl::GetFlag(FLAGS_model_control) == "poll") {
-    poller = std::make_unique<RepositoryPoller>(
-        manager->get(), absl::Seconds(absl::GetFlag(FLAGS_repository_poll_s)));
-    signals->SetPoller(poller.get());
-  }
+  std::unique_ptr<RepositoryPoller> poller = StartRepositoryPoller(manager->get(), signals);
   signals->WaitForStop();
   DrainAndExit(signals->stop_signal_name(), &lifecycle, &service, poller.get(), signals,
                admin.get(), http.get(), manager->get());
