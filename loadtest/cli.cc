@@ -190,200 +190,239 @@ absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view text, absl::stri
   return out;
 }
 
-absl::StatusOr<Config> ConfigFromFlags() {
-  Config c;
-  c.target = absl::GetFlag(FLAGS_target);
-  c.security.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
-  c.security.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
-  c.security.key_file = absl::GetFlag(FLAGS_tls_key_file);
-  c.security.token_file = absl::GetFlag(FLAGS_token_file);
-  if (c.target.empty()) return Bad("--target", "must not be empty", "");
+namespace {
+
+// --target, TLS and token, --protocol and --http_*.
+absl::Status ConnectionFromFlags(Config* c) {
+  c->target = absl::GetFlag(FLAGS_target);
+  c->security.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
+  c->security.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  c->security.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  c->security.token_file = absl::GetFlag(FLAGS_token_file);
+  if (c->target.empty()) return Bad("--target", "must not be empty", "");
   auto protocol = ParseProtocol(absl::GetFlag(FLAGS_protocol));
   if (!protocol.ok()) return protocol.status();
-  c.protocol = *protocol;
-  c.http_connections = absl::GetFlag(FLAGS_http_connections);
-  if (c.http_connections < 1 || c.http_connections > 4096) {
-    return Bad("--http_connections", "must be in [1, 4096]", absl::StrCat(c.http_connections));
+  c->protocol = *protocol;
+  c->http_connections = absl::GetFlag(FLAGS_http_connections);
+  if (c->http_connections < 1 || c->http_connections > 4096) {
+    return Bad("--http_connections", "must be in [1, 4096]", absl::StrCat(c->http_connections));
   }
-  c.http_target = absl::GetFlag(FLAGS_http_target);
-  if (c.protocol == Protocol::kHttp && c.http_target.empty()) {
+  c->http_target = absl::GetFlag(FLAGS_http_target);
+  if (c->protocol == Protocol::kHttp && c->http_target.empty()) {
     // --target's host (a plain HOST:PORT or [v6]:PORT) with port 8501.
-    const size_t colon = c.target.rfind(':');
-    const std::string host = colon == std::string::npos ? "" : c.target.substr(0, colon);
-    if (host.empty() || c.target.find('/') != std::string::npos) {
-      return Bad("--http_target", "is needed when --target is not HOST:PORT", c.target);
+    const size_t colon = c->target.rfind(':');
+    const std::string host = colon == std::string::npos ? "" : c->target.substr(0, colon);
+    if (host.empty() || c->target.find('/') != std::string::npos) {
+      return Bad("--http_target", "is needed when --target is not HOST:PORT", c->target);
     }
-    c.http_target = absl::StrCat(host, ":8501");
+    c->http_target = absl::StrCat(host, ":8501");
   }
+  return absl::OkStatus();
+}
+
+// --mode and what it steps through: --rate, --arrival, --concurrency.
+absl::Status StepsFromFlags(Config* c) {
   auto mode = ParseMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return mode.status();
-  c.mode = *mode;
+  c->mode = *mode;
   auto rates = ParseNumberList(absl::GetFlag(FLAGS_rate), "--rate");
   if (!rates.ok()) return rates.status();
-  c.rates = *rates;
+  c->rates = *rates;
   auto arrival = ParseArrival(absl::GetFlag(FLAGS_arrival));
   if (!arrival.ok()) return arrival.status();
-  c.arrival = *arrival;
+  c->arrival = *arrival;
   auto conc = ParseIntList(absl::GetFlag(FLAGS_concurrency), "--concurrency");
   if (!conc.ok()) return conc.status();
-  c.concurrencies = *conc;
+  c->concurrencies = *conc;
+  return absl::OkStatus();
+}
 
-  c.duration_s = absl::GetFlag(FLAGS_duration_s);
-  if (!(c.duration_s > 0) || !Finite(c.duration_s)) {
-    return Bad("--duration_s", "must be > 0", absl::StrCat(c.duration_s));
+// How each step runs: its timing, the connections and sender threads, call
+// deadlines, the drain between steps and the live lines.
+absl::Status LoadFromFlags(Config* c) {
+  c->duration_s = absl::GetFlag(FLAGS_duration_s);
+  if (!(c->duration_s > 0) || !Finite(c->duration_s)) {
+    return Bad("--duration_s", "must be > 0", absl::StrCat(c->duration_s));
   }
-  c.warmup_s = absl::GetFlag(FLAGS_warmup_s);
-  if (!(c.warmup_s >= 0) || !Finite(c.warmup_s)) {
-    return Bad("--warmup_s", "must be >= 0", absl::StrCat(c.warmup_s));
+  c->warmup_s = absl::GetFlag(FLAGS_warmup_s);
+  if (!(c->warmup_s >= 0) || !Finite(c->warmup_s)) {
+    return Bad("--warmup_s", "must be >= 0", absl::StrCat(c->warmup_s));
   }
-  c.connections = absl::GetFlag(FLAGS_connections);
-  if (c.connections < 1 || c.connections > 1024) {
-    return Bad("--connections", "must be in [1, 1024]", absl::StrCat(c.connections));
+  c->connections = absl::GetFlag(FLAGS_connections);
+  if (c->connections < 1 || c->connections > 1024) {
+    return Bad("--connections", "must be in [1, 1024]", absl::StrCat(c->connections));
   }
-  c.threads = absl::GetFlag(FLAGS_threads);
-  if (c.threads < 0 || c.threads > 256) {
-    return Bad("--threads", "must be in [0, 256]", absl::StrCat(c.threads));
+  c->threads = absl::GetFlag(FLAGS_threads);
+  if (c->threads < 0 || c->threads > 256) {
+    return Bad("--threads", "must be in [0, 256]", absl::StrCat(c->threads));
   }
-  if (c.threads == 0) {
+  if (c->threads == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    c.threads = std::max(1, std::min(8, cores / 4));
+    c->threads = std::max(1, std::min(8, cores / 4));
   }
-  c.spin_us = absl::GetFlag(FLAGS_spin_us);
-  if (c.spin_us < 0 || c.spin_us > 100000) {
-    return Bad("--spin_us", "must be in [0, 100000]", absl::StrCat(c.spin_us));
+  c->spin_us = absl::GetFlag(FLAGS_spin_us);
+  if (c->spin_us < 0 || c->spin_us > 100000) {
+    return Bad("--spin_us", "must be in [0, 100000]", absl::StrCat(c->spin_us));
   }
-  c.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
-  if (c.max_in_flight < 1) {
-    return Bad("--max_in_flight", "must be >= 1", absl::StrCat(c.max_in_flight));
+  c->max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  if (c->max_in_flight < 1) {
+    return Bad("--max_in_flight", "must be >= 1", absl::StrCat(c->max_in_flight));
   }
-  c.drain_s = absl::GetFlag(FLAGS_drain_s);
-  if (!(c.drain_s >= 0) || c.drain_s > 600) {
-    return Bad("--drain_s", "must be in [0, 600]", absl::StrCat(c.drain_s));
+  c->drain_s = absl::GetFlag(FLAGS_drain_s);
+  if (!(c->drain_s >= 0) || c->drain_s > 600) {
+    return Bad("--drain_s", "must be in [0, 600]", absl::StrCat(c->drain_s));
   }
-  c.deadline_ms = absl::GetFlag(FLAGS_deadline_ms);
-  if (!(c.deadline_ms > 0) || !Finite(c.deadline_ms) || c.deadline_ms > 1e9) {
-    return Bad("--deadline_ms", "must be in (0, 1e9]", absl::StrCat(c.deadline_ms));
+  c->deadline_ms = absl::GetFlag(FLAGS_deadline_ms);
+  if (!(c->deadline_ms > 0) || !Finite(c->deadline_ms) || c->deadline_ms > 1e9) {
+    return Bad("--deadline_ms", "must be in (0, 1e9]", absl::StrCat(c->deadline_ms));
   }
-  c.interval_s = absl::GetFlag(FLAGS_interval_s);
-  if (!(c.interval_s >= 0.01) || !Finite(c.interval_s)) {
-    return Bad("--interval_s", "must be >= 0.01", absl::StrCat(c.interval_s));
+  c->interval_s = absl::GetFlag(FLAGS_interval_s);
+  if (!(c->interval_s >= 0.01) || !Finite(c->interval_s)) {
+    return Bad("--interval_s", "must be >= 0.01", absl::StrCat(c->interval_s));
   }
-  c.quiet = absl::GetFlag(FLAGS_quiet);
-  c.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
-  if (c.connect_timeout_ms < 1) {
-    return Bad("--connect_timeout_ms", "must be >= 1", absl::StrCat(c.connect_timeout_ms));
+  c->quiet = absl::GetFlag(FLAGS_quiet);
+  c->connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
+  if (c->connect_timeout_ms < 1) {
+    return Bad("--connect_timeout_ms", "must be >= 1", absl::StrCat(c->connect_timeout_ms));
   }
+  return absl::OkStatus();
+}
 
-  // Traffic.
+// The requests: replayed (--requests) or generated for --model, and the
+// generator's flags, which only generated requests take. Reads c->protocol.
+absl::Status TrafficFromFlags(Config* c) {
   const std::string files = absl::GetFlag(FLAGS_requests);
   for (absl::string_view f : absl::StrSplit(files, ',', absl::SkipWhitespace())) {
-    c.request_files.emplace_back(absl::StripAsciiWhitespace(f));
+    c->request_files.emplace_back(absl::StripAsciiWhitespace(f));
   }
-  c.model = absl::GetFlag(FLAGS_model);
-  if (c.request_files.empty() == c.model.empty()) {
+  c->model = absl::GetFlag(FLAGS_model);
+  if (c->request_files.empty() == c->model.empty()) {
     return absl::InvalidArgumentError(
         "--requests / --model: give exactly one: --requests FILES to replay, or --model NAME to "
         "generate requests for a served model");
   }
-  c.model_version = absl::GetFlag(FLAGS_model_version);
-  if (c.model_version < 0) {
-    return Bad("--model_version", "must be >= 0", absl::StrCat(c.model_version));
+  c->model_version = absl::GetFlag(FLAGS_model_version);
+  if (c->model_version < 0) {
+    return Bad("--model_version", "must be >= 0", absl::StrCat(c->model_version));
   }
-  c.version_label = absl::GetFlag(FLAGS_version_label);
-  if (!c.version_label.empty() && c.model_version != 0) {
+  c->version_label = absl::GetFlag(FLAGS_version_label);
+  if (!c->version_label.empty() && c->model_version != 0) {
     return absl::InvalidArgumentError(
         "--version_label: not with --model_version (the server reads the label only when the "
         "version is 0)");
   }
-  if (!c.version_label.empty() && !c.request_files.empty()) {
+  if (!c->version_label.empty() && !c->request_files.empty()) {
     return absl::InvalidArgumentError(
         "--version_label: only for generated requests (--model); replayed requests keep their "
         "own version and version_label");
   }
-  if (!c.version_label.empty() && c.protocol == Protocol::kKServe) {
+  if (!c->version_label.empty() && c->protocol == Protocol::kKServe) {
     return absl::InvalidArgumentError(
         "--version_label: not with --protocol kserve (KServe v2 names versions by number only)");
   }
   auto candidates = CandidateCount::Parse(absl::GetFlag(FLAGS_candidates), "--candidates");
   if (!candidates.ok()) return candidates.status();
-  c.candidates = *candidates;
-  c.zipf_alpha = absl::GetFlag(FLAGS_zipf_alpha);
-  if (!(c.zipf_alpha >= 0) || c.zipf_alpha > 10) {
-    return Bad("--zipf_alpha", "must be in [0, 10]", absl::StrCat(c.zipf_alpha));
+  c->candidates = *candidates;
+  c->zipf_alpha = absl::GetFlag(FLAGS_zipf_alpha);
+  if (!(c->zipf_alpha >= 0) || c->zipf_alpha > 10) {
+    return Bad("--zipf_alpha", "must be in [0, 10]", absl::StrCat(c->zipf_alpha));
   }
-  c.ids_per_bag = absl::GetFlag(FLAGS_ids_per_bag);
-  if (c.ids_per_bag < 0 || c.ids_per_bag > 100000) {
-    return Bad("--ids_per_bag", "must be in [0, 100000]", absl::StrCat(c.ids_per_bag));
+  c->ids_per_bag = absl::GetFlag(FLAGS_ids_per_bag);
+  if (c->ids_per_bag < 0 || c->ids_per_bag > 100000) {
+    return Bad("--ids_per_bag", "must be in [0, 100000]", absl::StrCat(c->ids_per_bag));
   }
-  c.model_config = absl::GetFlag(FLAGS_model_config);
+  c->model_config = absl::GetFlag(FLAGS_model_config);
   for (absl::string_view f :
        absl::StrSplit(absl::GetFlag(FLAGS_shared_features), ',', absl::SkipWhitespace())) {
-    c.shared_features.emplace(absl::StripAsciiWhitespace(f));
+    c->shared_features.emplace(absl::StripAsciiWhitespace(f));
   }
-  c.pool_size = absl::GetFlag(FLAGS_pool_size);
-  if (c.pool_size < 1 || c.pool_size > 1000000) {
-    return Bad("--pool_size", "must be in [1, 1000000]", absl::StrCat(c.pool_size));
+  c->pool_size = absl::GetFlag(FLAGS_pool_size);
+  if (c->pool_size < 1 || c->pool_size > 1000000) {
+    return Bad("--pool_size", "must be in [1, 1000000]", absl::StrCat(c->pool_size));
   }
-  c.seed = absl::GetFlag(FLAGS_seed);
-  if (!c.request_files.empty() &&
-      (!c.model_config.empty() || !c.shared_features.empty())) {
+  c->seed = absl::GetFlag(FLAGS_seed);
+  if (!c->request_files.empty() &&
+      (!c->model_config.empty() || !c->shared_features.empty())) {
     return absl::InvalidArgumentError(
         "--model_config / --shared_features: only for generated requests (--model), not with "
         "--requests");
   }
+  return absl::OkStatus();
+}
 
-  // SLO.
-  c.slo_latency_ms = absl::GetFlag(FLAGS_slo_latency_ms);
-  if (!(c.slo_latency_ms >= 0) || !Finite(c.slo_latency_ms)) {
-    return Bad("--slo_latency_ms", "must be >= 0", absl::StrCat(c.slo_latency_ms));
+// The SLO each step is judged by, and --mode slo's search. Reads c->mode and
+// c->rates.
+absl::Status SloFromFlags(Config* c) {
+  c->slo_latency_ms = absl::GetFlag(FLAGS_slo_latency_ms);
+  if (!(c->slo_latency_ms >= 0) || !Finite(c->slo_latency_ms)) {
+    return Bad("--slo_latency_ms", "must be >= 0", absl::StrCat(c->slo_latency_ms));
   }
-  if (c.mode == Mode::kSlo && c.slo_latency_ms == 0) {
+  if (c->mode == Mode::kSlo && c->slo_latency_ms == 0) {
     return absl::InvalidArgumentError("--slo_latency_ms: required with --mode slo (e.g. 5)");
   }
-  c.slo_percentile = absl::GetFlag(FLAGS_slo_percentile);
-  if (!(c.slo_percentile > 0) || c.slo_percentile > 100) {
-    return Bad("--slo_percentile", "must be in (0, 100]", absl::StrCat(c.slo_percentile));
+  c->slo_percentile = absl::GetFlag(FLAGS_slo_percentile);
+  if (!(c->slo_percentile > 0) || c->slo_percentile > 100) {
+    return Bad("--slo_percentile", "must be in (0, 100]", absl::StrCat(c->slo_percentile));
   }
-  c.slo_max_error_ratio = absl::GetFlag(FLAGS_slo_max_error_ratio);
-  if (!(c.slo_max_error_ratio >= 0) || c.slo_max_error_ratio > 1) {
-    return Bad("--slo_max_error_ratio", "must be in [0, 1]", absl::StrCat(c.slo_max_error_ratio));
+  c->slo_max_error_ratio = absl::GetFlag(FLAGS_slo_max_error_ratio);
+  if (!(c->slo_max_error_ratio >= 0) || c->slo_max_error_ratio > 1) {
+    return Bad("--slo_max_error_ratio", "must be in [0, 1]", absl::StrCat(c->slo_max_error_ratio));
   }
-  c.slo_growth = absl::GetFlag(FLAGS_slo_growth);
-  if (!(c.slo_growth > 1) || c.slo_growth > 100) {
-    return Bad("--slo_growth", "must be in (1, 100]", absl::StrCat(c.slo_growth));
+  c->slo_growth = absl::GetFlag(FLAGS_slo_growth);
+  if (!(c->slo_growth > 1) || c->slo_growth > 100) {
+    return Bad("--slo_growth", "must be in (1, 100]", absl::StrCat(c->slo_growth));
   }
-  c.slo_precision = absl::GetFlag(FLAGS_slo_precision);
-  if (!(c.slo_precision > 0) || c.slo_precision > 1) {
-    return Bad("--slo_precision", "must be in (0, 1]", absl::StrCat(c.slo_precision));
+  c->slo_precision = absl::GetFlag(FLAGS_slo_precision);
+  if (!(c->slo_precision > 0) || c->slo_precision > 1) {
+    return Bad("--slo_precision", "must be in (0, 1]", absl::StrCat(c->slo_precision));
   }
-  c.slo_max_rps = absl::GetFlag(FLAGS_slo_max_rps);
-  if (!(c.slo_max_rps >= 0) || !Finite(c.slo_max_rps) ||
-      (c.slo_max_rps > 0 && c.slo_max_rps < c.rates[0])) {
+  c->slo_max_rps = absl::GetFlag(FLAGS_slo_max_rps);
+  if (!(c->slo_max_rps >= 0) || !Finite(c->slo_max_rps) ||
+      (c->slo_max_rps > 0 && c->slo_max_rps < c->rates[0])) {
     return Bad("--slo_max_rps", "must be 0 (no cap) or >= the starting --rate",
-               absl::StrCat(c.slo_max_rps));
+               absl::StrCat(c->slo_max_rps));
   }
-  c.slo_max_steps = absl::GetFlag(FLAGS_slo_max_steps);
-  if (c.slo_max_steps < 1 || c.slo_max_steps > 1000) {
-    return Bad("--slo_max_steps", "must be in [1, 1000]", absl::StrCat(c.slo_max_steps));
+  c->slo_max_steps = absl::GetFlag(FLAGS_slo_max_steps);
+  if (c->slo_max_steps < 1 || c->slo_max_steps > 1000) {
+    return Bad("--slo_max_steps", "must be in [1, 1000]", absl::StrCat(c->slo_max_steps));
   }
-  c.slo_recheck = absl::GetFlag(FLAGS_slo_recheck);
-  if (c.slo_recheck < 0 || c.slo_recheck > 10) {
-    return Bad("--slo_recheck", "must be in [0, 10]", absl::StrCat(c.slo_recheck));
+  c->slo_recheck = absl::GetFlag(FLAGS_slo_recheck);
+  if (c->slo_recheck < 0 || c->slo_recheck > 10) {
+    return Bad("--slo_recheck", "must be in [0, 10]", absl::StrCat(c->slo_recheck));
   }
-  if (c.mode == Mode::kSlo && c.rates.size() != 1) {
+  if (c->mode == Mode::kSlo && c->rates.size() != 1) {
     return absl::InvalidArgumentError(
         "--rate: with --mode slo give one starting rate (the search picks the others)");
   }
+  return absl::OkStatus();
+}
 
-  // Outputs.
-  c.json_path = absl::GetFlag(FLAGS_json);
-  c.csv_path = absl::GetFlag(FLAGS_csv);
-  c.plot_dir = absl::GetFlag(FLAGS_plot_dir);
-  c.gnuplot = absl::GetFlag(FLAGS_gnuplot);
-  if (!c.plot_dir.empty() && c.gnuplot.empty()) return Bad("--gnuplot", "must not be empty", "");
-  c.label = absl::GetFlag(FLAGS_label);
-  c.response_log_path = absl::GetFlag(FLAGS_response_log);
-  c.metrics_url = absl::GetFlag(FLAGS_metrics_url);
+// The report's files, plots and label, the response log and --metrics_url.
+absl::Status OutputsFromFlags(Config* c) {
+  c->json_path = absl::GetFlag(FLAGS_json);
+  c->csv_path = absl::GetFlag(FLAGS_csv);
+  c->plot_dir = absl::GetFlag(FLAGS_plot_dir);
+  c->gnuplot = absl::GetFlag(FLAGS_gnuplot);
+  if (!c->plot_dir.empty() && c->gnuplot.empty()) return Bad("--gnuplot", "must not be empty", "");
+  c->label = absl::GetFlag(FLAGS_label);
+  c->response_log_path = absl::GetFlag(FLAGS_response_log);
+  c->metrics_url = absl::GetFlag(FLAGS_metrics_url);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// The flag groups in a fixed order: later groups read what earlier ones
+// parsed (--protocol, --mode, --rate), and with several bad flags the first
+// one met is the one reported.
+absl::StatusOr<Config> ConfigFromFlags() {
+  using Group = absl::Status (*)(Config*);
+  const Group groups[] = {ConnectionFromFlags, StepsFromFlags, LoadFromFlags,
+                          TrafficFromFlags,    SloFromFlags,   OutputsFromFlags};
+  Config c;
+  for (const Group group : groups) {
+    if (absl::Status s = group(&c); !s.ok()) return s;
+  }
   return c;
 }
 

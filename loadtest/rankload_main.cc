@@ -8,7 +8,9 @@
 // abseil's own flag errors (unknown flag, unparsable value) and --help exit 1.
 #include <fstream>
 #include <iostream>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -110,32 +112,33 @@ std::string StartedAt() {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
 }
 
-int Run(const Config& c, const std::string& command_line) {
-  for (const auto& [path, flag] : {std::pair{c.json_path, "--json"}, {c.csv_path, "--csv"}}) {
-    if (auto s = CheckWritable(path, flag); !s.ok()) return Die({kExitUsage, std::string(s.message())});
-  }
-  auto response_log = OpenResponseLog(c);
-  if (!response_log.ok()) return Die({kExitUsage, std::string(response_log.status().message())});
-  std::function<absl::StatusOr<PromSnapshot>()> scrape;
-  if (!c.metrics_url.empty()) {
-    if (auto url = ParseHttpUrl(c.metrics_url); !url.ok()) {
-      return Die({kExitUsage, absl::StrCat("--metrics_url: ", url.status().message())});
-    }
-    scrape = [url = c.metrics_url]() -> absl::StatusOr<PromSnapshot> {
-      auto body = HttpGet(url, absl::Seconds(10));
-      if (!body.ok()) return body.status();
-      return PromSnapshot::Parse(*body);
-    };
-    auto first = scrape();
-    if (!first.ok()) {
-      return Die({absl::IsInvalidArgument(first.status()) ? kExitUsage : kExitUnavailable,
-                     absl::StrCat("--metrics_url: ", c.metrics_url, ": ", first.status().message())});
-    }
-  }
+// Reads rankd's /metrics (LoadDriver::Options::scrape).
+using Scraper = std::function<absl::StatusOr<PromSnapshot>()>;
 
-  auto setup = PrepareRun(c);
-  if (!setup.ok()) return Die({ExitCodeFor(setup.status()), std::string(setup.status().message())});
+// --metrics_url's scraper (null without the flag), tried once so that a bad
+// URL or an endpoint that does not answer fails before any load.
+std::optional<Fail> MakeScraper(const Config& c, Scraper* scrape) {
+  if (c.metrics_url.empty()) return std::nullopt;
+  if (auto url = ParseHttpUrl(c.metrics_url); !url.ok()) {
+    return Fail{kExitUsage, absl::StrCat("--metrics_url: ", url.status().message())};
+  }
+  *scrape = [url = c.metrics_url]() -> absl::StatusOr<PromSnapshot> {
+    auto body = HttpGet(url, absl::Seconds(10));
+    if (!body.ok()) return body.status();
+    return PromSnapshot::Parse(*body);
+  };
+  auto first = (*scrape)();
+  if (!first.ok()) {
+    return Fail{absl::IsInvalidArgument(first.status()) ? kExitUsage : kExitUnavailable,
+                absl::StrCat("--metrics_url: ", c.metrics_url, ": ", first.status().message())};
+  }
+  return std::nullopt;
+}
 
+// The load driver's options: the run's connections, requests and flags.
+// Live lines (unless --quiet) start with `*prefix`, the current step's.
+LoadDriver::Options DriverOptions(const Config& c, RunSetup* setup, const Scraper& scrape,
+                                  ResponseLog* response_log, const std::string* prefix) {
   LoadDriver::Options d;
   d.sender = setup->sender.get();
   d.pool = &setup->pool;
@@ -147,24 +150,24 @@ int Run(const Config& c, const std::string& command_line) {
   d.scrape = scrape;
   d.models = setup->models;
   d.slo_percentile = c.slo_percentile;
-  d.response_log = response_log->get();
-  std::string prefix;
+  d.response_log = response_log;
   if (!c.quiet) {
-    d.on_interval = [&prefix](const IntervalStats& i) {
-      std::cerr << FormatInterval(i, prefix) << std::endl;
+    d.on_interval = [prefix](const IntervalStats& i) {
+      std::cerr << FormatInterval(i, *prefix) << std::endl;
     };
   }
-  auto driver = LoadDriver::Create(d);
-  if (!driver.ok()) return Die({kExitUsage, std::string(driver.status().message())});
+  return d;
+}
 
-  Report report;
-  RunSettings& r = report.settings;
+// The report's description of the run (started now).
+RunSettings DescribeRun(const Config& c, const RunSetup& setup, const std::string& command_line) {
+  RunSettings r;
   r.label = c.label;
   r.target = c.protocol == Protocol::kHttp ? c.http_target : c.target;
   r.protocol = ProtocolName(c.protocol);
   r.mode = c.mode == Mode::kOpen ? "open" : c.mode == Mode::kClosed ? "closed" : "slo";
-  r.traffic = setup->traffic;
-  r.models = absl::StrJoin(setup->models, ",");
+  r.traffic = setup.traffic;
+  r.models = absl::StrJoin(setup.models, ",");
   r.connections = c.protocol == Protocol::kHttp ? c.http_connections : c.connections;
   r.threads = c.threads;
   r.spin_us = c.spin_us;
@@ -174,33 +177,53 @@ int Run(const Config& c, const std::string& command_line) {
   r.slo_percentile = c.slo_percentile;
   r.started_at = StartedAt();
   r.command_line = command_line;
-  std::cerr << "rankload: " << r.traffic << "\n";
+  return r;
+}
 
-  uint64_t step_seed = c.seed;
-  auto run_step = [&](StepSpec spec, const std::string& step_prefix) -> absl::StatusOr<StepResult> {
-    prefix = step_prefix;
-    spec.warmup_s = c.warmup_s;
-    spec.duration_s = c.duration_s;
-    spec.arrival = c.arrival;
-    spec.seed = step_seed++;
-    spec.index = static_cast<int>(report.steps.size());  // the step's place in the report
+// Runs a run's steps one after the other on its driver (each step with the
+// run's timing, the next seed and its place in the report), and lets the
+// server drain between them.
+class StepRunner {
+ public:
+  StepRunner(const Config& c, LoadDriver* driver, RunSetup* setup, const Scraper& scrape,
+             std::string* prefix, const Report* report)
+      : c_(c),
+        driver_(driver),
+        setup_(setup),
+        scrape_(scrape),
+        prefix_(prefix),
+        report_(report),
+        step_seed_(c.seed) {}
+
+  // One step, its live lines prefixed with `step_prefix`; judged against the
+  // SLO flags.
+  absl::StatusOr<StepResult> Run(StepSpec spec, const std::string& step_prefix) {
+    *prefix_ = step_prefix;
+    spec.warmup_s = c_.warmup_s;
+    spec.duration_s = c_.duration_s;
+    spec.arrival = c_.arrival;
+    spec.seed = step_seed_++;
+    spec.index = static_cast<int>(report_->steps.size());  // the step's place in the report
     std::string warning;
-    auto result = (*driver)->Run(spec, &warning);
+    auto result = driver_->Run(spec, &warning);
     if (!warning.empty()) std::cerr << "rankload: warning: " << warning << "\n";
-    if (result.ok()) JudgeStep({c.slo_latency_ms, c.slo_percentile, c.slo_max_error_ratio}, &*result);
+    if (result.ok()) {
+      JudgeStep({c_.slo_latency_ms, c_.slo_percentile, c_.slo_max_error_ratio}, &*result);
+    }
     return result;
-  };
+  }
+
   // Before the next step: after one that failed its SLO or had errors, let
   // the server work off what that step left behind (server_drain.h).
-  auto drain_after = [&](const StepResult& step) {
+  void DrainAfter(const StepResult& step) {
     const bool failed = (step.slo_pass.has_value() && !*step.slo_pass) || step.errors > 0;
-    if (!failed || c.drain_s <= 0) return;
+    if (!failed || c_.drain_s <= 0) return;
     DrainOptions o;
-    o.max_wait = absl::Seconds(c.drain_s);
+    o.max_wait = absl::Seconds(c_.drain_s);
     std::function<absl::StatusOr<ServerLoad>()> counters;
-    if (scrape) {
+    if (scrape_) {
       counters = [&]() -> absl::StatusOr<ServerLoad> {
-        auto m = scrape();
+        auto m = scrape_();
         if (!m.ok()) return m.status();
         return LoadFromMetrics(*m);
       };
@@ -210,7 +233,7 @@ int Run(const Config& c, const std::string& command_line) {
     auto ping = [&]() -> absl::Status {
       client::CallOptions call;
       call.deadline = absl::Milliseconds(200);
-      for (auto& cl : setup->clients) {
+      for (auto& cl : setup_->clients) {
         auto h = cl->Health("", call);
         if (!h.ok()) return h.status();
       }
@@ -224,96 +247,146 @@ int Run(const Config& c, const std::string& command_line) {
               << (r.probe_status.ok() ? "" : absl::StrCat("; ", r.probe_status.message()))
               << (r.last_ping.ok() ? "" : absl::StrCat("; last health check: ", r.last_ping.ToString()))
               << ")\n";
-  };
+  }
 
-  if (c.mode == Mode::kSlo) {
-    SloSearch::Options so;
-    so.start_rps = c.rates[0];
-    so.growth = c.slo_growth;
-    so.precision = c.slo_precision;
-    so.max_rps = c.slo_max_rps;
-    so.min_rps = std::min(1.0, c.rates[0]);
-    so.max_steps = c.slo_max_steps;
-    so.recheck = c.slo_recheck;
-    auto search = SloSearch::Create(so);
-    if (!search.ok()) return Die({kExitUsage, absl::StrCat("--slo_*: ", search.status().message())});
-    SloResult slo;
-    slo.percentile = c.slo_percentile;
-    slo.latency_bound_ms = c.slo_latency_ms;
-    slo.max_error_ratio = c.slo_max_error_ratio;
-    while (auto rate = search->NextRate()) {
-      StepSpec spec;
-      spec.mode = StepSpec::Mode::kOpen;
-      spec.rate_rps = *rate;
-      auto step = run_step(spec, absl::StrFormat("[slo %d: %g/s] ", search->steps() + 1, *rate));
-      if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
-      const bool pass = *step->slo_pass;
-      std::cerr << "rankload: probe " << search->steps() + 1 << " at " << *rate << " req/s: "
-                << (pass ? "pass" : "FAIL") << " (" << step->slo_reason << ")\n";
-      report.steps.push_back(std::move(*step));
-      search->Report(*rate, pass);
-      if (search->NextRate()) drain_after(report.steps.back());
-    }
-    slo.found = search->found();
-    slo.steps = search->steps();
-    slo.stop_reason = search->stop_reason();
-    if (c.slo_recheck > 0) {
-      absl::StrAppend(&slo.stop_reason, "; ", search->rechecks(), " rechecks of failing probes, ",
-                      search->overturned(), " rates passed on recheck");
-    }
-    if (slo.found) {
-      // The search's answer (a rate whose probes passed by majority); its
-      // last passing probe is the step reported.
-      slo.best_rps = search->best_rps();
-      for (int i = static_cast<int>(report.steps.size()) - 1; i >= 0; --i) {
-        if (report.steps[i].target_rps == slo.best_rps && report.steps[i].slo_pass.value_or(false)) {
-          slo.best_step = i;
-          break;
-        }
+ private:
+  const Config& c_;
+  LoadDriver* const driver_;
+  RunSetup* const setup_;
+  const Scraper& scrape_;
+  std::string* const prefix_;
+  const Report* const report_;
+  uint64_t step_seed_;  // the next step's
+};
+
+// --mode slo: open-loop probes at the rates SloSearch picks, from --rate up,
+// until it has found the highest passing rate; fills report->slo.
+std::optional<Fail> RunSloSearch(const Config& c, StepRunner* steps, Report* report) {
+  SloSearch::Options so;
+  so.start_rps = c.rates[0];
+  so.growth = c.slo_growth;
+  so.precision = c.slo_precision;
+  so.max_rps = c.slo_max_rps;
+  so.min_rps = std::min(1.0, c.rates[0]);
+  so.max_steps = c.slo_max_steps;
+  so.recheck = c.slo_recheck;
+  auto search = SloSearch::Create(so);
+  if (!search.ok()) return Fail{kExitUsage, absl::StrCat("--slo_*: ", search.status().message())};
+  SloResult slo;
+  slo.percentile = c.slo_percentile;
+  slo.latency_bound_ms = c.slo_latency_ms;
+  slo.max_error_ratio = c.slo_max_error_ratio;
+  while (auto rate = search->NextRate()) {
+    StepSpec spec;
+    spec.mode = StepSpec::Mode::kOpen;
+    spec.rate_rps = *rate;
+    auto step = steps->Run(spec, absl::StrFormat("[slo %d: %g/s] ", search->steps() + 1, *rate));
+    if (!step.ok()) return Fail{kExitUsage, std::string(step.status().message())};
+    const bool pass = *step->slo_pass;
+    std::cerr << "rankload: probe " << search->steps() + 1 << " at " << *rate << " req/s: "
+              << (pass ? "pass" : "FAIL") << " (" << step->slo_reason << ")\n";
+    report->steps.push_back(std::move(*step));
+    search->Report(*rate, pass);
+    if (search->NextRate()) steps->DrainAfter(report->steps.back());
+  }
+  slo.found = search->found();
+  slo.steps = search->steps();
+  slo.stop_reason = search->stop_reason();
+  if (c.slo_recheck > 0) {
+    absl::StrAppend(&slo.stop_reason, "; ", search->rechecks(), " rechecks of failing probes, ",
+                    search->overturned(), " rates passed on recheck");
+  }
+  if (slo.found) {
+    // The search's answer (a rate whose probes passed by majority); its
+    // last passing probe is the step reported.
+    slo.best_rps = search->best_rps();
+    for (int i = static_cast<int>(report->steps.size()) - 1; i >= 0; --i) {
+      if (report->steps[i].target_rps == slo.best_rps &&
+          report->steps[i].slo_pass.value_or(false)) {
+        slo.best_step = i;
+        break;
       }
     }
-    if (slo.best_step >= 0) {
-      const StepResult& best = report.steps[slo.best_step];
-      slo.best_achieved_rps = best.achieved_rps;
-      slo.best_candidates_per_s = best.candidates_per_s;
-      slo.best_latency_us = best.latency.slo_percentile_us;
-    }
-    report.slo = slo;
-  } else if (c.mode == Mode::kOpen) {
-    for (size_t i = 0; i < c.rates.size(); ++i) {
-      StepSpec spec;
-      spec.mode = StepSpec::Mode::kOpen;
-      spec.rate_rps = c.rates[i];
-      auto step = run_step(spec, c.rates.size() > 1 ? absl::StrFormat("[%d/%d: %g/s] ", i + 1,
+  }
+  if (slo.best_step >= 0) {
+    const StepResult& best = report->steps[slo.best_step];
+    slo.best_achieved_rps = best.achieved_rps;
+    slo.best_candidates_per_s = best.candidates_per_s;
+    slo.best_latency_us = best.latency.slo_percentile_us;
+  }
+  report->slo = slo;
+  return std::nullopt;
+}
+
+// --mode open: one open-loop step per --rate value.
+std::optional<Fail> RunRateSweep(const Config& c, StepRunner* steps, Report* report) {
+  for (size_t i = 0; i < c.rates.size(); ++i) {
+    StepSpec spec;
+    spec.mode = StepSpec::Mode::kOpen;
+    spec.rate_rps = c.rates[i];
+    auto step = steps->Run(spec, c.rates.size() > 1 ? absl::StrFormat("[%d/%d: %g/s] ", i + 1,
                                                                       c.rates.size(), c.rates[i])
                                                     : "");
-      if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
-      report.steps.push_back(std::move(*step));
-      if (i + 1 < c.rates.size()) drain_after(report.steps.back());
-    }
-  } else {
-    for (size_t i = 0; i < c.concurrencies.size(); ++i) {
-      StepSpec spec;
-      spec.mode = StepSpec::Mode::kClosed;
-      spec.concurrency = c.concurrencies[i];
-      auto step = run_step(spec, c.concurrencies.size() > 1
+    if (!step.ok()) return Fail{kExitUsage, std::string(step.status().message())};
+    report->steps.push_back(std::move(*step));
+    if (i + 1 < c.rates.size()) steps->DrainAfter(report->steps.back());
+  }
+  return std::nullopt;
+}
+
+// --mode closed: one closed-loop step per --concurrency value.
+std::optional<Fail> RunConcurrencySweep(const Config& c, StepRunner* steps, Report* report) {
+  for (size_t i = 0; i < c.concurrencies.size(); ++i) {
+    StepSpec spec;
+    spec.mode = StepSpec::Mode::kClosed;
+    spec.concurrency = c.concurrencies[i];
+    auto step = steps->Run(spec, c.concurrencies.size() > 1
                                      ? absl::StrFormat("[%d/%d: c=%d] ", i + 1,
                                                        c.concurrencies.size(), c.concurrencies[i])
                                      : "");
-      if (!step.ok()) return Die({kExitUsage, std::string(step.status().message())});
-      report.steps.push_back(std::move(*step));
-      if (i + 1 < c.concurrencies.size()) drain_after(report.steps.back());
-    }
+    if (!step.ok()) return Fail{kExitUsage, std::string(step.status().message())};
+    report->steps.push_back(std::move(*step));
+    if (i + 1 < c.concurrencies.size()) steps->DrainAfter(report->steps.back());
   }
+  return std::nullopt;
+}
 
+// --plot_dir: the plots, rendered with --gnuplot when it is there (a missing
+// gnuplot only warns: the scripts and data are written anyway). False after
+// printing why they could not be written.
+bool WritePlotFiles(const Config& c, const Report& report) {
+  PlotOptions p;
+  p.dir = c.plot_dir;
+  p.gnuplot = c.gnuplot;
+  p.title = c.label.empty() ? absl::StrCat("rankload ", report.settings.models) : c.label;
+  p.slo_latency_ms = c.slo_latency_ms;
+  p.slo_percentile = c.slo_percentile;
+  PlotFiles files;
+  absl::Status s = WritePlots(report, p, &files);
+  if (absl::IsNotFound(s)) {
+    std::cerr << "rankload: warning: plots not rendered: " << s.message()
+              << "; render them with `cd " << c.plot_dir << " && gnuplot *.gp`\n";
+  } else if (!s.ok()) {
+    Die({kExitFailed, std::string(s.message())});
+    return false;
+  } else {
+    std::cerr << "rankload: plots: " << absl::StrJoin(files.pngs, " ") << "\n";
+  }
+  return true;
+}
+
+// The report on stdout, then each output asked for (response log closed,
+// --json, --csv, --plot_dir), every one tried even when an earlier one
+// failed. kExitFailed when one did, else kExitOk.
+int WriteOutputs(const Config& c, const Report& report, ResponseLog* response_log) {
   std::cout << "\n" << FormatReport(report) << std::flush;
   int code = kExitOk;
-  if (*response_log != nullptr) {
-    if (auto s = (*response_log)->Close(); !s.ok()) {
+  if (response_log != nullptr) {
+    if (auto s = response_log->Close(); !s.ok()) {
       Die({kExitFailed, absl::StrCat("--response_log: ", s.message())});
       code = kExitFailed;
     } else {
-      std::cerr << "rankload: response log: " << (*response_log)->rows_written() << " calls in "
+      std::cerr << "rankload: response log: " << response_log->rows_written() << " calls in "
                 << c.response_log_path << "\n";
     }
   }
@@ -329,25 +402,41 @@ int Run(const Config& c, const std::string& command_line) {
       code = kExitFailed;
     }
   }
-  if (!c.plot_dir.empty()) {
-    PlotOptions p;
-    p.dir = c.plot_dir;
-    p.gnuplot = c.gnuplot;
-    p.title = c.label.empty() ? absl::StrCat("rankload ", r.models) : c.label;
-    p.slo_latency_ms = c.slo_latency_ms;
-    p.slo_percentile = c.slo_percentile;
-    PlotFiles files;
-    absl::Status s = WritePlots(report, p, &files);
-    if (absl::IsNotFound(s)) {
-      std::cerr << "rankload: warning: plots not rendered: " << s.message()
-                << "; render them with `cd " << c.plot_dir << " && gnuplot *.gp`\n";
-    } else if (!s.ok()) {
-      Die({kExitFailed, std::string(s.message())});
-      code = kExitFailed;
-    } else {
-      std::cerr << "rankload: plots: " << absl::StrJoin(files.pngs, " ") << "\n";
-    }
+  if (!c.plot_dir.empty() && !WritePlotFiles(c, report)) code = kExitFailed;
+  return code;
+}
+
+// One rankload run: what can fail before any load is checked first (outputs
+// writable, response log, --metrics_url, connections and requests), then the
+// steps of --mode, then the report and outputs.
+int Run(const Config& c, const std::string& command_line) {
+  for (const auto& [path, flag] : {std::pair{c.json_path, "--json"}, {c.csv_path, "--csv"}}) {
+    if (auto s = CheckWritable(path, flag); !s.ok()) return Die({kExitUsage, std::string(s.message())});
   }
+  auto response_log = OpenResponseLog(c);
+  if (!response_log.ok()) return Die({kExitUsage, std::string(response_log.status().message())});
+  Scraper scrape;
+  if (std::optional<Fail> f = MakeScraper(c, &scrape)) return Die(*f);
+
+  auto setup = PrepareRun(c);
+  if (!setup.ok()) return Die({ExitCodeFor(setup.status()), std::string(setup.status().message())});
+
+  std::string prefix;  // the current step's, for the live lines
+  auto driver =
+      LoadDriver::Create(DriverOptions(c, &*setup, scrape, response_log->get(), &prefix));
+  if (!driver.ok()) return Die({kExitUsage, std::string(driver.status().message())});
+
+  Report report;
+  report.settings = DescribeRun(c, *setup, command_line);
+  std::cerr << "rankload: " << report.settings.traffic << "\n";
+
+  StepRunner steps(c, driver->get(), &*setup, scrape, &prefix, &report);
+  std::optional<Fail> failed = c.mode == Mode::kSlo    ? RunSloSearch(c, &steps, &report)
+                               : c.mode == Mode::kOpen ? RunRateSweep(c, &steps, &report)
+                                                       : RunConcurrencySweep(c, &steps, &report);
+  if (failed.has_value()) return Die(*failed);
+
+  int code = WriteOutputs(c, report, response_log->get());
   if (code == kExitOk && report.slo.has_value() && !report.slo->found) code = kExitSloNotMet;
   return code;
 }

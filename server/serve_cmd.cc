@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -228,21 +229,27 @@ TlsFiles TlsFilesFromFlags() {
   return files;
 }
 
-absl::Status CheckFlags() {
-  auto port_ok = [](int p, int min) { return p >= min && p <= 65535; };
-  if (!port_ok(absl::GetFlag(FLAGS_grpc_port), 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--grpc_port: must be in [0, 65535], got ",
-                                                   absl::GetFlag(FLAGS_grpc_port)));
-  }
-  if (!port_ok(absl::GetFlag(FLAGS_metrics_port), -1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics_port: must be in [-1, 65535], got ",
-                                                   absl::GetFlag(FLAGS_metrics_port)));
-  }
+// "--<flag>: must be in [min, 65535], got N" unless `port` is in that range
+// (min: 0 = any free port allowed, -1 = the listener may also be off).
+absl::Status CheckPort(absl::string_view flag, int port, int min) {
+  if (port >= min && port <= 65535) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": must be in [", min, ", 65535], got ", port));
+}
+
+// --max_message_bytes: gRPC's message size limits are ints.
+absl::Status CheckMessageSizeFlag() {
   const int64_t max_msg = absl::GetFlag(FLAGS_max_message_bytes);
   if (max_msg < 1024 || max_msg > (int64_t{1} << 31) - 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_message_bytes: must be in [1024, 2147483647], got ", max_msg));
   }
+  return absl::OkStatus();
+}
+
+// The model workers' flags, and the request-size limits that share their
+// ">= 0" message.
+absl::Status CheckWorkerFlags() {
   if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0 ||
       absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0 ||
       absl::GetFlag(FLAGS_completion_threads) < 0) {
@@ -267,12 +274,24 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat("--worker_spin_us: must be in [0, 10000], got ",
                                                    absl::GetFlag(FLAGS_worker_spin_us)));
   }
+  return absl::OkStatus();
+}
+
+// --max_inflight_request_bytes: a budget below one message could never
+// admit the largest message gRPC accepts.
+absl::Status CheckInflightBudgetFlag() {
+  const int64_t max_msg = absl::GetFlag(FLAGS_max_message_bytes);
   const int64_t max_inflight = absl::GetFlag(FLAGS_max_inflight_request_bytes);
   if (max_inflight != 0 && max_inflight < max_msg) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_inflight_request_bytes: must be 0 (no limit) or at least --max_message_bytes (",
         max_msg, "), got ", max_inflight));
   }
+  return absl::OkStatus();
+}
+
+// The /metrics listener's threads and idle-connection timeout.
+absl::Status CheckMetricsListenerFlags() {
   if (absl::GetFlag(FLAGS_metrics_threads) < 1 || absl::GetFlag(FLAGS_metrics_threads) > 256) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics_threads: must be in [1, 256], got ",
                                                    absl::GetFlag(FLAGS_metrics_threads)));
@@ -283,7 +302,11 @@ absl::Status CheckFlags() {
         absl::StrCat("--metrics_request_timeout_ms: must be in [100, 600000], got ",
                      absl::GetFlag(FLAGS_metrics_request_timeout_ms)));
   }
-  if (absl::Status s = ValidateConnectionOptions(ConnectionOptionsFromFlags()); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+// --max_abs_input (float32's range) and --drain_timeout.
+absl::Status CheckInputBoundAndDrainFlags() {
   const double max_abs_input = absl::GetFlag(FLAGS_max_abs_input);
   if (!(max_abs_input >= 0 && max_abs_input <= 3.4e38)) {
     return absl::InvalidArgumentError(
@@ -292,6 +315,12 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_drain_timeout) < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout: must be >= 0");
   }
+  return absl::OkStatus();
+}
+
+// --backend and the GPU backend's flags (parsed again, unchecked, by
+// LoaderOptionsFromFlags).
+absl::Status CheckBackendFlags() {
   const std::string backend = absl::GetFlag(FLAGS_backend);
   if (backend != "auto" && backend != "cpu" && backend != "cuda") {
     return absl::InvalidArgumentError(
@@ -311,10 +340,12 @@ absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_gpu_workers) < 0) {
     return absl::InvalidArgumentError("--gpu_workers: must be >= 0");
   }
-  if (!port_ok(absl::GetFlag(FLAGS_admin_port), -1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--admin_port: must be in [-1, 65535], got ",
-                                                   absl::GetFlag(FLAGS_admin_port)));
-  }
+  return absl::OkStatus();
+}
+
+// --model_control and the flags that go with its modes; warns (without
+// failing) about explicit mode with nothing to load.
+absl::Status CheckModelControlFlags() {
   const std::string control = absl::GetFlag(FLAGS_model_control);
   if (control != "none" && control != "poll" && control != "explicit") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -337,16 +368,19 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--version_transition: expected availability or resource, got \"", transition, "\""));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLogLevelFlag() {
   const std::string level = absl::GetFlag(FLAGS_log_level);
   if (spdlog::level::from_str(level) == spdlog::level::off && level != "off") {
     return absl::InvalidArgumentError(absl::StrCat("--log_level: unknown level \"", level, "\""));
   }
-  if (!port_ok(absl::GetFlag(FLAGS_health_port), -1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--health_port: must be in [-1, 65535], got ",
-                                                   absl::GetFlag(FLAGS_health_port)));
-  }
-  if (absl::Status s = ValidateTlsFiles(TlsFilesFromFlags()); !s.ok()) return s;
-  // Off loopback the admin API changes what is served: it must not be open.
+  return absl::OkStatus();
+}
+
+// Off loopback the admin API changes what is served: it must not be open.
+absl::Status CheckAdminExposureFlags() {
   const std::string admin_host = absl::GetFlag(FLAGS_admin_host);
   const bool loopback = admin_host == "127.0.0.1" || admin_host == "::1" ||
                         admin_host == "[::1]" || admin_host == "localhost";
@@ -356,6 +390,34 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--admin_host: ", admin_host, " is not loopback: give --admin_token_file or mTLS "
         "(--tls_client_ca_file), or keep the admin listener on 127.0.0.1"));
+  }
+  return absl::OkStatus();
+}
+
+// Every serve flag, group by group; the first bad one is reported. The
+// groups run in this fixed order, so that with several bad flags the one
+// named stays the same from release to release.
+absl::Status CheckFlags() {
+  using Check = absl::Status (*)();
+  const Check checks[] = {
+      [] { return CheckPort("--grpc_port", absl::GetFlag(FLAGS_grpc_port), 0); },
+      [] { return CheckPort("--metrics_port", absl::GetFlag(FLAGS_metrics_port), -1); },
+      CheckMessageSizeFlag,
+      CheckWorkerFlags,
+      CheckInflightBudgetFlag,
+      CheckMetricsListenerFlags,
+      [] { return ValidateConnectionOptions(ConnectionOptionsFromFlags()); },
+      CheckInputBoundAndDrainFlags,
+      CheckBackendFlags,
+      [] { return CheckPort("--admin_port", absl::GetFlag(FLAGS_admin_port), -1); },
+      CheckModelControlFlags,
+      CheckLogLevelFlag,
+      [] { return CheckPort("--health_port", absl::GetFlag(FLAGS_health_port), -1); },
+      [] { return ValidateTlsFiles(TlsFilesFromFlags()); },
+      CheckAdminExposureFlags,
+  };
+  for (const Check check : checks) {
+    if (absl::Status s = check(); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -644,117 +706,138 @@ class ServerLifecycle final : public ModelManager::Listener {
   _exit(0);
 }
 
-}  // namespace
-
-int RunServe() {
-  // Block the stop signals before any thread starts, so every thread inherits
-  // the mask and only the sigwait below sees them.
+// Blocks the stop signals (and SIGHUP) in the calling thread, which must be
+// the first: every thread started later inherits the mask, so only the
+// SignalWatcher's sigwait sees them. Then starts the watcher.
+SignalWatcher* BlockSignalsAndStartWatcher() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGHUP);  // poll the repository now
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  SignalWatcher* signals =
-      SignalWatcher::Start(stop_signals, absl::GetFlag(FLAGS_model_control) == "poll");
+  return SignalWatcher::Start(stop_signals, absl::GetFlag(FLAGS_model_control) == "poll");
+}
 
-  // Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
-  // and gRPC's: gpr mutexes are absl::Mutex) runs the deadlock detector: a
-  // global graph lock, a per-thread held-locks list and graph updates on each
-  // lock and mutex destruction. perf showed it on the request path
-  // (GraphCycles::GetId / RemoveNode); tests keep the detector on.
+// Debian's abseil is built without NDEBUG, so every absl::Mutex::Lock (ours
+// and gRPC's: gpr mutexes are absl::Mutex) runs the deadlock detector: a
+// global graph lock, a per-thread held-locks list and graph updates on each
+// lock and mutex destruction. perf showed it on the request path
+// (GraphCycles::GetId / RemoveNode); tests keep the detector on.
+void TurnOffMutexDeadlockDetection() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
-  absl::Status flags = CheckFlags();
-  if (!flags.ok()) {
-    std::fprintf(stderr, "rankd serve: %s\n", std::string(flags.message()).c_str());
-    return 2;
-  }
+// --log_level and the line format; protobuf's own log lines go to spdlog.
+void SetUpLogging() {
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   // Client-triggered protobuf lines (invalid UTF-8 in a request) are bounded.
   RouteProtobufLogsToSpdlog();
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
-  std::string backend = absl::GetFlag(FLAGS_backend);
-  std::string why_no_gpu;
-  const int gpus = engine::gpu::UsableGpus(&why_no_gpu);
-  if (backend == "auto") {
-    backend = gpus > 0 ? "cuda" : "cpu";
+}
+
+// The backend to serve on and the GPUs this build can use.
+struct BackendChoice {
+  std::string backend;     // "cpu" or "cuda" (--backend=auto resolved)
+  int gpus = 0;            // usable GPUs
+  std::string why_no_gpu;  // why there are none, when gpus is 0
+};
+
+// Resolves --backend=auto (cuda when a usable GPU is present) and logs the
+// start-up lines; nullopt after logging why when --backend=cuda has no GPU.
+std::optional<BackendChoice> ChooseBackend() {
+  BackendChoice choice;
+  choice.backend = absl::GetFlag(FLAGS_backend);
+  choice.gpus = engine::gpu::UsableGpus(&choice.why_no_gpu);
+  if (choice.backend == "auto") {
+    choice.backend = choice.gpus > 0 ? "cuda" : "cpu";
     // A GPU that is there but cannot run this build deserves a warning; a
     // machine without GPU or driver is the normal CPU case.
-    if (absl::StrContains(why_no_gpu, "no kernel image")) {
-      spdlog::warn("--backend=auto: serving on the CPU: {}", why_no_gpu);
+    if (absl::StrContains(choice.why_no_gpu, "no kernel image")) {
+      spdlog::warn("--backend=auto: serving on the CPU: {}", choice.why_no_gpu);
     }
   }
-  if (backend == "cuda" && gpus == 0) {
-    spdlog::error("--backend=cuda: no usable GPU ({})", why_no_gpu);
-    return 1;
+  if (choice.backend == "cuda" && choice.gpus == 0) {
+    spdlog::error("--backend=cuda: no usable GPU ({})", choice.why_no_gpu);
+    return std::nullopt;
   }
   spdlog::info("rankd {} starting: backend {} ({} GPU(s){}), model root {}", kRankdVersion,
-               backend, gpus, gpus == 0 ? ": " + why_no_gpu : "",
+               choice.backend, choice.gpus, choice.gpus == 0 ? ": " + choice.why_no_gpu : "",
                absl::GetFlag(FLAGS_model_root));
   spdlog::info("{}", engine::DescribeHostResources());
+  return choice;
+}
 
-  Metrics metrics(kRankdVersion, backend, engine::gpu::BuiltGpuArchs(),
-                  backend == "cuda" ? "" : why_no_gpu);
-  const std::string host = absl::GetFlag(FLAGS_host);
-  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    Metrics::ExposerOptions exposer;
-    exposer.num_threads = absl::GetFlag(FLAGS_metrics_threads);
-    exposer.request_timeout_ms = absl::GetFlag(FLAGS_metrics_request_timeout_ms);
-    const std::string metrics_host =
-        absl::GetFlag(FLAGS_metrics_host).empty() ? host : absl::GetFlag(FLAGS_metrics_host);
-    absl::Status s = metrics.StartExposer(
-        absl::StrCat(metrics_host, ":", absl::GetFlag(FLAGS_metrics_port)), exposer);
-    if (!s.ok()) {
-      spdlog::error("{}", std::string(s.message()));
-      return 1;
-    }
-    spdlog::info("metrics on http://{}:{}/metrics", metrics_host, metrics.exposer_port());
+// Serves /metrics on --metrics_host (default `host`):--metrics_port, unless
+// that is -1. False after logging why it cannot listen.
+bool StartMetricsExposer(const std::string& host, Metrics* metrics) {
+  if (absl::GetFlag(FLAGS_metrics_port) < 0) return true;
+  Metrics::ExposerOptions exposer;
+  exposer.num_threads = absl::GetFlag(FLAGS_metrics_threads);
+  exposer.request_timeout_ms = absl::GetFlag(FLAGS_metrics_request_timeout_ms);
+  const std::string metrics_host =
+      absl::GetFlag(FLAGS_metrics_host).empty() ? host : absl::GetFlag(FLAGS_metrics_host);
+  absl::Status s = metrics->StartExposer(
+      absl::StrCat(metrics_host, ":", absl::GetFlag(FLAGS_metrics_port)), exposer);
+  if (!s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return false;
   }
+  spdlog::info("metrics on http://{}:{}/metrics", metrics_host, metrics->exposer_port());
+  return true;
+}
 
-  EngineVersionLoader::Options loader_options = LoaderOptionsFromFlags(backend);
-  loader_options.cancel = signals->stop_flag();  // SIGTERM cancels loads in progress
-  EngineVersionLoader loader(loader_options, &metrics,
-                             [&metrics](const engine::Model& m) { metrics.AddModel(m); });
-  ServerLifecycle lifecycle(&metrics);
-  auto manager = ModelManager::Create(ManagerOptionsFromFlags(), &loader, &lifecycle, nullptr);
-  if (!manager.ok()) {
-    spdlog::error("{}", std::string(manager.status().message()));
-    return 2;
-  }
-  absl::Status started = (*manager)->Start();
+// Loads the models rankd starts with (ModelManager::Start). Returns the exit
+// code when rankd must not go on to serve: 0 when a stop signal came during
+// the loads, 1 when they failed; nullopt to serve.
+std::optional<int> LoadModelsAtStart(ModelManager* manager, const SignalWatcher* signals) {
+  absl::Status started = manager->Start();
   if (signals->stop_requested()) {
     // Nothing was admitted yet: nothing to drain. Loads still running when
     // the signal came were cancelled; loaded versions are released.
     spdlog::info("{} received while loading models: exiting without serving",
                  signals->stop_signal_name());
-    (*manager)->Shutdown();
+    manager->Shutdown();
     return 0;
   }
   if (!started.ok()) {
     spdlog::error("cannot load models: {}", std::string(started.message()));
     return 1;
   }
+  return std::nullopt;
+}
 
-  RankingService::Options service_options;
-  service_options.limits.max_candidates = absl::GetFlag(FLAGS_max_candidates);
-  service_options.limits.max_ids_per_feature = absl::GetFlag(FLAGS_max_ids_per_feature);
-  service_options.limits.max_abs_input = static_cast<float>(absl::GetFlag(FLAGS_max_abs_input));
-  service_options.backend = backend;
-  service_options.max_inflight_request_bytes = absl::GetFlag(FLAGS_max_inflight_request_bytes);
-  RankingService service(manager->get(), &metrics, service_options);
-  KServeService::Options kserve_options;
-  kserve_options.limits = service_options.limits;
-  kserve_options.platform = absl::StrCat("rankd_", backend);
-  KServeService kserve(manager->get(), &metrics, service.budget(), kserve_options);
+RankingService::Options RankingOptionsFromFlags(const std::string& backend) {
+  RankingService::Options o;
+  o.limits.max_candidates = absl::GetFlag(FLAGS_max_candidates);
+  o.limits.max_ids_per_feature = absl::GetFlag(FLAGS_max_ids_per_feature);
+  o.limits.max_abs_input = static_cast<float>(absl::GetFlag(FLAGS_max_abs_input));
+  o.backend = backend;
+  o.max_inflight_request_bytes = absl::GetFlag(FLAGS_max_inflight_request_bytes);
+  return o;
+}
 
+// KServe v2's options: the same request limits as rankd.v1.Ranking, and
+// "rankd_<backend>" as the platform reported.
+KServeService::Options KServeOptions(const RankingService::Options& service_options) {
+  KServeService::Options o;
+  o.limits = service_options.limits;
+  o.platform = absl::StrCat("rankd_", service_options.backend);
+  return o;
+}
+
+// The public gRPC listener (--host:--grpc_port): rankd.v1.Ranking and KServe
+// v2, with health and reflection (process-wide plugins, enabled here, so the
+// admin and health listeners built later have them too). Null after logging
+// why it cannot listen; `*port` is the port it bound.
+std::unique_ptr<grpc::Server> StartPublicServer(const std::string& host, const TlsFiles& tls,
+                                                RankingService* service, KServeService* kserve,
+                                                int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int grpc_port = 0;
   const std::string address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_grpc_port));
-  const TlsFiles tls = TlsFilesFromFlags();
-  builder.AddListeningPort(address, MakeServerCredentials(tls), &grpc_port);
+  builder.AddListeningPort(address, MakeServerCredentials(tls), port);
   const int max_msg = static_cast<int>(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxReceiveMessageSize(max_msg);
   builder.SetMaxSendMessageSize(max_msg);
@@ -774,13 +857,115 @@ int RunServe() {
         std::min<int64_t>(2 * inflight_bytes, std::numeric_limits<int64_t>::max() / 2)));
     builder.SetResourceQuota(quota);
   }
-  builder.RegisterService(&service);
-  builder.RegisterService(&kserve);
+  builder.RegisterService(service);
+  builder.RegisterService(kserve);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || grpc_port == 0) {
+  if (server == nullptr || *port == 0) {
     spdlog::error("--grpc_port: cannot listen on {}", address);
-    return 1;
+    return nullptr;
   }
+  return server;
+}
+
+// The HTTP listener's options: the public port's host, request limits and
+// TLS, with --http_*.
+HttpServer::Options HttpOptionsFromFlags(const std::string& host, const std::string& platform,
+                                         const engine::RequestLimits& limits,
+                                         const TlsFiles& tls) {
+  HttpServer::Options o;
+  o.host = host;
+  o.port = absl::GetFlag(FLAGS_http_port);
+  o.max_threads = absl::GetFlag(FLAGS_http_max_connections);
+  o.read_timeout_ms = absl::GetFlag(FLAGS_http_read_timeout_ms);
+  o.keep_alive_timeout_s = absl::GetFlag(FLAGS_http_keep_alive_s);
+  o.platform = platform;
+  o.inference.limits = limits;
+  o.inference.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.inference.request_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_http_request_timeout_ms));
+  o.tls = tls;
+  return o;
+}
+
+// The "serving" line: every listener, its port and how it is secured.
+void LogServing(const ModelManager& manager, const std::string& host, int grpc_port,
+                const TlsFiles& tls, const HttpServer* http, const grpc::Server* admin,
+                int admin_port, const AdminAuth& auth, const grpc::Server* health,
+                int health_port) {
+  spdlog::info("serving {} model(s) on {}:{} (gRPC, {}){}{}{}", manager.ServedModels().size(),
+               host, grpc_port, DescribeTls(tls),
+               http ? absl::StrCat("; HTTP on ", host, ":", http->port(), " (",
+                                   tls.enabled() ? "HTTPS" : "plaintext", ")")
+                    : "",
+               admin ? absl::StrCat("; admin API on ", absl::GetFlag(FLAGS_admin_host), ":",
+                                    admin_port, auth.requires_token() ? " (token)" : "")
+                     : "",
+               health ? absl::StrCat("; plaintext health on ", host, ":", health_port) : "");
+}
+
+// --model_control poll: polls the repository every --repository_poll_s and
+// on SIGHUP (a SIGHUP that came earlier polls at once); null otherwise.
+std::unique_ptr<RepositoryPoller> StartRepositoryPoller(ModelManager* manager,
+                                                        SignalWatcher* signals) {
+  std::unique_ptr<RepositoryPoller> poller;
+  if (absl::GetFlag(FLAGS_model_control) == "poll") {
+    poller = std::make_unique<RepositoryPoller>(
+        manager, absl::Seconds(absl::GetFlag(FLAGS_repository_poll_s)));
+    signals->SetPoller(poller.get());
+  }
+  return poller;
+}
+
+}  // namespace
+
+// Start-up, in order: signals blocked and watched, flags checked, logging,
+// backend, /metrics, models loaded, the public gRPC listener, the admin,
+// health and HTTP listeners, the port file, the repository poller; then
+// serves until SIGTERM / SIGINT and drains (DrainAndExit). Everything made
+// here lives in this frame until the process exits, so the services outlive
+// the listeners that call them; an early return (a start-up failure)
+// destroys them in reverse order of construction.
+int RunServe() {
+  SignalWatcher* signals = BlockSignalsAndStartWatcher();
+  TurnOffMutexDeadlockDetection();
+  absl::Status flags = CheckFlags();
+  if (!flags.ok()) {
+    std::fprintf(stderr, "rankd serve: %s\n", std::string(flags.message()).c_str());
+    return 2;
+  }
+  SetUpLogging();
+  const std::optional<BackendChoice> choice = ChooseBackend();
+  if (!choice.has_value()) return 1;
+  const std::string& backend = choice->backend;
+
+  Metrics metrics(kRankdVersion, backend, engine::gpu::BuiltGpuArchs(),
+                  backend == "cuda" ? "" : choice->why_no_gpu);
+  const std::string host = absl::GetFlag(FLAGS_host);
+  if (!StartMetricsExposer(host, &metrics)) return 1;
+
+  EngineVersionLoader::Options loader_options = LoaderOptionsFromFlags(backend);
+  loader_options.cancel = signals->stop_flag();  // SIGTERM cancels loads in progress
+  EngineVersionLoader loader(loader_options, &metrics,
+                             [&metrics](const engine::Model& m) { metrics.AddModel(m); });
+  ServerLifecycle lifecycle(&metrics);
+  auto manager = ModelManager::Create(ManagerOptionsFromFlags(), &loader, &lifecycle, nullptr);
+  if (!manager.ok()) {
+    spdlog::error("{}", std::string(manager.status().message()));
+    return 2;
+  }
+  if (std::optional<int> exit_code = LoadModelsAtStart(manager->get(), signals)) {
+    return *exit_code;
+  }
+
+  const RankingService::Options service_options = RankingOptionsFromFlags(backend);
+  RankingService service(manager->get(), &metrics, service_options);
+  const KServeService::Options kserve_options = KServeOptions(service_options);
+  KServeService kserve(manager->get(), &metrics, service.budget(), kserve_options);
+
+  const TlsFiles tls = TlsFilesFromFlags();
+  int grpc_port = 0;
+  std::unique_ptr<grpc::Server> server =
+      StartPublicServer(host, tls, &service, &kserve, &grpc_port);
+  if (server == nullptr) return 1;
   absl::StatusOr<std::unique_ptr<AdminAuth>> auth =
       AdminAuth::Create(absl::GetFlag(FLAGS_admin_token_file));
   if (!auth.ok()) {
@@ -802,19 +987,9 @@ int RunServe() {
   }
   std::unique_ptr<HttpServer> http;
   if (absl::GetFlag(FLAGS_http_port) >= 0) {
-    HttpServer::Options http_options;
-    http_options.host = host;
-    http_options.port = absl::GetFlag(FLAGS_http_port);
-    http_options.max_threads = absl::GetFlag(FLAGS_http_max_connections);
-    http_options.read_timeout_ms = absl::GetFlag(FLAGS_http_read_timeout_ms);
-    http_options.keep_alive_timeout_s = absl::GetFlag(FLAGS_http_keep_alive_s);
-    http_options.platform = kserve_options.platform;
-    http_options.inference.limits = service_options.limits;
-    http_options.inference.max_body_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-    http_options.inference.request_timeout =
-        absl::Milliseconds(absl::GetFlag(FLAGS_http_request_timeout_ms));
-    http_options.tls = tls;
-    auto started_http = HttpServer::Start(http_options, manager->get(), &metrics, service.budget());
+    auto started_http = HttpServer::Start(
+        HttpOptionsFromFlags(host, kserve_options.platform, service_options.limits, tls),
+        manager->get(), &metrics, service.budget());
     if (!started_http.ok()) {
       spdlog::error("{}", std::string(started_http.status().message()));
       return started_http.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
@@ -823,24 +998,12 @@ int RunServe() {
   }
   lifecycle.SetHealth(server->GetHealthCheckService(), **manager);
   if (health) lifecycle.SetHealth(health->GetHealthCheckService(), **manager);
-  spdlog::info("serving {} model(s) on {}:{} (gRPC, {}){}{}{}",
-               (*manager)->ServedModels().size(), host, grpc_port, DescribeTls(tls),
-               http ? absl::StrCat("; HTTP on ", host, ":", http->port(), " (",
-                                   tls.enabled() ? "HTTPS" : "plaintext", ")")
-                    : "",
-               admin ? absl::StrCat("; admin API on ", absl::GetFlag(FLAGS_admin_host), ":",
-                                    admin_port, (*auth)->requires_token() ? " (token)" : "")
-                     : "",
-               health ? absl::StrCat("; plaintext health on ", host, ":", health_port) : "");
+  LogServing(**manager, host, grpc_port, tls, http.get(), admin.get(), admin_port, **auth,
+             health.get(), health_port);
   WritePortFile(grpc_port, metrics.exposer_port(), admin_port, health_port,
                 http ? http->port() : 0);
 
-  std::unique_ptr<RepositoryPoller> poller;
-  if (absl::GetFlag(FLAGS_model_control) == "poll") {
-    poller = std::make_unique<RepositoryPoller>(
-        manager->get(), absl::Seconds(absl::GetFlag(FLAGS_repository_poll_s)));
-    signals->SetPoller(poller.get());
-  }
+  std::unique_ptr<RepositoryPoller> poller = StartRepositoryPoller(manager->get(), signals);
   signals->WaitForStop();
   DrainAndExit(signals->stop_signal_name(), &lifecycle, &service, poller.get(), signals,
                admin.get(), http.get(), manager->get());

@@ -78,34 +78,11 @@ struct TableIds {
   }
 };
 
-}  // namespace
-
-int RunGenRequests() {
-  const std::string dir = absl::GetFlag(FLAGS_model);
-  const int64_t count = absl::GetFlag(FLAGS_count);
-  const int candidates = absl::GetFlag(FLAGS_candidates);
-  const double zipf = absl::GetFlag(FLAGS_zipf);
-  const int bag_size = absl::GetFlag(FLAGS_bag_size);
-  const double miss = absl::GetFlag(FLAGS_miss_fraction);
-  if (dir.empty()) {
-    std::cerr << "rankd gen-requests: --model: required (a model version directory)\n";
-    return 2;
-  }
-  if (count < 0 || candidates <= 0 || bag_size < 0 || (zipf != 0 && !(zipf > 1.0)) ||
-      !(miss >= 0 && miss <= 1)) {
-    std::cerr << "rankd gen-requests: need --count >= 0, --candidates > 0, --bag_size >= 0, "
-                 "--zipf > 1 (or 0 for uniform) and --miss_fraction in [0, 1]; got count "
-              << count << ", candidates " << candidates << ", bag_size " << bag_size
-              << ", zipf " << zipf << ", miss_fraction " << miss << "\n";
-    return 2;
-  }
-  absl::StatusOr<rankd::v1::ModelConfig> config =
-      engine::ReadModelConfig(dir + "/model.pbtxt");
-  if (!config.ok()) {
-    std::cerr << "rankd gen-requests: " << config.status().message() << "\n";
-    return 1;
-  }
-  const rankd::v1::ModelConfig& c = *config;
+// Where each table's ids come from. FILE DYNAMIC tables read their keys
+// tensor from dir/weights.safetensors, opened once and only if one needs it;
+// the file's errors are returned as they are.
+absl::StatusOr<std::vector<TableIds>> ReadTableIds(const std::string& dir,
+                                                   const rankd::v1::ModelConfig& c) {
   const engine::ModelTensorLayout layout = engine::ExpectedTensorLayout(c);
   std::shared_ptr<const engine::SafetensorsFile> weights;  // opened once
   std::vector<TableIds> tables(c.tables_size());
@@ -119,31 +96,139 @@ int RunGenRequests() {
     if (!t.dynamic || t.random) continue;
     if (weights == nullptr) {
       auto file = engine::SafetensorsFile::Open(dir + "/weights.safetensors");
-      if (!file.ok()) {
-        std::cerr << "rankd gen-requests: " << file.status().message() << "\n";
-        return 1;
-      }
+      if (!file.ok()) return file.status();
       weights = *std::move(file);
     }
     const engine::TensorSpec& spec = *layout.tables[k].keys;
     auto keys = weights->Get(spec.name, spec.dtype, spec.shape);
-    if (!keys.ok()) {
-      std::cerr << "rankd gen-requests: " << keys.status().message() << "\n";
-      return 1;
-    }
+    if (!keys.ok()) return keys.status();
     t.file_keys.resize(static_cast<size_t>((*keys)->size_bytes / 8));
     if (absl::Status s = weights->ReadTensor(**keys, 0, (*keys)->size_bytes,
                                              t.file_keys.data());
         !s.ok()) {
-      std::cerr << "rankd gen-requests: " << s.message() << "\n";
-      return 1;
+      return s;
     }
   }
-  std::vector<int> feature_table;
-  for (const auto& f : c.sparse_features()) {
-    for (int k = 0; k < c.tables_size(); ++k) {
-      if (c.tables(k).name() == f.table()) feature_table.push_back(k);
+  return tables;
+}
+
+// The generator's flags.
+struct GenOptions {
+  int candidates = 0;
+  double zipf = 0;       // 0 = uniform ids
+  int bag_size = 0;      // 0 = each feature's typical_ids_per_bag
+  double miss = 0;       // --miss_fraction
+  bool weighted = false;
+};
+
+// Draws the requests, one after the other, from one random stream seeded by
+// --seed: the draws happen in a fixed order (dense values, then per feature,
+// bag and id: the rank, the miss, the weight), so a seed always gives the
+// same requests.
+class RequestGenerator {
+ public:
+  RequestGenerator(const rankd::v1::ModelConfig& c, const std::vector<TableIds>& tables,
+                   const GenOptions& o, uint64_t seed)
+      : c_(c), tables_(tables), o_(o), rng_(seed), is_miss_(o.miss) {
+    for (const auto& f : c.sparse_features()) {
+      for (int k = 0; k < c.tables_size(); ++k) {
+        if (c.tables(k).name() == f.table()) feature_table_.push_back(k);
+      }
     }
+    for (const TableIds& t : tables) maps_.emplace_back(t.rows);
+  }
+
+  rankd::v1::ScoreRequest Next() {
+    rankd::v1::ScoreRequest req;
+    req.set_model(c_.name());
+    req.set_num_candidates(o_.candidates);
+    for (int i = 0; i < o_.candidates * c_.num_dense(); ++i) req.add_dense(dense_value_(rng_));
+    for (int f = 0; f < c_.sparse_features_size(); ++f) {
+      const rankd::v1::SparseFeatureConfig& feature = c_.sparse_features(f);
+      const int hint = feature.typical_ids_per_bag();
+      const int per_bag = o_.bag_size > 0 ? o_.bag_size : std::max(1, hint);
+      const int bags = feature.request_level() ? 1 : o_.candidates;
+      rankd::v1::SparseFeature* sf = req.add_sparse();
+      sf->set_name(feature.name());
+      for (int b = 0; b < bags; ++b) {
+        sf->add_lengths(per_bag);
+        for (int i = 0; i < per_bag; ++i) {
+          sf->add_ids(DrawId(feature_table_[f]));
+          if (o_.weighted) sf->add_weights(weight_(rng_));
+        }
+      }
+    }
+    return req;
+  }
+
+ private:
+  // One id of table `k`: a popularity rank (--zipf, or uniform) mapped to a
+  // row's id, or with --miss_fraction sometimes an id that is not stored.
+  int64_t DrawId(int k) {
+    const TableIds& t = tables_[k];
+    int64_t rank;
+    if (t.rows < 2) {
+      rank = 0;
+    } else if (o_.zipf == 0) {
+      rank = std::uniform_int_distribution<int64_t>(0, t.rows - 1)(rng_);
+    } else {
+      rank = absl::zipf_distribution<int64_t>(t.rows - 1, o_.zipf, 1.0)(rng_);
+    }
+    const int64_t row = maps_[k](rank);
+    // Drawn only when asked for, so --miss_fraction 0 gives the same
+    // requests as before the flag existed.
+    if (t.dynamic && o_.miss > 0 && is_miss_(rng_)) {
+      // Misses are skewed like hits: popular new ids recur.
+      return t.random ? engine::RandomTableKey(t.stream, t.rows + rank)
+                      : static_cast<int64_t>(rng_() >> 1);
+    }
+    return t.Id(row);
+  }
+
+  const rankd::v1::ModelConfig& c_;
+  const std::vector<TableIds>& tables_;
+  const GenOptions o_;
+  std::vector<int> feature_table_;  // each sparse feature's table index
+  std::vector<RankToRow> maps_;     // per table
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<float> dense_value_{0.0f, 4.0f};
+  std::uniform_real_distribution<float> weight_{0.5f, 1.5f};
+  std::bernoulli_distribution is_miss_;
+};
+
+}  // namespace
+
+int RunGenRequests() {
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  const int64_t count = absl::GetFlag(FLAGS_count);
+  GenOptions o;
+  o.candidates = absl::GetFlag(FLAGS_candidates);
+  o.zipf = absl::GetFlag(FLAGS_zipf);
+  o.bag_size = absl::GetFlag(FLAGS_bag_size);
+  o.miss = absl::GetFlag(FLAGS_miss_fraction);
+  o.weighted = absl::GetFlag(FLAGS_weighted);
+  if (dir.empty()) {
+    std::cerr << "rankd gen-requests: --model: required (a model version directory)\n";
+    return 2;
+  }
+  if (count < 0 || o.candidates <= 0 || o.bag_size < 0 || (o.zipf != 0 && !(o.zipf > 1.0)) ||
+      !(o.miss >= 0 && o.miss <= 1)) {
+    std::cerr << "rankd gen-requests: need --count >= 0, --candidates > 0, --bag_size >= 0, "
+                 "--zipf > 1 (or 0 for uniform) and --miss_fraction in [0, 1]; got count "
+              << count << ", candidates " << o.candidates << ", bag_size " << o.bag_size
+              << ", zipf " << o.zipf << ", miss_fraction " << o.miss << "\n";
+    return 2;
+  }
+  absl::StatusOr<rankd::v1::ModelConfig> config =
+      engine::ReadModelConfig(dir + "/model.pbtxt");
+  if (!config.ok()) {
+    std::cerr << "rankd gen-requests: " << config.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<std::vector<TableIds>> tables = ReadTableIds(dir, *config);
+  if (!tables.ok()) {
+    std::cerr << "rankd gen-requests: " << tables.status().message() << "\n";
+    return 1;
   }
 
   std::ofstream file;
@@ -156,53 +241,11 @@ int RunGenRequests() {
     }
   }
   std::ostream& out = output == "-" ? std::cout : file;
-  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
-  std::uniform_real_distribution<float> dense_value(0.0f, 4.0f);
-  std::uniform_real_distribution<float> weight(0.5f, 1.5f);
-  std::bernoulli_distribution is_miss(miss);
-  std::vector<RankToRow> maps;
-  for (const TableIds& t : tables) maps.emplace_back(t.rows);
+  RequestGenerator generator(*config, *tables, o, absl::GetFlag(FLAGS_seed));
   google::protobuf::util::JsonPrintOptions opts;
   for (int64_t n = 0; n < count; ++n) {
-    rankd::v1::ScoreRequest req;
-    req.set_model(c.name());
-    req.set_num_candidates(candidates);
-    for (int i = 0; i < candidates * c.num_dense(); ++i) req.add_dense(dense_value(rng));
-    for (int f = 0; f < c.sparse_features_size(); ++f) {
-      const rankd::v1::SparseFeatureConfig& feature = c.sparse_features(f);
-      const TableIds& t = tables[feature_table[f]];
-      const int hint = feature.typical_ids_per_bag();
-      const int per_bag = bag_size > 0 ? bag_size : std::max(1, hint);
-      const int bags = feature.request_level() ? 1 : candidates;
-      rankd::v1::SparseFeature* sf = req.add_sparse();
-      sf->set_name(feature.name());
-      for (int b = 0; b < bags; ++b) {
-        sf->add_lengths(per_bag);
-        for (int i = 0; i < per_bag; ++i) {
-          int64_t rank;
-          if (t.rows < 2) {
-            rank = 0;
-          } else if (zipf == 0) {
-            rank = std::uniform_int_distribution<int64_t>(0, t.rows - 1)(rng);
-          } else {
-            rank = absl::zipf_distribution<int64_t>(t.rows - 1, zipf, 1.0)(rng);
-          }
-          const int64_t row = maps[feature_table[f]](rank);
-          // Drawn only when asked for, so --miss_fraction 0 gives the same
-          // requests as before the flag existed.
-          if (t.dynamic && miss > 0 && is_miss(rng)) {
-            // Misses are skewed like hits: popular new ids recur.
-            sf->add_ids(t.random ? engine::RandomTableKey(t.stream, t.rows + rank)
-                                 : static_cast<int64_t>(rng() >> 1));
-          } else {
-            sf->add_ids(t.Id(row));
-          }
-          if (absl::GetFlag(FLAGS_weighted)) sf->add_weights(weight(rng));
-        }
-      }
-    }
     std::string line;
-    if (!google::protobuf::util::MessageToJsonString(req, &line, opts).ok()) return 1;
+    if (!google::protobuf::util::MessageToJsonString(generator.Next(), &line, opts).ok()) return 1;
     out << line << "\n";
   }
   out.flush();
