@@ -330,6 +330,9 @@ expect_grep "update --all_replicas unknown host" "$TMP/err" 'cannot resolve "no-
 FLAKY_PID=""
 start_flaky() {
   [[ -n "$FLAKY_PID" ]] && { kill "$FLAKY_PID" 2>/dev/null; wait "$FLAKY_PID" 2>/dev/null; }
+  # Emptied here, not only by the background job's redirection, which may
+  # run after the loop below has read the previous server's port.
+  rm -f "$TMP/flaky.out"
   "$FAKE" --no_ranking --fail_updates="$1" >"$TMP/flaky.out" 2>"$TMP/flaky.err" &
   FLAKY_PID=$!
   for _ in $(seq 100); do
