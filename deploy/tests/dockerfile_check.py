@@ -367,7 +367,13 @@ def check(report, text, ctx):
     stop = base.last("STOPSIGNAL")
     report.check(stop in (None, "SIGTERM", "15"), f"STOPSIGNAL {stop}: rankd drains on SIGTERM")
 
-    # OCI labels.
+    # OCI labels. Their per-build arguments come after the last RUN: an
+    # argument in scope joins every later RUN's cache key, and a new
+    # BUILD_DATE would reinstall the packages on every build.
+    last_run = max((n for n, k, _ in base.instr if k == "RUN"), default=0)
+    for n, k, a in base.instr:
+        if k == "ARG" and a.split("=")[0] in ("BUILD_DATE", "VCS_REF") and n < last_run:
+            report.fail(f"line {n}: ARG {a.split('=')[0]} before base's RUN (line {last_run}) makes every build reinstall the packages")
     labels = " ".join(a for _, k, a in base.instr if k == "LABEL")
     for key in ("title", "description", "version", "revision", "created", "source"):
         report.check(f"org.opencontainers.image.{key}=" in labels, f"no OCI label org.opencontainers.image.{key}")
@@ -472,6 +478,8 @@ def self_test(text, prebuilt_text, ctx):
         "cpu image on the gpu default": ("FROM base AS gpu", "FROM base AS gpu0"),
         "cuBLASLt where rankd does not look": ("libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so.13",
                                                "libcublasLt.so.13 /opt/libcublasLt.so.13"),
+        "build date in the packages' cache key": ("FROM ${DEBIAN_SLIM_IMAGE} AS base\n",
+                                                  "FROM ${DEBIAN_SLIM_IMAGE} AS base\nARG BUILD_DATE=unknown\n"),
     }
     # Edits of Dockerfile.prebuilt alone: each makes it disagree with the Dockerfile.
     prebuilt_edits = {
