@@ -509,12 +509,15 @@ ctr_start() {
   local ns=$! child="" i
   SERVER_PIDS+=("$ns")
   CTR_NS[$1]="$ns"
-  for ((i = 0; i < 50; i++)); do  # the forked child appears at once
-    child="$(ps -o pid= --ppid "$ns" 2>/dev/null | tr -d ' ' | head -1)"
-    [[ -n "$child" ]] && break
+  # The forked child (the command, after its execs) appears at once; a
+  # one-shot command may also be done already (ctr_run reads its status).
+  for ((i = 0; i < 50; i++)); do
+    child="$(ps -o pid= --ppid "$ns" 2>/dev/null | tr -d ' ' | head -1 || true)"
+    [[ -n "$child" ]] || ! kill -0 "$ns" 2>/dev/null && break
     sleep 0.1
   done
-  [[ -n "$child" ]] || fail "chroot runner: $1 did not start: $(tail -3 "${CTR_LOG[$1]}" | tr '\n' ' ')"
+  [[ -n "$child" ]] || ! kill -0 "$ns" 2>/dev/null ||
+    fail "chroot runner: $1 did not start: $(tail -3 "${CTR_LOG[$1]}" | tr '\n' ' ')"
   CTR_PID[$1]="$child"
 }
 
@@ -585,7 +588,7 @@ ctr_stop() {
   if [[ "$RUNNER" == podman ]]; then
     # podman stop sends the image's StopSignal, SIGKILL after -t seconds.
     bounded $((grace + 30)) podman stop -t "$grace" "$RUN_ID-$name" >/dev/null 2>&1 || true
-    CTR_RC="$(podman inspect -f '{{.State.ExitCode}}' "$RUN_ID-$name")"
+    CTR_RC="$(podman inspect -f '{{.State.ExitCode}}' "$RUN_ID-$name" 2>&1 || true)"
     podman logs "$RUN_ID-$name" >"${CTR_LOG[$name]}" 2>&1 || true
     podman rm -f "$RUN_ID-$name" >/dev/null 2>&1 || true
     return
@@ -638,7 +641,7 @@ try_podman_run() {
     return 0
   fi
   # podman also logs that it has no systemd for health check timers: noise.
-  out="$(grep -v -e 'systemd' <<<"$out" | tail -1)"
+  out="$(grep -v -e 'systemd' <<<"$out" | tail -1 || true)"
   PROBE_ERRORS+="podman ${g[*]:+${g[*]} }run ${r[*]:+${r[*]} }fails: ${out:-no message}; "
   return 1
 }
@@ -703,8 +706,8 @@ wait_healthy() {
 # check_server_uid NAME: the serving process runs as the image's user.
 check_server_uid() {
   local pid uid
-  pid="$(ctr_pid "$1")"
-  uid="$(awk '/^Uid:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)"
+  pid="$(ctr_pid "$1" || true)"
+  uid="$(awk '/^Uid:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)"
   [[ "$uid" == "${IMG_USER%%:*}" ]] || fail "$1: rankd (pid $pid) runs as uid '$uid', the image's USER is $IMG_USER"
 }
 
@@ -734,7 +737,7 @@ smoke_models() {
   RUN_HARDENED=1
   [[ "${#RUN_ARGS[@]}" -gt 0 ]] || fail "the demo overlay has no init container args to generate the model with"
   ctr_run init-models 300 || fail "init container (${RUN_ARGS[*]}) failed: $(tail -5 "${CTR_LOG[init-models]}" | tr '\n' ' ')"
-  MODEL_DIR="$(find "$WORK/models" -name model.pbtxt -printf '%h\n' | head -1)"
+  MODEL_DIR="$(find "$WORK/models" -name model.pbtxt -printf '%h\n' | head -1 || true)"
   [[ -n "$MODEL_DIR" ]] || fail "the init container (${RUN_ARGS[*]}) wrote no model.pbtxt under /models"
   pass "demo model: the k8s demo init container (args ${RUN_ARGS[*]}) in the image wrote /models${MODEL_DIR#"$WORK/models"}"
 }
