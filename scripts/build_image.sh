@@ -57,7 +57,7 @@
 # Environment: DEBIAN_MIRROR (debootstrap's mirror, default http://deb.debian.org/debian).
 #
 # Output: progress on stderr; on stdout the smoke test's results, the line
-#   image: <tag> <size> MB, build <s> s, smoke <s> s (<runner>)
+#   image: <tag> <size> MB; base <s> s (<origin>), build <s> s, smoke <s> s (<runner>); <s> s in all
 # and, last, exactly one of (scripts/test.sh's script_stage reads it)
 #   image: PASS
 #   image: FAIL <why>
@@ -363,7 +363,7 @@ ensure_base_image() {
   local tar="$CACHE_DIR/debian-bookworm-minbase-slim.tar"
   if podman image exists "$BASE_IMAGE"; then
     log "base image: $BASE_IMAGE (in podman's storage)"
-    BASE_ORIGIN="podman storage"
+    BASE_ORIGIN="in podman's storage"
     return
   fi
   case "$BASE_IMAGE" in
@@ -386,19 +386,35 @@ ensure_base_image() {
 }
 
 # ------------------------------------------------------------ 4. build
+# podman build keeps every layer (the package layer is reused while the
+# package list stays the same); the image a rebuild replaces loses its tag and
+# would stay in the storage: remove_replaced_image OLD_ID deletes it (and the
+# intermediate layers only it used), never an image still named or in use.
+remove_replaced_image() {
+  local old="$1" new
+  new="$(podman image inspect --format '{{.Id}}' "$TAG")"
+  [[ -n "$old" && "$old" != "$new" ]] || return 0
+  if [[ -z "$(podman image inspect --format '{{join .RepoTags " "}}' "$old" 2>/dev/null)" ]] &&
+    podman rmi "$old" >/dev/null 2>&1; then
+    log "removed the image $TAG replaced (${old:0:12})"
+  fi
+}
+
 build_image() {
-  local start=$SECONDS args=()
+  local start=$SECONDS args=() old_id
   args=(--isolation chroot --format docker --pull=never -f "$DOCKERFILE" --target "$TARGET" -t "$TAG"
     --build-arg "DEBIAN_SLIM_IMAGE=$BASE_IMAGE"
     --build-arg "BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
   [[ -n "$VCS_REF" ]] && args+=(--build-arg "VCS_REF=$VCS_REF")
   [[ "$NO_CACHE" -eq 1 ]] && args+=(--no-cache)
+  old_id="$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
   log "podman build ${args[*]} $WORK/context"
   if ! bounded 1200 podman build "${args[@]}" "$WORK/context" >"$WORK/build.log" 2>&1; then
     tail -n 30 "$WORK/build.log" >&2
     fail "podman build of $TAG failed (last lines above; context $WORK/context, Dockerfile $DOCKERFILE)"
   fi
   BUILD_S=$((SECONDS - start))
+  remove_replaced_image "$old_id"
 }
 
 # ------------------------------------------------------------ 5. smoke test
@@ -885,7 +901,9 @@ main() {
     VCS_REF="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)"
   fi
   make_context
+  local base_start=$SECONDS
   ensure_base_image
+  BASE_S=$((SECONDS - base_start))
   build_image
   SIZE_MB=$(($(podman image inspect --format '{{.Size}}' "$TAG") / 1000000))
   log "built $TAG in $BUILD_S s: $SIZE_MB MB (base image: $BASE_IMAGE, $BASE_ORIGIN)"
@@ -895,9 +913,9 @@ main() {
     printf '  %s\n' "${PASSED[@]}"
     local skipped=""
     [[ "${#SKIPPED[@]}" -gt 0 ]] && skipped="; ${#SKIPPED[@]} skipped, need a GPU"
-    echo "image: $TAG $SIZE_MB MB, build $BUILD_S s, smoke $SMOKE_S s ($RUNNER$skipped)"
+    echo "image: $TAG $SIZE_MB MB; base $BASE_S s ($BASE_ORIGIN), build $BUILD_S s, smoke $SMOKE_S s ($RUNNER$skipped); $SECONDS s in all"
   else
-    echo "image: $TAG $SIZE_MB MB, build $BUILD_S s, smoke test not run (--no_smoke)"
+    echo "image: $TAG $SIZE_MB MB; base $BASE_S s ($BASE_ORIGIN), build $BUILD_S s, smoke test not run (--no_smoke); $SECONDS s in all"
   fi
   VERDICT="image: PASS"
   echo "$VERDICT"
