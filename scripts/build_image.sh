@@ -400,11 +400,28 @@ remove_replaced_image() {
   fi
 }
 
+# relabel_image: the labels that change from build to build, set again on
+# top of the built image. buildah 1.28 reuses a cached LABEL step whose
+# ${ARG} values changed (its cache key is the unexpanded text), so with the
+# layers cached the image would keep an earlier build's created / revision.
+# A LABEL with the values written out misses the cache when they change.
+relabel_image() {
+  local id
+  id="$(podman image inspect --format '{{.Id}}' "$TAG")"
+  mkdir -p "$WORK/relabel"
+  {
+    echo "FROM $id"
+    echo "LABEL org.opencontainers.image.created=\"$BUILD_DATE\" org.opencontainers.image.revision=\"${VCS_REF:-unknown}\""
+  } >"$WORK/relabel/Dockerfile"
+  bounded 300 podman build --isolation chroot --format docker --pull=never -t "$TAG" "$WORK/relabel" \
+    >>"$WORK/build.log" 2>&1 || fail "podman build of the labels of $TAG failed: $(tail -3 "$WORK/build.log" | tr '\n' ' ')"
+}
+
 build_image() {
   local start=$SECONDS args=() old_id
+  BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   args=(--isolation chroot --format docker --pull=never -f "$DOCKERFILE" --target "$TARGET" -t "$TAG"
-    --build-arg "DEBIAN_SLIM_IMAGE=$BASE_IMAGE"
-    --build-arg "BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
+    --build-arg "DEBIAN_SLIM_IMAGE=$BASE_IMAGE" --build-arg "BUILD_DATE=$BUILD_DATE")
   [[ -n "$VCS_REF" ]] && args+=(--build-arg "VCS_REF=$VCS_REF")
   [[ "$NO_CACHE" -eq 1 ]] && args+=(--no-cache)
   old_id="$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
@@ -413,6 +430,7 @@ build_image() {
     tail -n 30 "$WORK/build.log" >&2
     fail "podman build of $TAG failed (last lines above; context $WORK/context, Dockerfile $DOCKERFILE)"
   fi
+  relabel_image
   BUILD_S=$((SECONDS - start))
   remove_replaced_image "$old_id"
 }
