@@ -13,7 +13,8 @@
 #      tagged as --base_image. The rootfs tarball is cached in
 #      ~/.cache/rankd/images/, so later runs on the machine import it in seconds;
 #   4. `podman build --isolation chroot --format docker` of
-#      deploy/docker/Dockerfile.prebuilt (docker format: OCI drops HEALTHCHECK);
+#      deploy/docker/Dockerfile.prebuilt (docker format: OCI drops HEALTHCHECK),
+#      then its per-build labels set again (relabel_image says why);
 #   5. smoke test (unless --no_smoke), everything read from the built image's
 #      own configuration (`podman image inspect`), not assumed:
 #      - the user is uid 10001 (= the Kubernetes runAsUser); the HEALTHCHECK
@@ -145,6 +146,13 @@ usage() {
   exit 2
 }
 
+# usage_error WHY: a bad command line, reported like any other failure.
+usage_error() {
+  echo "build_image: $* (--help lists the options)" >&2
+  echo "image: FAIL bad arguments: $*"
+  exit 2
+}
+
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin_dir) BIN_DIR="${2:?--bin_dir needs a directory}"; shift 2 ;;
@@ -164,12 +172,12 @@ while [[ $# -gt 0 ]]; do
     --no_smoke) SMOKE=0; shift ;;
     --no_cache) NO_CACHE=1; shift ;;
     -h | --help) usage ;;
-    *) echo "build_image: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
+    *) usage_error "unknown argument '$1'" ;;
   esac
 done
-[[ "$TARGET" == cpu || "$TARGET" == gpu ]] || { echo "build_image: --target must be cpu or gpu, got '$TARGET'" >&2; exit 2; }
-[[ "$RUNNER" =~ ^(auto|podman|chroot)$ ]] || { echo "build_image: --runner must be auto, podman or chroot, got '$RUNNER'" >&2; exit 2; }
-[[ "$TIMEOUT" =~ ^[0-9]+$ && "$TIMEOUT" -gt 0 ]] || { echo "build_image: --timeout must be a positive number of seconds, got '$TIMEOUT'" >&2; exit 2; }
+[[ "$TARGET" == cpu || "$TARGET" == gpu ]] || usage_error "--target must be cpu or gpu, got '$TARGET'"
+[[ "$RUNNER" =~ ^(auto|podman|chroot)$ ]] || usage_error "--runner must be auto, podman or chroot, got '$RUNNER'"
+[[ "$TIMEOUT" =~ ^[0-9]+$ && "$TIMEOUT" -gt 0 ]] || usage_error "--timeout must be a positive number of seconds, got '$TIMEOUT'"
 TAG="${TAG:-rankd:$TARGET}"
 
 # ------------------------------------------------------------ verdict, cleanup
