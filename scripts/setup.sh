@@ -17,6 +17,12 @@ packages=(
   # Sanitizer, thread-safety and fuzz builds (docs/testing.md); cmake, ninja
   # and dpkg-dev build abseil for TSan from its source package.
   clang-14 libclang-rt-14-dev libfuzzer-14-dev cmake ninja-build dpkg-dev
+  # The runtime image from built binaries (scripts/build_image.sh): podman
+  # builds it (no Docker engine), debootstrap makes the Debian 12 base image
+  # when none is in podman's storage; runc runs its smoke-test containers
+  # where crun cannot (hosts with mixed cgroup v1/v2 hierarchies); iproute2
+  # brings up loopback where the smoke test falls back to chroot.
+  podman debootstrap runc iproute2
 )
 # kubectl for `kubectl kustomize` (deploy/ tests): Debian's kubernetes-client
 # only where no kubectl command exists; an installed one (e.g. from the Kubernetes

@@ -4,7 +4,12 @@
 Usage: config_check.py --deploy DIR --serve_help FILE --gen_model_help FILE [--self_test]
 
 compose/compose.yaml (+ compose.gpu.yaml):
-  - build context / Dockerfile exist, build targets are Dockerfile stages;
+  - build context / Dockerfile exist, build targets are Dockerfile stages,
+    each built image is tagged rankd:<target> (as scripts/build_image.sh and
+    `docker build --target` tag them);
+  - the rankd service runs its image's ENTRYPOINT (rankd) with its command,
+    and serves gRPC on the port the image's HEALTHCHECK checks (Docker runs
+    that HEALTHCHECK under compose);
   - every bind-mounted file or directory exists; named volumes are declared;
   - rankd and the model generator use flags rankd has; stop_grace_period
     exceeds --drain_timeout; the GPU override reserves an NVIDIA GPU and
@@ -37,11 +42,17 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploylib  # noqa: E402
+from dockerfile_check import runtime_config  # noqa: E402
 
 
 def parse_stages(dockerfile):
     with open(dockerfile) as f:
         return set(re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", f.read(), re.M | re.I))
+
+
+def image_tag(image):
+    name = (image or "").split("@")[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[1] if ":" in name else None
 
 
 def merge(a, b):
@@ -86,6 +97,7 @@ def check_compose(report, deploy, compose, ctx, label):
     if not all(r in services for r in ("rankd", "prometheus", "grafana")):
         return
     stages = None
+    images = {}  # service -> runtime_config of the stage it builds
     for name, svc in services.items():
         b = svc.get("build")
         if b:
@@ -94,6 +106,10 @@ def check_compose(report, deploy, compose, ctx, label):
             if report.check(os.path.isfile(dockerfile), f"{label}: service {name} builds {dockerfile}, which does not exist"):
                 stages = parse_stages(dockerfile)
                 report.check(b.get("target") in stages, f"{label}: service {name} builds target {b.get('target')}, not a stage")
+                report.check(image_tag(svc.get("image")) == b.get("target"),
+                             f"{label}: service {name} builds target {b.get('target')} but names it {svc.get('image')!r}, "
+                             f"not rankd:{b.get('target')}")
+                images[name] = runtime_config(dockerfile).get(b.get("target"))
         for v in svc.get("volumes") or []:
             src, tgt, kind = volume_parts(v)
             if kind == "bind":
@@ -117,6 +133,14 @@ def check_compose(report, deploy, compose, ctx, label):
                  f"{label}: rankd stop_grace_period {rankd.get('stop_grace_period')} must exceed --drain_timeout")
     ports = [str(p) for p in rankd.get("ports") or []]
     report.check(any(p.endswith(f":{grpc_port}") for p in ports), f"{label}: rankd does not publish gRPC port {grpc_port}")
+    image = images.get("rankd")
+    if report.check(image is not None, f"{label}: the rankd service builds no runtime stage of the Dockerfile"):
+        if not rankd.get("entrypoint"):
+            report.check(image["entrypoint"] == ["rankd"],
+                         f"{label}: rankd's command is rankd's, but its image's ENTRYPOINT is {image['entrypoint']}")
+        report.check(image["healthcheck_port"] == grpc_port,
+                     f"{label}: rankd serves gRPC on {grpc_port}, the image's HEALTHCHECK checks "
+                     f"{image['healthcheck_port']}: Docker would mark it unhealthy")
     mounts = {volume_parts(v)[1]: volume_parts(v) for v in rankd.get("volumes") or []}
     model_root = fl.get("model_root") or ctx.serve_flags["model_root"]
     report.check(model_root in mounts, f"{label}: nothing mounted at rankd's --model_root {model_root}")
@@ -308,6 +332,9 @@ def self_test(deploy, ctx, compose, gpu):
         "dashboards elsewhere": lambda c, g: svc(c, "grafana").update(volumes=[
             v.replace("/var/lib/grafana/dashboards", "/dashboards") for v in svc(c, "grafana")["volumes"]]),
         "unknown build target": lambda c, g: g["services"]["rankd"]["build"].update(target="cuda"),
+        "image named unlike its target": lambda c, g: g["services"]["rankd"].update(image="rankd:cpu"),
+        "gRPC port the HEALTHCHECK does not check": lambda c, g: svc(c, "rankd").update(
+            command=svc(c, "rankd")["command"] + ["--grpc_port=9500"], ports=["9500:9500"]),
         "no GPU reserved": lambda c, g: g["services"]["rankd"].pop("deploy"),
     }
     missed = []

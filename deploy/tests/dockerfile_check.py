@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Static checks of deploy/docker/Dockerfile and the repository's .dockerignore.
+"""Static checks of deploy/docker/Dockerfile, Dockerfile.prebuilt and .dockerignore.
 
 No Docker engine runs here, so this reads the Dockerfile the way the builder
 would (continuation lines, comments, ARG defaults, stages) and checks:
@@ -19,6 +19,12 @@ would (continuation lines, comments, ARG defaults, stages) and checks:
   context  every file the Dockerfile COPYs or runs exists in the repository
            and is not excluded by .dockerignore, nor are the files the Bazel
            build reads; local build output (bazel-*, .git, demo) is excluded.
+  prebuilt Dockerfile.prebuilt (the runtime image from binaries built outside
+           a container, scripts/build_image.sh) has exactly the runtime stages
+           base, cpu, gpu, and each is instruction for instruction the
+           Dockerfile's, only the COPY sources differing (its small context's
+           bin/, lib/, runtime-packages.txt instead of the builder's /out/):
+           same packages, user, HEALTHCHECK, ENTRYPOINT, CMD, labels, ports.
 
 Usage: dockerfile_check.py --root REPO --rankd BIN --serve_help F --health_help F [--self_test]
   --self_test also applies known-bad edits to the Dockerfile text and
@@ -35,6 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploylib  # noqa: E402
 
 DOCKERFILE = "deploy/docker/Dockerfile"
+PREBUILT = "deploy/docker/Dockerfile.prebuilt"
+RUNTIME_STAGES = ["base", "cpu", "gpu"]
 # Files the Bazel build of //server:rankd //client:rankctl reads besides sources.
 BUILD_INPUTS = [
     "WORKSPACE", ".bazelrc", ".bazelignore", "scripts/setup.sh", "scripts/run.sh", ".ci/run",
@@ -142,11 +150,38 @@ def exec_form(args):
 
 
 def flag_value(argv, name):
+    """The value of --NAME=V in ARGV; the last one wins, as in abseil."""
+    value = None
     for a in argv:
         f = deploylib.split_flag(a)
         if f and f[0] == name:
-            return f[1]
-    return None
+            value = f[1]
+    return value
+
+
+def runtime_config(path):
+    """{stage name: what a container of that image runs} for the runtime
+    stages of the Dockerfile at PATH, for the compose and Kubernetes checks:
+    entrypoint and cmd (argv lists), user (the USER string), healthcheck (the
+    HEALTHCHECK's argv) and healthcheck_port (the port of its --target)."""
+    with open(path) as f:
+        _, stages = parse(f.read())
+    out = {}
+    for st in stages:
+        if st.name == "builder":
+            continue
+        hc = st.last("HEALTHCHECK") or ""
+        m = re.search(r"\bCMD\s+(\[.*\])\s*$", hc)
+        hc_argv = (exec_form(m.group(1)) if m else None) or []
+        target = flag_value(hc_argv, "target") or ""
+        out[st.name] = {
+            "entrypoint": exec_form(st.last("ENTRYPOINT") or "") or [],
+            "cmd": exec_form(st.last("CMD") or "") or [],
+            "user": st.last("USER") or "",
+            "healthcheck": hc_argv,
+            "healthcheck_port": int(target.rsplit(":", 1)[1]) if re.search(r":\d+$", target) else None,
+        }
+    return out
 
 
 # ---------------------------------------------------------------- .dockerignore
@@ -332,7 +367,13 @@ def check(report, text, ctx):
     stop = base.last("STOPSIGNAL")
     report.check(stop in (None, "SIGTERM", "15"), f"STOPSIGNAL {stop}: rankd drains on SIGTERM")
 
-    # OCI labels.
+    # OCI labels. Their per-build arguments come after the last RUN: an
+    # argument in scope joins every later RUN's cache key, and a new
+    # BUILD_DATE would reinstall the packages on every build.
+    last_run = max((n for n, k, _ in base.instr if k == "RUN"), default=0)
+    for n, k, a in base.instr:
+        if k == "ARG" and a.split("=")[0] in ("BUILD_DATE", "VCS_REF") and n < last_run:
+            report.fail(f"line {n}: ARG {a.split('=')[0]} before base's RUN (line {last_run}) makes every build reinstall the packages")
     labels = " ".join(a for _, k, a in base.instr if k == "LABEL")
     for key in ("title", "description", "version", "revision", "created", "source"):
         report.check(f"org.opencontainers.image.{key}=" in labels, f"no OCI label org.opencontainers.image.{key}")
@@ -358,6 +399,58 @@ def check(report, text, ctx):
         report.check(ignored(ctx.ignore, p), f".dockerignore does not exclude {p}")
 
 
+def normalized(kw, args):
+    """An instruction with COPY sources reduced to file names (the builder's
+    /out/bin/rankd and the context's bin/rankd are both "rankd") and --from
+    dropped; whitespace collapsed."""
+    words = args.split()
+    if kw in ("COPY", "ADD"):
+        opts = [w for w in words if w.startswith("--") and not w.startswith("--from=")]
+        paths = [w for w in words if not w.startswith("--")]
+        words = opts + [os.path.basename(p.rstrip("/")) for p in paths[:-1]] + paths[-1:]
+    return kw + " " + " ".join(words)
+
+
+def check_prebuilt(report, text, prebuilt_text):
+    """Dockerfile.prebuilt = the Dockerfile's runtime stages, sources aside."""
+    full_args, full = parse(text)
+    pre_args, pre = parse(prebuilt_text)
+    names = [s.name for s in pre]
+    if not report.check(names == RUNTIME_STAGES,
+                        f"{PREBUILT}: stages {names}, want exactly {RUNTIME_STAGES} (runtime only, gpu the default)"):
+        return
+    report.check(pre_args.get("DEBIAN_SLIM_IMAGE") == full_args.get("DEBIAN_SLIM_IMAGE"),
+                 f"{PREBUILT}: DEBIAN_SLIM_IMAGE defaults to {pre_args.get('DEBIAN_SLIM_IMAGE')!r}, "
+                 f"the Dockerfile to {full_args.get('DEBIAN_SLIM_IMAGE')!r}")
+    by = {s.name: s for s in full}
+    for st in pre:
+        ref = by.get(st.name)
+        if ref is None:
+            continue  # check() reports the Dockerfile's missing stage
+        report.check(st.image == ref.image, f"{PREBUILT}: stage {st.name} is FROM {st.image}, the Dockerfile's FROM {ref.image}")
+        a = [(n, normalized(k, x)) for n, k, x in st.instr]
+        b = [(n, normalized(k, x)) for n, k, x in ref.instr]
+        for (na, ia), (nb, ib) in zip(a, b):
+            if ia != ib:
+                report.fail(f"{PREBUILT} line {na} differs from {DOCKERFILE} line {nb} (stage {st.name}):\n"
+                            f"    prebuilt:   {ia}\n    Dockerfile: {ib}")
+                break
+        else:
+            report.check(len(a) == len(b), f"{PREBUILT}: stage {st.name} has {len(a)} instructions, the Dockerfile's {len(b)}")
+        for n, k, x in st.instr:
+            if k in ("COPY", "ADD"):
+                report.check("--from=" not in x, f"{PREBUILT} line {n}: copies from a stage; everything comes from the context")
+                for src in [w for w in x.split() if not w.startswith("--")][:-1]:
+                    report.check(re.match(r"^(bin/|lib/|runtime-packages\.txt$)", src) is not None,
+                                 f"{PREBUILT} line {n}: {src} is not in the context scripts/build_image.sh makes "
+                                 "(bin/, lib/, runtime-packages.txt)")
+
+
+def check_all(report, text, prebuilt_text, ctx):
+    check(report, text, ctx)
+    check_prebuilt(report, text, prebuilt_text)
+
+
 class Ctx:
     pass
 
@@ -368,7 +461,7 @@ def binary_strings(path, min_len=8):
     return {s.decode() for s in re.findall(rb"[\x20-\x7e]{%d,}" % min_len, data)}
 
 
-def self_test(text, ctx):
+def self_test(text, prebuilt_text, ctx):
     edits = {
         "setup.sh not run": ("RUN bash scripts/setup.sh", "RUN true"),
         "another bazel command": ("RUN bazel build ${BAZEL_CONFIG:+--config=${BAZEL_CONFIG}} //server:rankd //client:rankctl",
@@ -385,24 +478,46 @@ def self_test(text, ctx):
         "cpu image on the gpu default": ("FROM base AS gpu", "FROM base AS gpu0"),
         "cuBLASLt where rankd does not look": ("libcublasLt.so.13 /usr/local/cuda/lib64/libcublasLt.so.13",
                                                "libcublasLt.so.13 /opt/libcublasLt.so.13"),
+        "build date in the packages' cache key": ("FROM ${DEBIAN_SLIM_IMAGE} AS base\n",
+                                                  "FROM ${DEBIAN_SLIM_IMAGE} AS base\nARG BUILD_DATE=unknown\n"),
+    }
+    # Edits of Dockerfile.prebuilt alone: each makes it disagree with the Dockerfile.
+    prebuilt_edits = {
+        "prebuilt: root user": ("USER 10001:10001", "USER root"),
+        "prebuilt: healthcheck on another port": ("--target=127.0.0.1:8500", "--target=127.0.0.1:8502"),
+        "prebuilt: another backend": ('"--backend=cpu"]', '"--backend=auto"]'),
+        "prebuilt: label missing": ("org.opencontainers.image.source=", "org.example.source="),
+        "prebuilt: another entrypoint": ('ENTRYPOINT ["rankd"]', 'ENTRYPOINT ["/usr/local/bin/rankd"]'),
+        "prebuilt: a package more": ("--no-install-recommends \\\n", "--no-install-recommends curl \\\n"),
+        "prebuilt: binaries from a stage": ("COPY bin/rankd bin/rankctl", "COPY --from=builder /out/bin/rankd /out/bin/rankctl"),
+        "prebuilt: a builder stage": ("FROM ${DEBIAN_SLIM_IMAGE} AS base", "FROM debian:12 AS builder\nRUN true\nFROM ${DEBIAN_SLIM_IMAGE} AS base"),
+        "prebuilt: cuBLASLt elsewhere": ("lib/libcublasLt.so.13 /usr/local/cuda/lib64/", "lib/libcublasLt.so.13 /opt/"),
     }
     missed = []
     clean = deploylib.Report("clean")
-    check(clean, text, ctx)
+    check_all(clean, text, prebuilt_text, ctx)
     if clean.errors:
-        missed.append(f"the unmodified Dockerfile fails: {clean.errors}")
+        missed.append(f"the unmodified Dockerfiles fail: {clean.errors}")
     for what, (old, new) in edits.items():
         if old not in text:
             missed.append(f"self-test edit {what!r}: text {old!r} not found in the Dockerfile")
             continue
         r = deploylib.Report(what)
-        check(r, text.replace(old, new, 1), ctx)
+        check_all(r, text.replace(old, new, 1), prebuilt_text, ctx)
+        if not r.errors:
+            missed.append(f"edit not caught: {what}")
+    for what, (old, new) in prebuilt_edits.items():
+        if old not in prebuilt_text:
+            missed.append(f"self-test edit {what!r}: text {old!r} not found in {PREBUILT}")
+            continue
+        r = deploylib.Report(what)
+        check_all(r, text, prebuilt_text.replace(old, new, 1), ctx)
         if not r.errors:
             missed.append(f"edit not caught: {what}")
     r = deploylib.Report("dockerignore")
     saved = ctx.ignore
     ctx.ignore = dockerignore_rules("*\n!deploy\n")
-    check(r, text, ctx)
+    check_all(r, text, prebuilt_text, ctx)
     ctx.ignore = saved
     if not any("excludes" in e for e in r.errors):
         missed.append("edit not caught: .dockerignore excluding the sources")
@@ -410,7 +525,7 @@ def self_test(text, ctx):
         print(f"FAIL [self-test]: {m}", file=sys.stderr)
     if missed:
         sys.exit(1)
-    print(f"self-test: {len(edits) + 1} bad edits caught")
+    print(f"self-test: {len(edits) + len(prebuilt_edits) + 1} bad edits caught")
 
 
 def main():
@@ -437,10 +552,12 @@ def main():
     ctx.build_cmd = cmds[0] if cmds else "<none>"
     with open(os.path.join(args.root, DOCKERFILE)) as f:
         text = f.read()
-    check(report, text, ctx)
+    with open(os.path.join(args.root, PREBUILT)) as f:
+        prebuilt_text = f.read()
+    check_all(report, text, prebuilt_text, ctx)
     report.finish()
     if args.self_test:
-        self_test(text, ctx)
+        self_test(text, prebuilt_text, ctx)
 
 
 if __name__ == "__main__":

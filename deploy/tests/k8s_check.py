@@ -17,8 +17,13 @@ What it checks, per overlay (see check_overlay):
     nvidia.com/gpu >= 1; the other overlays request no GPU and run
     --backend=cpu;
   - non-root: every container runs with runAsNonRoot, a non-zero uid equal to
-    the image's USER (deploy/docker/Dockerfile), no privilege escalation, all
-    capabilities dropped, a read-only root filesystem;
+    its image's USER, no privilege escalation, all capabilities dropped, a
+    read-only root filesystem;
+  - images: each container's image is rankd:<stage>, a runtime stage of
+    deploy/docker/Dockerfile (the tag `docker build --target <stage>` and
+    scripts/build_image.sh give it), whose ENTRYPOINT is rankd, so the
+    container's args are rankd's (no command override); --backend=cuda runs
+    the gpu image (cuBLASLt);
   - every rankd flag used exists (`rankd serve --help`, `gen-model --help`);
   - resources, image tags, volumes, Services, headless Service,
     ServiceMonitor (job name = the compose stack's scrape job), HPA (its
@@ -29,11 +34,11 @@ What it checks, per overlay (see check_overlay):
 import argparse
 import copy
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploylib  # noqa: E402
+from dockerfile_check import runtime_config  # noqa: E402
 
 GRPC_HEALTH_PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 NON_GRPC_HANDLERS = ("httpGet", "tcpSocket", "exec")
@@ -49,15 +54,31 @@ def one(report, docs, kind, name, where):
     return found[0] if found else None
 
 
-def dockerfile_uid(path):
-    """The numeric uid of the last USER instruction of the Dockerfile."""
-    uid = None
-    with open(path) as f:
-        for line in f:
-            m = re.match(r"^\s*USER\s+(\S+)", line)
-            if m:
-                uid = m.group(1).split(":")[0]
-    return int(uid) if uid and uid.isdigit() else None
+def image_stage(image):
+    """The Dockerfile stage of an image named rankd:<stage> (None: no tag)."""
+    name = image.split("@")[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[1] if ":" in name else None
+
+
+def user_uid(user):
+    uid = (user or "").split(":")[0]
+    return int(uid) if uid.isdigit() else None
+
+
+def check_image(report, where, c, images):
+    """C's image is a runtime stage whose ENTRYPOINT takes C's args; returns
+    the stage's configuration (runtime_config), or None."""
+    image = c.get("image", "")
+    stage = image_stage(image)
+    cfg = images.get(stage)
+    if not report.check(cfg is not None,
+                        f"{where}: image {image!r} is not rankd:<stage> of a runtime stage of deploy/docker/Dockerfile "
+                        f"({sorted(images)}), the tags `docker build --target <stage>` and scripts/build_image.sh use"):
+        return None
+    if not c.get("command"):
+        report.check(cfg["entrypoint"] == ["rankd"],
+                     f"{where}: the args are rankd's, but image {image!r} has ENTRYPOINT {cfg['entrypoint']}")
+    return cfg
 
 
 def flags_of(args):
@@ -77,7 +98,7 @@ def check_container_security(report, where, pod_sc, c, image_uid):
     report.check(isinstance(uid, int) and uid != 0, f"{where}: runAsUser is {uid!r}, want a non-zero uid")
     if image_uid is not None:
         report.check(uid == image_uid,
-                     f"{where}: runAsUser {uid} differs from the image's USER {image_uid} (deploy/docker/Dockerfile)")
+                     f"{where}: runAsUser {uid} differs from its image's USER {image_uid} (deploy/docker/Dockerfile)")
     report.check(sc.get("allowPrivilegeEscalation") is False, f"{where}: allowPrivilegeEscalation is not false")
     report.check(sc.get("readOnlyRootFilesystem") is True, f"{where}: readOnlyRootFilesystem is not true")
     drop = ((sc.get("capabilities") or {}).get("drop")) or []
@@ -188,8 +209,14 @@ def check_overlay(report, name, docs, ctx):
                  f"{where}: pod securityContext.runAsUser must be a non-zero uid")
     report.check(pod_sc.get("fsGroup") is not None, f"{where}: no fsGroup (volumes must be readable by the non-root user)")
     report.check(pod.get("automountServiceAccountToken") is False, f"{where}: the pod mounts a service account token it does not need")
+    rankd_cfg = check_image(report, f"{where} container rankd", c, ctx.images)
+    if backend == "cuda" and rankd_cfg is not None:
+        report.check(image_stage(c.get("image", "")) == "gpu",
+                     f"{where}: --backend=cuda on image {c.get('image')!r}; only the gpu image has cuBLASLt")
     for cc in containers + inits:
-        check_container_security(report, f"{where} container {cc.get('name')}", pod_sc, cc, ctx.image_uid)
+        cfg = rankd_cfg if cc is c else check_image(report, f"{where} container {cc.get('name')}", cc, ctx.images)
+        image_uid = user_uid(cfg["user"]) if cfg else None
+        check_container_security(report, f"{where} container {cc.get('name')}", pod_sc, cc, image_uid)
         check_resources(report, f"{where} container {cc.get('name')}", cc)
         image = cc.get("image", "")
         tag = image.rsplit("/", 1)[-1]
@@ -320,7 +347,7 @@ def make_context(args):
         ctx.serve_flags = deploylib.parse_help_flags(f.read())
     with open(args.gen_model_help) as f:
         ctx.gen_model_flags = deploylib.parse_help_flags(f.read())
-    ctx.image_uid = dockerfile_uid(os.path.join(args.deploy, "docker", "Dockerfile"))
+    ctx.images = runtime_config(os.path.join(args.deploy, "docker", "Dockerfile"))
     ctx.alert_groups = deploylib.load_yaml(os.path.join(args.deploy, "prometheus", "alerts.yml"))["groups"]
     prom = deploylib.load_yaml(os.path.join(args.deploy, "prometheus", "prometheus.yml"))
     ctx.scrape_jobs = {j["job_name"] for j in prom.get("scrape_configs") or []}
@@ -359,6 +386,8 @@ def self_test(ctx, gpu_docs, cpu_docs):
         "privilege escalation": lambda d: container(d)["securityContext"].update(allowPrivilegeEscalation=True),
         "unknown flag": lambda d: container(d)["args"].append("--no_such_flag=1"),
         "untagged image": lambda d: container(d).update(image="rankd"),
+        "image no Dockerfile stage builds": lambda d: container(d).update(image="rankd:v2"),
+        "CPU image under --backend=cuda": lambda d: container(d).update(image="rankd:cpu"),
         "HPA metric nobody serves": lambda d: next(x for x in d if x["kind"] == "HorizontalPodAutoscaler")[
             "spec"]["metrics"][0]["pods"]["metric"].update(name="cpu_seconds"),
         "alert rules drifted": lambda d: next(x for x in d if x["kind"] == "PrometheusRule")["spec"]["groups"][0][
@@ -412,7 +441,7 @@ def main():
     report.check("base" in rendered, "base was not rendered")
     for name in overlays:
         check_overlay(report, name, rendered[name], ctx)
-    report.check(ctx.image_uid not in (None, 0), f"deploy/docker/Dockerfile's final USER is {ctx.image_uid}, not a non-root uid")
+    report.check({"cpu", "gpu"} <= set(ctx.images), f"deploy/docker/Dockerfile's runtime stages are {sorted(ctx.images)}, want cpu and gpu")
     report.finish()
     if args.self_test:
         self_test(ctx, rendered["gpu"], rendered["cpu"])
