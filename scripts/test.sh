@@ -9,6 +9,8 @@
 #   fuzz  each libFuzzer target for 60 s (scripts/fuzz.sh)
 #   cpu-build  the --config=cpu build with /usr/local/cuda hidden
 #         (scripts/cpu_build_check.sh)
+#   image the CPU container image from those binaries, built with podman and
+#         smoke-tested (scripts/build_image.sh)
 # Ends with the line "N passed, N failed": one entry per Bazel test result
 # of each stage (a test counts once per stage it runs in) and one per fuzz
 # target. Each stage's wall time is printed as "stage <name>: <s> s".
@@ -134,6 +136,17 @@ cpu_bin_dir="$(mktemp -d)"
 trap 'rm -rf "$cpu_bin_dir"' EXIT
 if [[ "$sanitizers" -eq 1 ]] && fits cpu-build 600; then
   script_stage cpu-build bash scripts/cpu_build_check.sh "$cpu_bin_dir"
+fi
+# The CPU container image from those binaries, smoke-tested (deploy/README.md);
+# fails, naming why, where the machine cannot build or run containers.
+if [[ "$sanitizers" -eq 1 ]] && fits image 600; then
+  if [[ -x "$cpu_bin_dir/rankd" ]]; then
+    script_stage image bash scripts/build_image.sh --bin_dir "$cpu_bin_dir" --timeout 900
+  else
+    echo "image: FAIL the cpu-build stage left no binaries"
+    echo "stage image: 0 s, 0 passed, 1 failed"
+    total_failed=$((total_failed + 1))
+  fi
 fi
 
 if [[ "$sanitizers" -eq 1 ]] && fits asan 1800; then
