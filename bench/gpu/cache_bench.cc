@@ -43,6 +43,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/median.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/embedding_cache.h"
 #include "kernels/cpu/types.h"
@@ -67,6 +68,8 @@ ABSL_FLAG(bool, shared_cache, true,
 ABSL_FLAG(bool, hbm, true, "also time all tables in HBM (needs the tables' bytes free on the GPU)");
 
 namespace {
+
+using rankd::bench::Median;
 
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
@@ -150,11 +153,6 @@ struct Batch {
   std::vector<int64_t> ids;
   int64_t* d_ids = nullptr;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -32,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/median.h"
 #include "kernels/cpu/dynamic_table.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
@@ -54,13 +55,10 @@ ABSL_FLAG(bool, upsert, true, "run the upsert and lookup figures");
 
 namespace {
 
+using rankd::bench::Median;
+
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 template <typename T>
 T* Alloc(int64_t count) {

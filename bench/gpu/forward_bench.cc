@@ -32,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/median.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/batch_stats.h"
 #include "engine/cuda/cuda_worker.h"
@@ -70,10 +71,7 @@ ABSL_FLAG(double, host_cache_fraction, -1,
 
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using rankd::bench::Median;
 
 }  // namespace
 

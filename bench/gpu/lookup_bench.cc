@@ -36,6 +36,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/median.h"
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
@@ -56,13 +57,10 @@ ABSL_FLAG(bool, hash, true, "run the hash lookup benchmarks");
 
 namespace {
 
+using rankd::bench::Median;
+
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // Median milliseconds of `launch` (which enqueues on `stream`), timed with
 // events around each call.
