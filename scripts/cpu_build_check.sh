@@ -25,7 +25,9 @@ out_dir="$1"
 shift
 mkdir -p "$out_dir" || fail "cannot create $out_dir"
 out_dir="$(cd "$out_dir" && pwd)"
-output_base="${RANKD_CPU_OUTPUT_BASE:-$HOME/.cache/rankd/bazel-cpu-only}"
+# One output base per checkout (as Bazel's own), fed by the shared disk cache.
+checkout_id=$(pwd | md5sum | cut -c1-12)
+output_base="${RANKD_CPU_OUTPUT_BASE:-$HOME/.cache/rankd/bazel-cpu-only/$checkout_id}"
 targets=(//server:rankd //client:rankctl //loadtest:rankload)
 
 unshare --mount --propagation private true 2>/dev/null ||
