@@ -51,6 +51,15 @@ inside() {
   # descend into this output base through bazel-<dir>).
   set -- --symlink_prefix=/ "$@"
   trap '"${b[@]}" shutdown >/dev/null 2>&1' RETURN
+  # What the binaries depend on in this configuration: nothing of CUDA (a
+  # cached nvcc action would not need the toolkit, so the graph is checked).
+  local cuda_deps
+  cuda_deps=$("${b[@]}" cquery --config=cpu "$@" "deps($(IFS=+; echo "${targets[*]}"))" 2>/dev/null |
+    grep -E '^(//kernels/cuda|//engine/cuda|//third_party:cuda|@system_cuda)' | head -3 | tr '\n' ' ')
+  if [ -n "$cuda_deps" ]; then
+    echo "the --config=cpu binaries depend on CUDA targets: $cuda_deps"
+    return 1
+  fi
   "${b[@]}" build --config=cpu --jobs=2 "$@" "${targets[@]}" || { echo "bazel build failed"; return 1; }
   "${b[@]}" test --config=cpu --jobs=2 "$@" //engine/gpu:gpu_backend_test ||
     { echo "//engine/gpu:gpu_backend_test failed"; return 1; }
