@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "httplib.h"
-#include "loadtest/http_get.h"
+#include "loadtest/metrics/http_get.h"
 
 namespace rankd::loadtest {
 namespace {

@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "loadtest/arrival_schedule.h"
-#include "loadtest/prometheus_text.h"
+#include "loadtest/metrics/prometheus_text.h"
 #include "loadtest/report.h"
 #include "loadtest/request_generator.h"
 #include "loadtest/response_log.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "loadtest/latency_histogram.h"
-#include "loadtest/prometheus_text.h"
+#include "loadtest/metrics/prometheus_text.h"
 
 namespace rankd::loadtest {
 

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "loadtest/prometheus_text.h"
+#include "loadtest/metrics/prometheus_text.h"
 
 namespace rankd::loadtest {
 

@@ -2,8 +2,8 @@
 // page: "http://host:port/path" only (no TLS, no redirects, no proxies).
 // Blocking, thread-safe (no shared state). Connecting and each read wait at
 // most `timeout`, and the whole body must arrive by then.
-#ifndef RANKD_LOADTEST_HTTP_GET_H_
-#define RANKD_LOADTEST_HTTP_GET_H_
+#ifndef RANKD_LOADTEST_METRICS_HTTP_GET_H_
+#define RANKD_LOADTEST_METRICS_HTTP_GET_H_
 
 #include <string>
 
@@ -29,4 +29,4 @@ absl::StatusOr<std::string> HttpGet(absl::string_view url, absl::Duration timeou
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_HTTP_GET_H_
+#endif  // RANKD_LOADTEST_METRICS_HTTP_GET_H_

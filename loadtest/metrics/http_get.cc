@@ -1,4 +1,4 @@
-#include "loadtest/http_get.h"
+#include "loadtest/metrics/http_get.h"
 
 #include <chrono>
 

@@ -6,8 +6,8 @@
 // a sample is `name[{label="value",...}] value [timestamp]`, label values with
 // \\, \" and \n escapes, values as floats or +Inf / -Inf / NaN. Errors name
 // the line. Value types; no shared state.
-#ifndef RANKD_LOADTEST_PROMETHEUS_TEXT_H_
-#define RANKD_LOADTEST_PROMETHEUS_TEXT_H_
+#ifndef RANKD_LOADTEST_METRICS_PROMETHEUS_TEXT_H_
+#define RANKD_LOADTEST_METRICS_PROMETHEUS_TEXT_H_
 
 #include <cstdint>
 #include <functional>
@@ -85,4 +85,4 @@ ServerFigures ServerDelta(const PromSnapshot& before, const PromSnapshot& after,
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_PROMETHEUS_TEXT_H_
+#endif  // RANKD_LOADTEST_METRICS_PROMETHEUS_TEXT_H_

@@ -1,4 +1,4 @@
-#include "loadtest/prometheus_text.h"
+#include "loadtest/metrics/prometheus_text.h"
 
 #include <cmath>
 
