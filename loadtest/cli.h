@@ -12,9 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/tls.h"
-#include "loadtest/arrival_schedule.h"
-#include "loadtest/candidate_count.h"
 #include "loadtest/score_sender.h"
+#include "loadtest/traffic/arrival_schedule.h"
+#include "loadtest/traffic/candidate_count.h"
 
 namespace rankd::loadtest {
 

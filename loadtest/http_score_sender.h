@@ -29,8 +29,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "loadtest/request_generator.h"
 #include "loadtest/score_sender.h"
+#include "loadtest/traffic/request_generator.h"
 
 namespace httplib {
 class Client;

@@ -30,12 +30,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loadtest/arrival_schedule.h"
 #include "loadtest/metrics/prometheus_text.h"
 #include "loadtest/report.h"
-#include "loadtest/request_generator.h"
 #include "loadtest/response_log.h"
 #include "loadtest/score_sender.h"
+#include "loadtest/traffic/arrival_schedule.h"
+#include "loadtest/traffic/request_generator.h"
 
 namespace rankd::loadtest {
 

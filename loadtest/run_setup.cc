@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
 #include "loadtest/http_score_sender.h"
-#include "loadtest/request_file.h"
+#include "loadtest/traffic/request_file.h"
 #include "rankd/v1/model_config.pb.h"
 
 namespace rankd::loadtest {

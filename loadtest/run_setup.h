@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "client/ranking_client.h"
 #include "loadtest/cli.h"
-#include "loadtest/request_generator.h"
 #include "loadtest/score_sender.h"
+#include "loadtest/traffic/request_generator.h"
 
 namespace rankd::loadtest {
 

@@ -23,7 +23,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/ranking_client.h"
-#include "loadtest/request_generator.h"
+#include "loadtest/traffic/request_generator.h"
 
 namespace rankd::loadtest {
 

@@ -8,8 +8,8 @@
 // Poisson process of the summed rate.
 //
 // Not thread-safe: one sender thread owns one schedule.
-#ifndef RANKD_LOADTEST_ARRIVAL_SCHEDULE_H_
-#define RANKD_LOADTEST_ARRIVAL_SCHEDULE_H_
+#ifndef RANKD_LOADTEST_TRAFFIC_ARRIVAL_SCHEDULE_H_
+#define RANKD_LOADTEST_TRAFFIC_ARRIVAL_SCHEDULE_H_
 
 #include <cstdint>
 #include <random>
@@ -53,4 +53,4 @@ class ArrivalSchedule {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_ARRIVAL_SCHEDULE_H_
+#endif  // RANKD_LOADTEST_TRAFFIC_ARRIVAL_SCHEDULE_H_

@@ -1,4 +1,4 @@
-#include "loadtest/request_file.h"
+#include "loadtest/traffic/request_file.h"
 
 #include <fstream>
 #include <memory>

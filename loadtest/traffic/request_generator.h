@@ -17,8 +17,8 @@
 //
 // The pool is generated once, before the run, so that generation never sits
 // on the sending path; the driver cycles through it.
-#ifndef RANKD_LOADTEST_REQUEST_GENERATOR_H_
-#define RANKD_LOADTEST_REQUEST_GENERATOR_H_
+#ifndef RANKD_LOADTEST_TRAFFIC_REQUEST_GENERATOR_H_
+#define RANKD_LOADTEST_TRAFFIC_REQUEST_GENERATOR_H_
 
 #include <cstdint>
 #include <map>
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loadtest/candidate_count.h"
+#include "loadtest/traffic/candidate_count.h"
 #include "rankd/v1/ranking.pb.h"
 
 namespace rankd::loadtest {
@@ -62,4 +62,4 @@ absl::StatusOr<RequestPool> GenerateRequests(const rankd::v1::ModelInfo& model,
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_REQUEST_GENERATOR_H_
+#endif  // RANKD_LOADTEST_TRAFFIC_REQUEST_GENERATOR_H_

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "loadtest/candidate_count.h"
-#include "loadtest/request_file.h"
-#include "loadtest/request_generator.h"
+#include "loadtest/traffic/candidate_count.h"
+#include "loadtest/traffic/request_file.h"
+#include "loadtest/traffic/request_generator.h"
 
 namespace rankd::loadtest {
 namespace {

@@ -12,8 +12,8 @@
 //
 // Both are cheap value types; a sampler is used by one thread with its own
 // random generator.
-#ifndef RANKD_LOADTEST_ZIPF_H_
-#define RANKD_LOADTEST_ZIPF_H_
+#ifndef RANKD_LOADTEST_TRAFFIC_ZIPF_H_
+#define RANKD_LOADTEST_TRAFFIC_ZIPF_H_
 
 #include <cstdint>
 #include <random>
@@ -58,4 +58,4 @@ class IdScatter {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_ZIPF_H_
+#endif  // RANKD_LOADTEST_TRAFFIC_ZIPF_H_

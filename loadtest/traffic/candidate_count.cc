@@ -1,4 +1,4 @@
-#include "loadtest/candidate_count.h"
+#include "loadtest/traffic/candidate_count.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,8 +5,8 @@
 //                                normal, clamped to [1, MAX] (ranking traffic:
 //                                most requests small, a long tail of large ones)
 // Value type; Sample() is const and takes the caller's generator.
-#ifndef RANKD_LOADTEST_CANDIDATE_COUNT_H_
-#define RANKD_LOADTEST_CANDIDATE_COUNT_H_
+#ifndef RANKD_LOADTEST_TRAFFIC_CANDIDATE_COUNT_H_
+#define RANKD_LOADTEST_TRAFFIC_CANDIDATE_COUNT_H_
 
 #include <cstdint>
 #include <random>
@@ -43,4 +43,4 @@ class CandidateCount {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_CANDIDATE_COUNT_H_
+#endif  // RANKD_LOADTEST_TRAFFIC_CANDIDATE_COUNT_H_

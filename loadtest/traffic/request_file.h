@@ -1,14 +1,14 @@
 // Reads ScoreRequests to replay: proto3 JSON, one per line (the format of
 // `rankd gen-requests`, `rankd score` and `rankctl score`); blank lines are
 // skipped. Errors name the file and line ("req.jsonl:12: ...").
-#ifndef RANKD_LOADTEST_REQUEST_FILE_H_
-#define RANKD_LOADTEST_REQUEST_FILE_H_
+#ifndef RANKD_LOADTEST_TRAFFIC_REQUEST_FILE_H_
+#define RANKD_LOADTEST_TRAFFIC_REQUEST_FILE_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loadtest/request_generator.h"
+#include "loadtest/traffic/request_generator.h"
 
 namespace rankd::loadtest {
 
@@ -18,4 +18,4 @@ absl::StatusOr<RequestPool> ReadRequestFiles(const std::vector<std::string>& pat
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_REQUEST_FILE_H_
+#endif  // RANKD_LOADTEST_TRAFFIC_REQUEST_FILE_H_

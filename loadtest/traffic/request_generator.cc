@@ -1,10 +1,10 @@
-#include "loadtest/request_generator.h"
+#include "loadtest/traffic/request_generator.h"
 
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "loadtest/zipf.h"
+#include "loadtest/traffic/zipf.h"
 
 namespace rankd::loadtest {
 

@@ -1,4 +1,4 @@
-#include "loadtest/zipf.h"
+#include "loadtest/traffic/zipf.h"
 
 #include <algorithm>
 #include <cmath>

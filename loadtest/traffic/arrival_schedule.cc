@@ -1,4 +1,4 @@
-#include "loadtest/arrival_schedule.h"
+#include "loadtest/traffic/arrival_schedule.h"
 
 #include <cmath>
 
