@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "loadtest/metrics/prometheus_text.h"
-#include "loadtest/report.h"
+#include "loadtest/report/report.h"
 #include "loadtest/response_log.h"
 #include "loadtest/score_sender.h"
 #include "loadtest/traffic/arrival_schedule.h"

@@ -20,7 +20,7 @@
 #include "client/testing/fake_ranking_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "loadtest/report_csv.h"
+#include "loadtest/report/report_csv.h"
 #include "loadtest/response_log.h"
 
 namespace rankd::loadtest {

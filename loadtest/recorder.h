@@ -21,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "loadtest/latency_histogram.h"
+#include "loadtest/report/latency_histogram.h"
 
 namespace rankd::loadtest {
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "loadtest/report_csv.h"
+#include "loadtest/report/report_csv.h"
 
 namespace rankd::loadtest {
 namespace {

@@ -4,7 +4,7 @@
 #ifndef RANKD_LOADTEST_SLO_VERDICT_H_
 #define RANKD_LOADTEST_SLO_VERDICT_H_
 
-#include "loadtest/report.h"
+#include "loadtest/report/report.h"
 
 namespace rankd::loadtest {
 

@@ -9,14 +9,14 @@
 // The scripts name their data and PNG files relative to their own directory,
 // so `cd DIR && gnuplot *.gp` renders them on another machine too.
 // Blocking (runs gnuplot as a child process); no shared state.
-#ifndef RANKD_LOADTEST_PLOTS_H_
-#define RANKD_LOADTEST_PLOTS_H_
+#ifndef RANKD_LOADTEST_REPORT_PLOTS_H_
+#define RANKD_LOADTEST_REPORT_PLOTS_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "loadtest/report.h"
+#include "loadtest/report/report.h"
 
 namespace rankd::loadtest {
 
@@ -50,4 +50,4 @@ std::string LatencyThroughputScript(const std::string& data, const std::string& 
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_PLOTS_H_
+#endif  // RANKD_LOADTEST_REPORT_PLOTS_H_

@@ -15,8 +15,8 @@
 //
 // Not thread-safe: one writer at a time (see Recorder for the shared one).
 // 32 KB of counters; copyable and mergeable.
-#ifndef RANKD_LOADTEST_LATENCY_HISTOGRAM_H_
-#define RANKD_LOADTEST_LATENCY_HISTOGRAM_H_
+#ifndef RANKD_LOADTEST_REPORT_LATENCY_HISTOGRAM_H_
+#define RANKD_LOADTEST_REPORT_LATENCY_HISTOGRAM_H_
 
 #include <cstdint>
 #include <vector>
@@ -65,4 +65,4 @@ class LatencyHistogram {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_LATENCY_HISTOGRAM_H_
+#endif  // RANKD_LOADTEST_REPORT_LATENCY_HISTOGRAM_H_

@@ -3,8 +3,8 @@
 // in us, rates per second; `errors_by_code` is "CODE=n;CODE=n"; `slo` is
 // pass / fail / empty. Fields never contain commas, so no quoting is needed;
 // ParseCsv still honours RFC 4180 quotes for files edited elsewhere.
-#ifndef RANKD_LOADTEST_REPORT_CSV_H_
-#define RANKD_LOADTEST_REPORT_CSV_H_
+#ifndef RANKD_LOADTEST_REPORT_REPORT_CSV_H_
+#define RANKD_LOADTEST_REPORT_REPORT_CSV_H_
 
 #include <map>
 #include <string>
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "loadtest/report.h"
+#include "loadtest/report/report.h"
 
 namespace rankd::loadtest {
 
@@ -27,4 +27,4 @@ absl::StatusOr<StepResult> StepFromCsvRow(const std::map<std::string, std::strin
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_REPORT_CSV_H_
+#endif  // RANKD_LOADTEST_REPORT_REPORT_CSV_H_

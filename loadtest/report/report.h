@@ -7,8 +7,8 @@
 // measured part of a step (after warm-up). A request belongs to the window when
 // its scheduled send time (open loop) or its send time (closed loop) falls in
 // it; counts "total" include the warm-up.
-#ifndef RANKD_LOADTEST_REPORT_H_
-#define RANKD_LOADTEST_REPORT_H_
+#ifndef RANKD_LOADTEST_REPORT_REPORT_H_
+#define RANKD_LOADTEST_REPORT_REPORT_H_
 
 #include <cstdint>
 #include <map>
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "loadtest/latency_histogram.h"
 #include "loadtest/metrics/prometheus_text.h"
+#include "loadtest/report/latency_histogram.h"
 
 namespace rankd::loadtest {
 
@@ -130,4 +130,4 @@ std::string FormatInterval(const IntervalStats& interval, const std::string& pre
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_REPORT_H_
+#endif  // RANKD_LOADTEST_REPORT_REPORT_H_

@@ -1,4 +1,4 @@
-#include "loadtest/report_json.h"
+#include "loadtest/report/report_json.h"
 
 #include <cmath>
 

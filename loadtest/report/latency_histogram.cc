@@ -1,4 +1,4 @@
-#include "loadtest/latency_histogram.h"
+#include "loadtest/report/latency_histogram.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "loadtest/plots.h"
+#include "loadtest/report/plots.h"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -1,4 +1,4 @@
-#include "loadtest/report.h"
+#include "loadtest/report/report.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,9 +1,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "loadtest/report.h"
-#include "loadtest/report_csv.h"
-#include "loadtest/report_json.h"
+#include "loadtest/report/report.h"
+#include "loadtest/report/report_csv.h"
+#include "loadtest/report/report_json.h"
 
 namespace rankd::loadtest {
 namespace {

@@ -1,4 +1,4 @@
-#include "loadtest/report_csv.h"
+#include "loadtest/report/report_csv.h"
 
 #include <functional>
 
