@@ -36,8 +36,8 @@
 #include "loadtest/response_log.h"
 #include "loadtest/run_setup.h"
 #include "loadtest/server_drain.h"
-#include "loadtest/slo_search.h"
-#include "loadtest/slo_verdict.h"
+#include "loadtest/slo/slo_search.h"
+#include "loadtest/slo/slo_verdict.h"
 
 namespace rankd::loadtest {
 namespace {

@@ -25,8 +25,8 @@
 // A pure state machine, no I/O: the caller runs the probes.
 //   SloSearch search = *SloSearch::Create(options);
 //   while (auto rate = search.NextRate()) search.Report(*rate, RunProbe(*rate));
-#ifndef RANKD_LOADTEST_SLO_SEARCH_H_
-#define RANKD_LOADTEST_SLO_SEARCH_H_
+#ifndef RANKD_LOADTEST_SLO_SLO_SEARCH_H_
+#define RANKD_LOADTEST_SLO_SLO_SEARCH_H_
 
 #include <optional>
 #include <string>
@@ -90,4 +90,4 @@ class SloSearch {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_SLO_SEARCH_H_
+#endif  // RANKD_LOADTEST_SLO_SLO_SEARCH_H_

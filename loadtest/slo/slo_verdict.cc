@@ -1,4 +1,4 @@
-#include "loadtest/slo_verdict.h"
+#include "loadtest/slo/slo_verdict.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "loadtest/slo_search.h"
+#include "loadtest/slo/slo_search.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
 // Whether one measured step meets an SLO: its latency percentile under a
 // bound and its share of failed calls under a bound; the reason in words
 // ("p99 5.063 ms > 5 ms; errors 0.3% > 0.1%"). Pure function of the step.
-#ifndef RANKD_LOADTEST_SLO_VERDICT_H_
-#define RANKD_LOADTEST_SLO_VERDICT_H_
+#ifndef RANKD_LOADTEST_SLO_SLO_VERDICT_H_
+#define RANKD_LOADTEST_SLO_SLO_VERDICT_H_
 
 #include "loadtest/report/report.h"
 
@@ -21,4 +21,4 @@ void JudgeStep(const SloCriteria& slo, StepResult* step);
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_SLO_VERDICT_H_
+#endif  // RANKD_LOADTEST_SLO_SLO_VERDICT_H_
