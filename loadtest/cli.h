@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/tls.h"
-#include "loadtest/score_sender.h"
+#include "loadtest/driver/score_sender.h"
 #include "loadtest/traffic/arrival_schedule.h"
 #include "loadtest/traffic/candidate_count.h"
 

@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
-#include "loadtest/http_score_sender.h"
+#include "loadtest/driver/http_score_sender.h"
 #include "loadtest/traffic/request_file.h"
 #include "rankd/v1/model_config.pb.h"
 

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "client/ranking_client.h"
 #include "loadtest/cli.h"
-#include "loadtest/score_sender.h"
+#include "loadtest/driver/score_sender.h"
 #include "loadtest/traffic/request_generator.h"
 
 namespace rankd::loadtest {

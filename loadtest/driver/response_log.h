@@ -31,8 +31,8 @@
 // Thread-safe: Append() from any number of threads. Owns the file and the
 // writer thread; Close() (or the destructor) stops the thread after writing
 // every row appended before it. Append() must not be called after Close().
-#ifndef RANKD_LOADTEST_RESPONSE_LOG_H_
-#define RANKD_LOADTEST_RESPONSE_LOG_H_
+#ifndef RANKD_LOADTEST_DRIVER_RESPONSE_LOG_H_
+#define RANKD_LOADTEST_DRIVER_RESPONSE_LOG_H_
 
 #include <array>
 #include <atomic>
@@ -135,4 +135,4 @@ class ResponseLog {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_RESPONSE_LOG_H_
+#endif  // RANKD_LOADTEST_DRIVER_RESPONSE_LOG_H_

@@ -1,4 +1,4 @@
-#include "loadtest/response_log.h"
+#include "loadtest/driver/response_log.h"
 
 #include <cerrno>
 #include <cstring>

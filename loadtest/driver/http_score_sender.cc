@@ -1,4 +1,4 @@
-#include "loadtest/http_score_sender.h"
+#include "loadtest/driver/http_score_sender.h"
 
 #include <chrono>
 #include <cmath>

@@ -15,8 +15,8 @@
 // Threads: the workers run `done`. The destructor stops taking work, fails
 // what is still queued with CANCELLED, and joins the workers (each ends
 // within its call's deadline).
-#ifndef RANKD_LOADTEST_HTTP_SCORE_SENDER_H_
-#define RANKD_LOADTEST_HTTP_SCORE_SENDER_H_
+#ifndef RANKD_LOADTEST_DRIVER_HTTP_SCORE_SENDER_H_
+#define RANKD_LOADTEST_DRIVER_HTTP_SCORE_SENDER_H_
 
 #include <cstdint>
 #include <deque>
@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "loadtest/score_sender.h"
+#include "loadtest/driver/score_sender.h"
 #include "loadtest/traffic/request_generator.h"
 
 namespace httplib {
@@ -96,4 +96,4 @@ class HttpScoreSender : public ScoreSender {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_HTTP_SCORE_SENDER_H_
+#endif  // RANKD_LOADTEST_DRIVER_HTTP_SCORE_SENDER_H_

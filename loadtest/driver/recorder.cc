@@ -1,4 +1,4 @@
-#include "loadtest/recorder.h"
+#include "loadtest/driver/recorder.h"
 
 #include <atomic>
 

@@ -8,8 +8,8 @@
 // form (KServe tensors, JSON bodies) before the first send, so encoding is
 // not what the load measures. Thread-safe: Send() is called from the
 // driver's sender threads and from completions.
-#ifndef RANKD_LOADTEST_SCORE_SENDER_H_
-#define RANKD_LOADTEST_SCORE_SENDER_H_
+#ifndef RANKD_LOADTEST_DRIVER_SCORE_SENDER_H_
+#define RANKD_LOADTEST_DRIVER_SCORE_SENDER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -70,4 +70,4 @@ absl::StatusOr<std::unique_ptr<ScoreSender>> MakeKServeSender(
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_SCORE_SENDER_H_
+#endif  // RANKD_LOADTEST_DRIVER_SCORE_SENDER_H_

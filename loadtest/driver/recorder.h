@@ -12,8 +12,8 @@
 // measured window when its scheduled send time is in [window_start,
 // window_end); `latency` is measured from that scheduled time (coordinated
 // omission corrected), `service` from the actual send.
-#ifndef RANKD_LOADTEST_RECORDER_H_
-#define RANKD_LOADTEST_RECORDER_H_
+#ifndef RANKD_LOADTEST_DRIVER_RECORDER_H_
+#define RANKD_LOADTEST_DRIVER_RECORDER_H_
 
 #include <array>
 #include <cstdint>
@@ -80,4 +80,4 @@ class Recorder {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_RECORDER_H_
+#endif  // RANKD_LOADTEST_DRIVER_RECORDER_H_

@@ -19,8 +19,8 @@
 // Run() returns once every request of the step has been answered (each call
 // has a deadline, so it always ends). One Run() at a time; the driver does not
 // own the sender or the request pool, which must outlive it.
-#ifndef RANKD_LOADTEST_LOAD_DRIVER_H_
-#define RANKD_LOADTEST_LOAD_DRIVER_H_
+#ifndef RANKD_LOADTEST_DRIVER_LOAD_DRIVER_H_
+#define RANKD_LOADTEST_DRIVER_LOAD_DRIVER_H_
 
 #include <cstdint>
 #include <functional>
@@ -30,10 +30,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "loadtest/driver/response_log.h"
+#include "loadtest/driver/score_sender.h"
 #include "loadtest/metrics/prometheus_text.h"
 #include "loadtest/report/report.h"
-#include "loadtest/response_log.h"
-#include "loadtest/score_sender.h"
 #include "loadtest/traffic/arrival_schedule.h"
 #include "loadtest/traffic/request_generator.h"
 
@@ -107,4 +107,4 @@ class LoadDriver {
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_LOAD_DRIVER_H_
+#endif  // RANKD_LOADTEST_DRIVER_LOAD_DRIVER_H_

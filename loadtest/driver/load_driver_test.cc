@@ -2,7 +2,7 @@
 // (scripted answers by model name: "mini" OK, "error" INVALID_ARGUMENT,
 // "slow" 500 ms). Short runs with generous margins: these check counting,
 // rates and error accounting, not performance.
-#include "loadtest/load_driver.h"
+#include "loadtest/driver/load_driver.h"
 
 #include <algorithm>
 #include <chrono>
@@ -20,8 +20,8 @@
 #include "client/testing/fake_ranking_service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "loadtest/driver/response_log.h"
 #include "loadtest/report/report_csv.h"
-#include "loadtest/response_log.h"
 
 namespace rankd::loadtest {
 namespace {

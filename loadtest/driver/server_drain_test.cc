@@ -1,4 +1,4 @@
-#include "loadtest/server_drain.h"
+#include "loadtest/driver/server_drain.h"
 
 #include <vector>
 

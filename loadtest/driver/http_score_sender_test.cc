@@ -1,7 +1,7 @@
 // HttpScoreSender against an in-process cpp-httplib server scripted by model
 // name: "mini" answers one score per candidate (version 7), "bad" 400,
 // "busy" 429, "short" a 200 with too few scores, "slow" after 600 ms.
-#include "loadtest/http_score_sender.h"
+#include "loadtest/driver/http_score_sender.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "loadtest/score_sender.h"
+#include "loadtest/driver/score_sender.h"
 
 #include <atomic>
 #include <utility>

@@ -15,8 +15,8 @@
 //     draining what queued in it): the counters alone are not enough.
 //
 // Pure logic over injected probes and sleep (unit-tested with fakes).
-#ifndef RANKD_LOADTEST_SERVER_DRAIN_H_
-#define RANKD_LOADTEST_SERVER_DRAIN_H_
+#ifndef RANKD_LOADTEST_DRIVER_SERVER_DRAIN_H_
+#define RANKD_LOADTEST_DRIVER_SERVER_DRAIN_H_
 
 #include <functional>
 
@@ -60,4 +60,4 @@ DrainResult WaitForIdle(const std::function<absl::StatusOr<ServerLoad>()>& probe
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_SERVER_DRAIN_H_
+#endif  // RANKD_LOADTEST_DRIVER_SERVER_DRAIN_H_

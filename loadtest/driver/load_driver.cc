@@ -1,4 +1,4 @@
-#include "loadtest/load_driver.h"
+#include "loadtest/driver/load_driver.h"
 
 #include <sys/prctl.h>
 
@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "loadtest/recorder.h"
+#include "loadtest/driver/recorder.h"
 
 namespace rankd::loadtest {
 namespace {
