@@ -26,7 +26,8 @@
 #include "absl/time/time.h"
 #include "client/process_exit.h"
 #include "client/ranking_client.h"
-#include "loadtest/cli.h"
+#include "loadtest/cli/cli.h"
+#include "loadtest/cli/run_setup.h"
 #include "loadtest/driver/load_driver.h"
 #include "loadtest/driver/response_log.h"
 #include "loadtest/driver/server_drain.h"
@@ -35,7 +36,6 @@
 #include "loadtest/report/report.h"
 #include "loadtest/report/report_csv.h"
 #include "loadtest/report/report_json.h"
-#include "loadtest/run_setup.h"
 #include "loadtest/slo/slo_search.h"
 #include "loadtest/slo/slo_verdict.h"
 

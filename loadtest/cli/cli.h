@@ -1,8 +1,8 @@
 // rankload's command line: the flags (defined in cli.cc, documented by
 // `rankload --help`), turned into one validated Config. Every bad value is an
 // INVALID_ARGUMENT whose message starts with the flag's name.
-#ifndef RANKD_LOADTEST_CLI_H_
-#define RANKD_LOADTEST_CLI_H_
+#ifndef RANKD_LOADTEST_CLI_CLI_H_
+#define RANKD_LOADTEST_CLI_CLI_H_
 
 #include <cstdint>
 #include <set>
@@ -97,4 +97,4 @@ absl::StatusOr<Config> ConfigFromFlags();
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_CLI_H_
+#endif  // RANKD_LOADTEST_CLI_CLI_H_

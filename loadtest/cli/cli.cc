@@ -1,4 +1,4 @@
-#include "loadtest/cli.h"
+#include "loadtest/cli/cli.h"
 
 #include <algorithm>
 #include <cmath>

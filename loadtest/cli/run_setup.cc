@@ -1,4 +1,4 @@
-#include "loadtest/run_setup.h"
+#include "loadtest/cli/run_setup.h"
 
 #include <algorithm>
 #include <chrono>

@@ -4,8 +4,8 @@
 // generated from the served model's GetModelInfo, with --model_config's bag
 // sizes), and the sender of --protocol over them. Errors start with the flag to blame; UNAVAILABLE / DEADLINE_EXCEEDED
 // mean the server could not be reached, anything else a bad flag value.
-#ifndef RANKD_LOADTEST_RUN_SETUP_H_
-#define RANKD_LOADTEST_RUN_SETUP_H_
+#ifndef RANKD_LOADTEST_CLI_RUN_SETUP_H_
+#define RANKD_LOADTEST_CLI_RUN_SETUP_H_
 
 #include <map>
 #include <memory>
@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/ranking_client.h"
-#include "loadtest/cli.h"
+#include "loadtest/cli/cli.h"
 #include "loadtest/driver/score_sender.h"
 #include "loadtest/traffic/request_generator.h"
 
@@ -38,4 +38,4 @@ absl::StatusOr<std::map<std::string, int>> BagSizesFromModelConfig(const std::st
 
 }  // namespace rankd::loadtest
 
-#endif  // RANKD_LOADTEST_RUN_SETUP_H_
+#endif  // RANKD_LOADTEST_CLI_RUN_SETUP_H_
