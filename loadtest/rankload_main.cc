@@ -214,7 +214,7 @@ class StepRunner {
   }
 
   // Before the next step: after one that failed its SLO or had errors, let
-  // the server work off what that step left behind (server_drain.h).
+  // the server work off what that step left behind (driver/server_drain.h).
   void DrainAfter(const StepResult& step) {
     const bool failed = (step.slo_pass.has_value() && !*step.slo_pass) || step.errors > 0;
     if (!failed || c_.drain_s <= 0) return;

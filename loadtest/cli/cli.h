@@ -54,7 +54,7 @@ struct Config {
   int64_t spin_us = 200;            // LoadDriver::Options::spin_us
   int64_t max_in_flight = 20000;
   double deadline_ms = 1000;
-  double drain_s = 10;              // wait for an idle server after a failed step (server_drain.h)
+  double drain_s = 10;              // wait for an idle server after a failed step (driver/server_drain.h)
   double interval_s = 1;
   bool quiet = false;
   int64_t connect_timeout_ms = 5000;
@@ -89,7 +89,7 @@ struct Config {
   std::string gnuplot;
   std::string label;
   std::string metrics_url;
-  std::string response_log_path;    // one CSV row per call (response_log.h); "" = none
+  std::string response_log_path;    // one CSV row per call (driver/response_log.h); "" = none
 };
 
 // Reads and validates every flag (after absl::ParseCommandLine).

@@ -100,7 +100,7 @@ struct SloResult {
 struct RunSettings {
   std::string label;
   std::string target;                // where the load went (the HTTP address for http)
-  std::string protocol = "rankd";    // rankd | kserve | http (score_sender.h)
+  std::string protocol = "rankd";    // rankd | kserve | http (loadtest/driver/score_sender.h)
   std::string mode;                  // open | closed | slo
   std::string traffic;               // "generated ..." or "replay FILES"
   std::string models;                // comma-separated model names sent to
