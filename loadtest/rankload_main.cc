@@ -26,18 +26,18 @@
 #include "absl/time/time.h"
 #include "client/process_exit.h"
 #include "client/ranking_client.h"
-#include "loadtest/cli.h"
-#include "loadtest/http_get.h"
-#include "loadtest/load_driver.h"
-#include "loadtest/plots.h"
-#include "loadtest/report.h"
-#include "loadtest/report_csv.h"
-#include "loadtest/report_json.h"
-#include "loadtest/response_log.h"
-#include "loadtest/run_setup.h"
-#include "loadtest/server_drain.h"
-#include "loadtest/slo_search.h"
-#include "loadtest/slo_verdict.h"
+#include "loadtest/cli/cli.h"
+#include "loadtest/cli/run_setup.h"
+#include "loadtest/driver/load_driver.h"
+#include "loadtest/driver/response_log.h"
+#include "loadtest/driver/server_drain.h"
+#include "loadtest/metrics/http_get.h"
+#include "loadtest/report/plots.h"
+#include "loadtest/report/report.h"
+#include "loadtest/report/report_csv.h"
+#include "loadtest/report/report_json.h"
+#include "loadtest/slo/slo_search.h"
+#include "loadtest/slo/slo_verdict.h"
 
 namespace rankd::loadtest {
 namespace {
@@ -214,7 +214,7 @@ class StepRunner {
   }
 
   // Before the next step: after one that failed its SLO or had errors, let
-  // the server work off what that step left behind (server_drain.h).
+  // the server work off what that step left behind (driver/server_drain.h).
   void DrainAfter(const StepResult& step) {
     const bool failed = (step.slo_pass.has_value() && !*step.slo_pass) || step.errors > 0;
     if (!failed || c_.drain_s <= 0) return;
