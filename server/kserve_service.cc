@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/arena.h"
+#include "server/admitted_call.h"
 #include "server/build_info.h"
 #include "server/grpc_deadline.h"
 #include "server/kserve_conversion.h"
@@ -35,24 +36,11 @@ grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
 
 }  // namespace
 
-// One admitted ModelInfer RPC, from its arrival to OnDone: the parsed
-// request (the engine request views it), the response the workers write
-// the scores into, the routed version and the admission hold.
-class KServeService::InferReactor final : public grpc::ServerUnaryReactor {
+// One admitted ModelInfer RPC (admitted_call.h): the parsed request (the
+// engine request views it) and the response the workers write the scores into.
+class KServeService::InferReactor final : public AdmittedCall {
  public:
-  InferReactor(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire, Metrics* metrics,
-               absl::Time arrival)
-      : hold(std::move(hold)), response_wire(response_wire), metrics(metrics), arrival(arrival) {}
-
-  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
-  void OnDone() override { delete this; }
-
-  // Counts the RPC and answers it. `this` may be gone when it returns.
-  void Answer(absl::string_view model, int64_t version, const absl::Status& status) {
-    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival,
-                           Metrics::Protocol::kKServe);
-    Finish(ToGrpcStatus(status));
-  }
+  using AdmittedCall::AdmittedCall;
 
   // The request and response live on this arena, which starts in a block
   // inside the reactor: their many small parts (a message, a shape and a
@@ -66,12 +54,6 @@ class KServeService::InferReactor final : public grpc::ServerUnaryReactor {
   inference::ModelInferResponse& response =
       *google::protobuf::Arena::CreateMessage<inference::ModelInferResponse>(&arena);
   KServeRequest view;
-  std::shared_ptr<ServedVersion> served;
-  RequestBudget::Hold hold;
-  grpc::ByteBuffer* const response_wire;  // gRPC's, valid until OnDone
-  Metrics* const metrics;
-  const absl::Time arrival;
-  std::atomic<bool> cancelled{false};
 };
 
 KServeService::KServeService(const ModelManager* models, Metrics* metrics, RequestBudget* budget,
@@ -144,33 +126,21 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                                     grpc::ByteBuffer* response_wire) {
   const absl::Time arrival = absl::Now();
   absl::StatusOr<RequestBudget::Hold> hold =
-      budget_->TryAcquire(static_cast<int64_t>(request_wire->Length()));
-  if (!hold.ok()) {
-    metrics_->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
-                                ? "shutting_down"
-                                : "inflight_bytes");
-    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival,
-                           Metrics::Protocol::kKServe);
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(hold.status()));
-    return reactor;
-  }
-  auto* reactor = new InferReactor(*std::move(hold), response_wire, metrics_, arrival);
+      AdmitWireBytes(budget_, metrics_, Metrics::Protocol::kKServe,
+                     static_cast<int64_t>(request_wire->Length()), arrival);
+  if (!hold.ok()) return FinishRefused(context, hold.status());
+  auto* reactor = new InferReactor(*std::move(hold), budget_->max_bytes(), response_wire,
+                                   metrics_, Metrics::Protocol::kKServe, arrival);
   absl::Status parsed =
       ParseRequest(const_cast<grpc::ByteBuffer*>(request_wire), &reactor->request);
   if (!parsed.ok()) {
-    metrics_->RecordRefused("malformed");
-    reactor->Answer("", 0, parsed);
+    reactor->Refuse("malformed", "", 0, parsed);
     return reactor;
   }
   const inference::ModelInferRequest& req = reactor->request;
   // The parsed message's memory (protobuf's own estimate, walked once).
   const int64_t request_bytes = static_cast<int64_t>(req.SpaceUsedLong());
-  if (!reactor->hold.Grow(request_bytes)) {
-    metrics_->RecordRefused("inflight_bytes");
-    reactor->Answer(req.model_name(), 0, OverBudgetError(request_bytes, budget_->max_bytes()));
-    return reactor;
-  }
+  if (!reactor->GrowOrRefuse(request_bytes, req.model_name(), 0)) return reactor;
   absl::StatusOr<int64_t> version = ParseKServeVersion(req.model_version());
   if (!version.ok()) {
     reactor->Answer(req.model_name(), 0, version.status());
@@ -183,7 +153,6 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
   }
   reactor->served = *std::move(found);
   ServedVersion* served = reactor->served.get();
-  engine::ModelInstance* model = &served->instance();
   absl::Status converted;
   {
     // Validation looks keys up in dynamic tables (id_policy ERROR): not while
@@ -191,18 +160,16 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
     engine::LiveTables* live = served->live_tables();
     engine::LiveTables::BatchScope tables(
         live != nullptr && live->validation_reads_tables() ? live : nullptr);
-    converted = ToEngineRequest(model->model(), req, limits_, &reactor->view);
+    converted = ToEngineRequest(served->instance().model(), req, limits_, &reactor->view);
   }
   if (!converted.ok()) {
     reactor->Answer(served->name(), served->version(), converted);
     return reactor;
   }
   const int32_t n = reactor->view.request.num_candidates;
-  const int64_t held = request_bytes + int64_t{4} * n;  // and the response's scores
-  if (!reactor->hold.Grow(held)) {
-    metrics_->RecordRefused("inflight_bytes");
-    reactor->Answer(served->name(), served->version(),
-                    OverBudgetError(held, budget_->max_bytes()));
+  // The response's scores count too.
+  if (!reactor->GrowOrRefuse(request_bytes + int64_t{4} * n, served->name(),
+                             served->version())) {
     return reactor;
   }
   engine::QueuedRequest item;
@@ -210,18 +177,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
                                       reactor->view.raw, &reactor->response);
   item.request = std::move(reactor->view.request);
   item.deadline = ToAbslDeadline(context->deadline());
-  item.cancelled = [reactor] { return reactor->cancelled.load(std::memory_order_relaxed); };
-  item.done = [reactor](absl::Status status, const engine::RequestTiming&) {
-    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
-    if (status.ok()) status = SerializeResponse(reactor->response, reactor->response_wire);
-    reactor->Answer(version->name(), version->version(), status);
-    version.reset();
-  };
-  absl::Status submitted = model->Submit(std::move(item));
-  if (!submitted.ok()) {
-    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
-    reactor->Answer(version->name(), version->version(), submitted);
-  }
+  SubmitAdmitted(reactor, std::move(item));
   return reactor;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/admitted_call.h"
 #include "server/grpc_deadline.h"
 #include "server/raw_messages.h"
 #include "server/request_conversion.h"
@@ -35,34 +36,13 @@ int64_t HeldBytes(const rankd::v1::ScoreRequest& r, int64_t response_scores) {
 
 }  // namespace
 
-// One admitted Score RPC, from its arrival to OnDone (its answer written),
-// when it deletes itself: the parsed request (the engine request points into
-// it), the response the workers write into, the routed version and the
-// admission hold, returned at OnDone.
-class RankingService::ScoreReactor final : public grpc::ServerUnaryReactor {
+// One admitted Score RPC (admitted_call.h): the parsed request (the engine
+// request points into it) and the response the workers write into.
+class RankingService::ScoreReactor final : public AdmittedCall {
  public:
-  ScoreReactor(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire, Metrics* metrics,
-               absl::Time arrival)
-      : hold(std::move(hold)), response_wire(response_wire), metrics(metrics), arrival(arrival) {}
-
-  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
-  void OnDone() override { delete this; }
-
-  // Counts the RPC and answers it. `this` may be gone when it returns.
-  void Answer(absl::string_view model, int64_t version, const absl::Status& status) {
-    metrics->RecordRequest(model, version, status.code(), absl::Now() - arrival,
-                           Metrics::Protocol::kRankd);
-    Finish(ToGrpcStatus(status));
-  }
-
+  using AdmittedCall::AdmittedCall;
   rankd::v1::ScoreRequest request;
   rankd::v1::ScoreResponse response;
-  std::shared_ptr<ServedVersion> served;
-  RequestBudget::Hold hold;
-  grpc::ByteBuffer* const response_wire;  // gRPC's, valid until OnDone
-  Metrics* const metrics;
-  const absl::Time arrival;
-  std::atomic<bool> cancelled{false};
 };
 
 RankingService::RankingService(const ModelManager* models, Metrics* metrics, Options options)
@@ -86,33 +66,21 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
   const absl::Time arrival = absl::Now();
   // Admission by wire size, before the bytes are parsed.
   absl::StatusOr<RequestBudget::Hold> hold =
-      budget_.TryAcquire(static_cast<int64_t>(request->Length()));
-  if (!hold.ok()) {
-    metrics_->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
-                                ? "shutting_down"
-                                : "inflight_bytes");
-    metrics_->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival,
-                           Metrics::Protocol::kRankd);
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(hold.status()));
-    return reactor;
-  }
-  auto* reactor = new ScoreReactor(*std::move(hold), response, metrics_, arrival);
+      AdmitWireBytes(&budget_, metrics_, Metrics::Protocol::kRankd,
+                     static_cast<int64_t>(request->Length()), arrival);
+  if (!hold.ok()) return FinishRefused(context, hold.status());
+  auto* reactor = new ScoreReactor(*std::move(hold), budget_.max_bytes(), response, metrics_,
+                                   Metrics::Protocol::kRankd, arrival);
   // The request buffer is this handler's to read and nothing reads it after
   // us: ParseRequest empties it, so the wire bytes are freed now instead of
   // when the RPC ends.
   absl::Status parsed = ParseRequest(const_cast<grpc::ByteBuffer*>(request), &reactor->request);
   if (!parsed.ok()) {
-    metrics_->RecordRefused("malformed");
-    reactor->Answer("", 0, parsed);
+    reactor->Refuse("malformed", "", 0, parsed);
     return reactor;
   }
   const rankd::v1::ScoreRequest& req = reactor->request;
-  if (int64_t held = HeldBytes(req, 0); !reactor->hold.Grow(held)) {
-    metrics_->RecordRefused("inflight_bytes");
-    reactor->Answer(req.model(), 0, OverBudgetError(held, budget_.max_bytes()));
-    return reactor;
-  }
+  if (!reactor->GrowOrRefuse(HeldBytes(req, 0), req.model(), 0)) return reactor;
   auto found = models_->Find(req.model(), req.version(), req.version_label());
   if (!found.ok()) {
     reactor->Answer(req.model(), 0, found.status());
@@ -120,7 +88,6 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
   }
   reactor->served = *std::move(found);
   ServedVersion* served = reactor->served.get();
-  engine::ModelInstance* model = &served->instance();
   absl::StatusOr<engine::Request> view;
   {
     // Validation looks keys up in dynamic tables (id_policy ERROR): not while
@@ -128,16 +95,15 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
     engine::LiveTables* live = served->live_tables();
     engine::LiveTables::BatchScope tables(
         live != nullptr && live->validation_reads_tables() ? live : nullptr);
-    view = ToEngineRequest(model->model(), req, limits_);
+    view = ToEngineRequest(served->instance().model(), req, limits_);
   }
   if (!view.ok()) {
     reactor->Answer(served->name(), served->version(), view.status());
     return reactor;
   }
   // The response's scores count too (num_candidates is validated now).
-  if (int64_t held = HeldBytes(req, req.num_candidates()); !reactor->hold.Grow(held)) {
-    metrics_->RecordRefused("inflight_bytes");
-    reactor->Answer(served->name(), served->version(), OverBudgetError(held, budget_.max_bytes()));
+  if (!reactor->GrowOrRefuse(HeldBytes(req, req.num_candidates()), served->name(),
+                             served->version())) {
     return reactor;
   }
   // Workers write the scores straight into the response message.
@@ -150,21 +116,7 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
   item.scores = absl::MakeSpan(reactor->response.mutable_scores()->mutable_data(),
                                reactor->response.scores_size());
   item.deadline = ToAbslDeadline(context->deadline());
-  item.cancelled = [reactor] { return reactor->cancelled.load(std::memory_order_relaxed); };
-  // The callback lets go of the version as soon as the request is answered
-  // (the batcher may keep the callback object a while longer, and the
-  // reactor lives until gRPC's OnDone).
-  item.done = [reactor](absl::Status status, const engine::RequestTiming&) {
-    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
-    if (status.ok()) status = SerializeResponse(reactor->response, reactor->response_wire);
-    reactor->Answer(version->name(), version->version(), status);
-    version.reset();
-  };
-  absl::Status submitted = model->Submit(std::move(item));
-  if (!submitted.ok()) {  // queue full or shutting down: answer at once
-    std::shared_ptr<ServedVersion> version = std::move(reactor->served);
-    reactor->Answer(version->name(), version->version(), submitted);
-  }
+  SubmitAdmitted(reactor, std::move(item));
   return reactor;
 }
 

@@ -1,0 +1,111 @@
+// What the gRPC scoring front ends (rankd.v1.Ranking/Score and KServe v2
+// ModelInfer) share: admission by wire size before parsing, one admitted call
+// from its arrival to gRPC's OnDone, and its hand-off to the batcher.
+//
+// A handler's life: AdmitWireBytes (refused: answer on the default reactor
+// with FinishRefused); new <Front>Reactor (derived from AdmittedCall); parse;
+// GrowOrRefuse as the parsed request's size becomes known; route and
+// convert; Submit. Every path ends in exactly one Answer, which counts the
+// call in rankd_requests_total{protocol}.
+//
+// Ownership: the call owns itself and deletes itself in OnDone (gRPC calls
+// it once the answer is written or the call is cancelled). It holds the
+// admission hold (bytes return to the budget at OnDone) and the routed
+// version until the answer (the batcher may keep its callbacks longer).
+// Threading: built and first used on the gRPC handler thread; Answer then
+// runs on that thread or on a worker or completion thread, once; OnCancel
+// on a gRPC thread at any time (it only sets `cancelled`).
+#ifndef RANKD_SERVER_ADMITTED_CALL_H_
+#define RANKD_SERVER_ADMITTED_CALL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "engine/serving/model_instance.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "server/metrics.h"
+#include "server/lifecycle/model_manager.h"
+#include "server/raw_messages.h"
+#include "server/request_budget.h"
+
+namespace rankd::server {
+
+// Admission of a call of `wire_bytes` on `budget`: its hold, or the refusal
+// (RESOURCE_EXHAUSTED over the budget, UNAVAILABLE while draining), already
+// counted (the refusal reason and rankd_requests_total{protocol}). Answer a
+// refusal with FinishRefused.
+absl::StatusOr<RequestBudget::Hold> AdmitWireBytes(RequestBudget* budget, Metrics* metrics,
+                                                   Metrics::Protocol protocol,
+                                                   int64_t wire_bytes, absl::Time arrival);
+
+// Answers `status` on the context's default reactor and returns it.
+grpc::ServerUnaryReactor* FinishRefused(grpc::CallbackServerContext* context,
+                                        const absl::Status& status);
+
+// One admitted call; front ends derive their reactor from it, adding the
+// parsed request and the response the workers write into.
+class AdmittedCall : public grpc::ServerUnaryReactor {
+ public:
+  AdmittedCall(RequestBudget::Hold hold, int64_t max_bytes, grpc::ByteBuffer* response_wire,
+               Metrics* metrics, Metrics::Protocol protocol, absl::Time arrival)
+      : hold(std::move(hold)),
+        response_wire(response_wire),
+        max_bytes_(max_bytes),
+        metrics_(metrics),
+        protocol_(protocol),
+        arrival_(arrival) {}
+
+  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
+  void OnDone() override { delete this; }
+
+  // Counts the call and answers it. `this` may be gone when it returns.
+  void Answer(absl::string_view model, int64_t version, const absl::Status& status);
+  // Answer for a request refused for `reason` (rankd_refused_total).
+  void Refuse(absl::string_view reason, absl::string_view model, int64_t version,
+              const absl::Status& status);
+  // Raises the hold to `bytes`; when that would pass the budget, refuses the
+  // call (RESOURCE_EXHAUSTED naming the sizes) and returns false.
+  bool GrowOrRefuse(int64_t bytes, absl::string_view model, int64_t version);
+  // Answers with the routed version's name and number, letting go of the
+  // version first.
+  void AnswerServed(const absl::Status& status);
+
+  std::shared_ptr<ServedVersion> served;  // the routed version, until the answer
+  RequestBudget::Hold hold;
+  grpc::ByteBuffer* const response_wire;  // gRPC's, valid until OnDone
+  std::atomic<bool> cancelled{false};
+
+ private:
+  const int64_t max_bytes_;
+  Metrics* const metrics_;
+  const Metrics::Protocol protocol_;
+  const absl::Time arrival_;
+};
+
+// Hands `item` (request and scores filled in) to the routed version's batcher
+// for `call`, whose `response` message the workers write into: the batcher
+// polls the call's cancellation, and once the batch is done the response is
+// serialized and the call answered. A refused submission (queue full,
+// shutting down) is answered at once.
+template <typename Call>
+void SubmitAdmitted(Call* call, engine::QueuedRequest item) {
+  engine::ModelInstance* model = &call->served->instance();
+  item.cancelled = [call] { return call->cancelled.load(std::memory_order_relaxed); };
+  item.done = [call](absl::Status status, const engine::RequestTiming&) {
+    if (status.ok()) status = SerializeResponse(call->response, call->response_wire);
+    call->AnswerServed(status);
+  };
+  absl::Status submitted = model->Submit(std::move(item));
+  if (!submitted.ok()) call->AnswerServed(submitted);
+}
+
+}  // namespace rankd::server
+
+#endif  // RANKD_SERVER_ADMITTED_CALL_H_
