@@ -1,6 +1,5 @@
 #include "server/kserve_service.h"
 
-#include <atomic>
 #include <memory>
 #include <utility>
 

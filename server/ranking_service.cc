@@ -1,7 +1,5 @@
 #include "server/ranking_service.h"
 
-#include <atomic>
-#include <chrono>
 #include <memory>
 #include <utility>
 
