@@ -36,6 +36,7 @@
 #include "engine/cpu/cpu_engine.h"
 #include "engine/batch_stats.h"
 #include "engine/cuda/cuda_worker.h"
+#include "engine/cuda/cuda_worker_probe.h"
 #include "engine/cuda/pack_pool.h"
 #include "engine/model/placement_plan.h"
 #include "engine/model/model_loader.h"
@@ -131,6 +132,7 @@ int main(int argc, char** argv) {
     std::cerr << worker.status() << "\n";
     return 2;
   }
+  rankd::engine::cuda::CudaWorkerProbe probe(worker->get());
   std::vector<float> got(b, std::nanf(""));
   const rankd::engine::Request* reqs[] = {&*req};
   absl::Span<float> outs[] = {absl::MakeSpan(got)};
@@ -150,14 +152,14 @@ int main(int argc, char** argv) {
     max_rel = std::max(max_rel, err);
   }
 
-  cudaStream_t stream = (*worker)->stream();
+  cudaStream_t stream = probe.stream();
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
   std::vector<double> fwd;
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters); ++i) {
     CHECK_CUDA(cudaEventRecord(start, stream));
-    absl::Status s = (*worker)->ReplayLastForward();
+    absl::Status s = probe.ReplayLastForward();
     if (!s.ok()) {
       std::cerr << s << "\n";
       return 2;
@@ -180,7 +182,7 @@ int main(int argc, char** argv) {
     }
     if (i >= absl::GetFlag(FLAGS_warmup)) {
       exec.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      const auto& h = (*worker)->last_host_path();
+      const auto& h = probe.last_host_path();
       const double phases[] = {h.offsets_us, h.pack_us, h.enqueue_us, h.wait_us, h.unpack_us};
       for (int k = 0; k < 5; ++k) host_phases[k].push_back(phases[k]);
     }
@@ -248,7 +250,7 @@ int main(int argc, char** argv) {
   {
     std::vector<std::vector<double>> runs;
     for (int i = 0; i < 30; ++i) {
-      auto st = (*worker)->ProfileLastForward();
+      auto st = probe.ProfileLastForward();
       if (!st.ok() || st->empty()) break;
       runs.push_back(*st);
     }
@@ -342,7 +344,7 @@ int main(int argc, char** argv) {
               "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f (x%d workers) "
               "host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
-              absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), (*worker)->uses_fused_tiny() ? 1 : 0,
+              absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), probe.uses_fused_tiny() ? 1 : 0,
               absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady_us,
               steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;

@@ -759,40 +759,6 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
   last_counts_.assign(counts, counts + last_counts_.size());
 }
 
-absl::StatusOr<std::vector<double>> CudaWorker::ProfileLastForward() {
-  if (last_was_tiny_) return std::vector<double>{};
-  std::vector<cudaEvent_t> events;
-  cudaEvent_t start;
-  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreate(&start), "cudaEventCreate");
-  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(start, stream_), "cudaEventRecord");
-  events.push_back(start);
-  stage_events_ = &events;
-  absl::Status s = Forward(layouts_[cur_]);
-  stage_events_ = nullptr;
-  cudaEvent_t end;
-  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreate(&end), "cudaEventCreate");
-  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(end, stream_), "cudaEventRecord");
-  events.push_back(end);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(end), "cudaEventSynchronize");
-  std::vector<double> us;
-  for (size_t i = 1; i < events.size(); ++i) {
-    float ms = 0;
-    cudaEventElapsedTime(&ms, events[i - 1], events[i]);
-    us.push_back(ms * 1000.0);
-  }
-  for (cudaEvent_t e : events) cudaEventDestroy(e);
-  if (!s.ok()) return s;
-  return us;
-}
-
-absl::Status CudaWorker::ReplayLastForward() {
-  const PackedLayout& layout = layouts_[cur_];
-  if (last_was_tiny_) return ForwardTiny(layout);
-  auto it = graphs_.find(layout.padded_rows);
-  if (it != graphs_.end()) return CudaStatus(cudaGraphLaunch(it->second, stream_), "replay");
-  return Forward(layout);
-}
-
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     std::shared_ptr<const Model> model, const CudaWorker::Options& options,
     int workers_per_device, std::vector<int> devices,

@@ -112,21 +112,9 @@ class CudaWorker final : public Worker {
     return true;
   }
 
-  // For benchmarks: runs the forward of the slice already in the device arena
-  // (as last packed) once more on the stream, without copies or sync.
-  absl::Status ReplayLastForward();
-  cudaStream_t stream() const { return stream_; }
-
-  // For benchmarks: runs the last slice's forward directly (no graph) with an
-  // event after each stage and returns the stages' device times in us:
-  // {bottom MLP, embedding lookup, interaction, top MLP}.
-  absl::StatusOr<std::vector<double>> ProfileLastForward();
-  bool uses_fused_tiny() const { return fused_tiny_; }
-
-  // Where the host's time went in the last Execute (wall time on the
-  // calling thread, summed over its slices), so benchmarks and profiles can
-  // tell packing from waiting for the GPU. Read it on the thread that called
-  // Execute, after it returned.
+  // Where the host's time went in an Execute (wall time on the calling
+  // thread, summed over its slices), so benchmarks and profiles can tell
+  // packing from waiting for the GPU (read through CudaWorkerProbe).
   struct HostPathTimes {
     double offsets_us = 0;  // ComputeRequestOffsets, stats set-up, HOST tables' reader gate
     double pack_us = 0;     // arena sizing, id counting, layout, PackSlice
@@ -136,9 +124,13 @@ class CudaWorker final : public Worker {
     double unpack_us = 0;   // scores to the requests, counters to the stats
     int slices = 0;
   };
-  const HostPathTimes& last_host_path() const { return host_path_; }
 
  private:
+  // Benchmarks' and profiles' view (cuda_worker_probe.h): replays and times
+  // the last forward, reads host_path_.
+  friend class CudaWorkerProbe;
+
+
   CudaWorker(std::shared_ptr<const DeviceModel> model, const Options& options, std::string name,
              std::shared_ptr<PackPool> pack_pool);
   // The pool's ParallelFor for a slice of `rows` rows, or none (pack alone).
@@ -163,14 +155,14 @@ class CudaWorker final : public Worker {
   // The packed slice's copies and kernels, on stream_ (no sync).
   absl::Status EnqueueSlice(int64_t padded_rows);
   // The forward of the packed slice: its kernels only, on stream_, in four
-  // stages (ProfileLastForward times each).
+  // stages (CudaWorkerProbe::ProfileLastForward times each).
   absl::Status Forward(const PackedLayout& layout);
   absl::Status BottomMlp(const PackedLayout& layout);
   absl::Status PooledLookup(const PackedLayout& layout);
   // Sets the top MLP's input and its row stride.
   absl::Status Interaction(int64_t rows, const float** top_in, int64_t* top_ld);
   absl::Status TopMlp(int64_t rows, const float* in, int64_t in_ld);
-  void MarkStage();  // an event between stages, inside ProfileLastForward only
+  void MarkStage();  // an event between stages, inside a probe's profile only
   // out = in . layer^T (+ bias) for a cross layer, in cross_math_: `tf32x3`
   // and `bf16x3` are the same layer's split weights for those modes.
   absl::Status CrossGemm(const kernels::cuda::DeviceLinear& layer,
@@ -268,7 +260,8 @@ class CudaWorker final : public Worker {
   kernels::cuda::TinyDlrmShape tiny_shape_;
   DeviceBuffer tiny_weights_;
   bool last_was_tiny_ = false;
-  // Set only inside ProfileLastForward: events recorded between stages.
+  // Set only inside CudaWorkerProbe::ProfileLastForward: events recorded
+  // between stages.
   std::vector<cudaEvent_t>* stage_events_ = nullptr;
   HostPathTimes host_path_;  // of the last Execute
 

@@ -13,6 +13,7 @@
 
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cuda/cuda_worker.h"
+#include "engine/cuda/cuda_worker_probe.h"
 #include "engine/testing/test_models.h"
 #include "gtest/gtest.h"
 
@@ -107,7 +108,7 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
         ASSERT_NEAR(a[r][c], b[r][c], tol) << "request " << r << " candidate " << c;
       }
     }
-    const auto& h = (*many)->last_host_path();
+    const auto& h = CudaWorkerProbe(many->get()).last_host_path();
     int64_t candidates = 0;
     for (const Request* q : batch.requests) candidates += q->num_candidates;
     EXPECT_EQ(h.slices, (candidates + 47) / 48);
