@@ -93,6 +93,33 @@ TEST_F(ValidationTest, InputMagnitudeBound) {
   EXPECT_TRUE(ValidateRequest(*model_, req_.view()).ok());
 }
 
+// The first bad value is named, whichever kind comes first; Inf is refused
+// even under an unbounded (+Inf) or huge --max_abs_input; the largest float
+// and -0 pass.
+TEST_F(ValidationTest, FirstBadValueWinsAndInfIsNeverInBounds) {
+  req_.dense[3] = std::numeric_limits<float>::max();
+  req_.dense[4] = -0.0f;
+  EXPECT_TRUE(ValidateRequest(*model_, req_.view()).ok());
+  req_.dense[12] = std::nanf("");
+  req_.dense[5] = -std::numeric_limits<float>::infinity();
+  EXPECT_THAT(Error(), HasSubstr("dense[5] (candidate 1, feature 0): -inf is not a finite number"));
+  RequestLimits unbounded;
+  unbounded.max_abs_input = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(Error(unbounded), HasSubstr("dense[5] (candidate 1, feature 0): -inf is not a "
+                                          "finite number"));
+  req_.dense[5] = 0.0f;
+  EXPECT_THAT(Error(unbounded), HasSubstr("dense[12] (candidate 2, feature 2): nan is not a "
+                                          "finite number"));
+  req_.dense[12] = 0.0f;
+  req_.dense[3] = 0.0f;
+  req_.weights[0][3] = std::numeric_limits<float>::infinity();
+  req_.weights[0][1] = 2e9f;
+  RequestLimits bounded;
+  bounded.max_abs_input = 1e9f;
+  EXPECT_THAT(Error(bounded), HasSubstr("sparse feature \"f0\".weights[1]: 2e+09 exceeds"));
+  EXPECT_THAT(Error(), HasSubstr("sparse feature \"f0\".weights[3]: inf is not a finite number"));
+}
+
 TEST_F(ValidationTest, MissingFeature) {
   req_.ids.pop_back();
   req_.lengths.pop_back();
