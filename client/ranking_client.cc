@@ -130,10 +130,7 @@ absl::StatusOr<rankd::v1::ScoreResponse> RankingClient::Score(
     const rankd::v1::ScoreRequest& request, const CallOptions& call) const {
   grpc::ClientContext context;
   Prepare(call, &context);
-  rankd::v1::ScoreResponse response;
-  const grpc::Status status = ranking_->Score(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return CallUnary(*ranking_, &rankd::v1::Ranking::Stub::Score, &context, request);
 }
 
 absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(absl::string_view model,
@@ -149,10 +146,7 @@ absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(
     const rankd::v1::GetModelInfoRequest& request, const CallOptions& call) const {
   grpc::ClientContext context;
   Prepare(call, &context);
-  rankd::v1::ModelInfo response;
-  const grpc::Status status = ranking_->GetModelInfo(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return CallUnary(*ranking_, &rankd::v1::Ranking::Stub::GetModelInfo, &context, request);
 }
 
 absl::StatusOr<ServingStatus> RankingClient::Health(absl::string_view service,
