@@ -76,6 +76,11 @@ std::string DescribeAdminError(const absl::Status& status) {
   return text;
 }
 
+int AdminCallFailed(absl::string_view command, const absl::Status& status) {
+  std::cerr << "rankctl " << command << ": " << DescribeAdminError(status) << "\n";
+  return ExitCodeFor(status);
+}
+
 absl::StatusOr<std::vector<int64_t>> VersionsFromFlags() {
   const std::string text = absl::GetFlag(FLAGS_versions);
   std::vector<int64_t> versions;
@@ -92,8 +97,8 @@ absl::StatusOr<std::vector<int64_t>> VersionsFromFlags() {
   return versions;
 }
 
-int PrintModelResult(absl::string_view command, const google::protobuf::Message& response,
-                     const rankd::v1::ModelStatus& model) {
+int PrintAdminResult(absl::string_view command, const google::protobuf::Message& response,
+                     const std::string& text) {
   if (JsonFlag()) {
     if (absl::Status printed = PrintJson(response); !printed.ok()) {
       std::cerr << "rankctl " << command << ": " << printed.message() << "\n";
@@ -101,8 +106,13 @@ int PrintModelResult(absl::string_view command, const google::protobuf::Message&
     }
     return kExitOk;
   }
-  std::cout << ModelTable(model);
+  std::cout << text;
   return std::cout.flush() ? kExitOk : kExitFailed;
+}
+
+int PrintModelResult(absl::string_view command, const google::protobuf::Message& response,
+                     const rankd::v1::ModelStatus& model) {
+  return PrintAdminResult(command, response, ModelTable(model));
 }
 
 }  // namespace rankd::rankctl

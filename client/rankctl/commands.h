@@ -71,6 +71,14 @@ std::string DescribeError(const absl::Status& status);
 // The exit code for a failed call or setup step.
 int ExitCodeFor(const absl::Status& status);
 
+// A bad flag or argument: prints "rankctl <command>: <why>" and returns
+// kExitUsage.
+int UsageError(absl::string_view command, absl::string_view why);
+
+// A failed call of the public API: prints "rankctl <command>: " and
+// DescribeError(status), and returns ExitCodeFor(status).
+int CallFailed(absl::string_view command, const absl::Status& status);
+
 // The exit code for a failed client construction: kExitUsage for a bad flag
 // (INVALID_ARGUMENT), else ExitCodeFor. Prints "rankctl <command>: why".
 int ClientSetupFailed(absl::string_view command, const absl::Status& status);
@@ -96,14 +104,23 @@ absl::StatusOr<client::ModelControlClient::Options> AdminOptionsFromFlags(
 // As DescribeError, with the hints naming --admin_target.
 std::string DescribeAdminError(const absl::Status& status);
 
+// As CallFailed, for a call of the admin API (DescribeAdminError).
+int AdminCallFailed(absl::string_view command, const absl::Status& status);
+
 // --json: print responses as proto3 JSON instead of a table.
 bool JsonFlag();
 
 // --versions ("3,4"; "" = none); INVALID_ARGUMENT naming --versions.
 absl::StatusOr<std::vector<int64_t>> VersionsFromFlags();
 
-// What load, unload and label print: with --json `response` as proto3 JSON,
-// else the table of `model` (model_table.h). Returns kExitOk or kExitFailed.
+// What an admin command prints: with --json `response` as proto3 JSON, else
+// `text`. Returns kExitOk, or kExitFailed when stdout fails (JSON: with
+// "rankctl <command>: why" on stderr).
+int PrintAdminResult(absl::string_view command, const google::protobuf::Message& response,
+                     const std::string& text);
+
+// What load, unload and label print: PrintAdminResult with the table of
+// `model` (model_table.h) as the text.
 int PrintModelResult(absl::string_view command, const google::protobuf::Message& response,
                      const rankd::v1::ModelStatus& model);
 

@@ -115,6 +115,16 @@ int ExitCodeFor(const absl::Status& status) {
   return kExitFailed;
 }
 
+int UsageError(absl::string_view command, absl::string_view why) {
+  std::cerr << "rankctl " << command << ": " << why << "\n";
+  return kExitUsage;
+}
+
+int CallFailed(absl::string_view command, const absl::Status& status) {
+  std::cerr << "rankctl " << command << ": " << DescribeError(status) << "\n";
+  return ExitCodeFor(status);
+}
+
 int ClientSetupFailed(absl::string_view command, const absl::Status& status) {
   std::cerr << "rankctl " << command << ": " << status.message() << "\n";
   return absl::IsInvalidArgument(status) ? kExitUsage : ExitCodeFor(status);
