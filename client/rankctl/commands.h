@@ -51,14 +51,31 @@ std::string VersionLabelFlag();
 // --deadline_ms, or `default_ms` when it is not given.
 int64_t DeadlineMsOr(int64_t default_ms);
 
-// Checks `target` (the value of --`target_flag`), --deadline_ms,
-// --max_message_bytes and --connect_timeout_ms: INVALID_ARGUMENT naming the
-// flag, since the clients' own messages name Options fields instead.
-absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::string& target);
+// The connection flags every client takes alike (the target and
+// --deadline_ms aside: their defaults differ): credentials and token of
+// --tls_ca_file, --tls_cert_file, --tls_key_file and --token_file,
+// --max_message_bytes and --connect_timeout_ms.
+struct ConnectionFlags {
+  client::Security security;
+  int64_t max_message_bytes = 0;
+  int64_t connect_timeout_ms = 0;
 
-// Credentials and token of --tls_ca_file, --tls_cert_file, --tls_key_file
-// and --token_file (errors name the flag).
-absl::StatusOr<client::Security> SecurityFromFlags();
+  // Sets them in a client's Options (RankingClient's or ModelControlClient's).
+  template <typename Options>
+  void ApplyTo(Options* options) const {
+    options->credentials = security.credentials;
+    options->bearer_token = security.bearer_token;
+    options->max_message_bytes = max_message_bytes;
+    options->connect_timeout_ms = connect_timeout_ms;
+  }
+};
+
+// Checks `target` (the value of --`target_flag`), --deadline_ms,
+// --max_message_bytes and --connect_timeout_ms (INVALID_ARGUMENT naming the
+// flag, since the clients' own messages name Options fields instead), then
+// loads the TLS files and token (errors name the flag).
+absl::StatusOr<ConnectionFlags> ConnectionFromFlags(absl::string_view target_flag,
+                                                    const std::string& target);
 
 // A client from --target, --deadline_ms, --max_message_bytes and
 // --connect_timeout_ms; INVALID_ARGUMENT naming the flag when one is bad.
