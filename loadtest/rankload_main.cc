@@ -318,37 +318,49 @@ std::optional<Fail> RunSloSearch(const Config& c, StepRunner* steps, Report* rep
   return std::nullopt;
 }
 
-// --mode open: one open-loop step per --rate value.
-std::optional<Fail> RunRateSweep(const Config& c, StepRunner* steps, Report* report) {
-  for (size_t i = 0; i < c.rates.size(); ++i) {
-    StepSpec spec;
-    spec.mode = StepSpec::Mode::kOpen;
-    spec.rate_rps = c.rates[i];
-    auto step = steps->Run(spec, c.rates.size() > 1 ? absl::StrFormat("[%d/%d: %g/s] ", i + 1,
-                                                                      c.rates.size(), c.rates[i])
-                                                    : "");
+// A sweep's step: what it runs and the prefix of its live lines.
+struct SweepPoint {
+  StepSpec spec;
+  std::string prefix;
+};
+
+// Runs a sweep's steps in order, letting the server drain between them.
+std::optional<Fail> RunSweep(const std::vector<SweepPoint>& points, StepRunner* steps,
+                             Report* report) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    auto step = steps->Run(points[i].spec, points[i].prefix);
     if (!step.ok()) return Fail{kExitUsage, std::string(step.status().message())};
     report->steps.push_back(std::move(*step));
-    if (i + 1 < c.rates.size()) steps->DrainAfter(report->steps.back());
+    if (i + 1 < points.size()) steps->DrainAfter(report->steps.back());
   }
   return std::nullopt;
 }
 
+// --mode open: one open-loop step per --rate value.
+std::optional<Fail> RunRateSweep(const Config& c, StepRunner* steps, Report* report) {
+  std::vector<SweepPoint> points(c.rates.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    points[i].spec.mode = StepSpec::Mode::kOpen;
+    points[i].spec.rate_rps = c.rates[i];
+    if (points.size() > 1) {
+      points[i].prefix = absl::StrFormat("[%d/%d: %g/s] ", i + 1, points.size(), c.rates[i]);
+    }
+  }
+  return RunSweep(points, steps, report);
+}
+
 // --mode closed: one closed-loop step per --concurrency value.
 std::optional<Fail> RunConcurrencySweep(const Config& c, StepRunner* steps, Report* report) {
-  for (size_t i = 0; i < c.concurrencies.size(); ++i) {
-    StepSpec spec;
-    spec.mode = StepSpec::Mode::kClosed;
-    spec.concurrency = c.concurrencies[i];
-    auto step = steps->Run(spec, c.concurrencies.size() > 1
-                                     ? absl::StrFormat("[%d/%d: c=%d] ", i + 1,
-                                                       c.concurrencies.size(), c.concurrencies[i])
-                                     : "");
-    if (!step.ok()) return Fail{kExitUsage, std::string(step.status().message())};
-    report->steps.push_back(std::move(*step));
-    if (i + 1 < c.concurrencies.size()) steps->DrainAfter(report->steps.back());
+  std::vector<SweepPoint> points(c.concurrencies.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    points[i].spec.mode = StepSpec::Mode::kClosed;
+    points[i].spec.concurrency = c.concurrencies[i];
+    if (points.size() > 1) {
+      points[i].prefix =
+          absl::StrFormat("[%d/%d: c=%d] ", i + 1, points.size(), c.concurrencies[i]);
+    }
   }
-  return std::nullopt;
+  return RunSweep(points, steps, report);
 }
 
 // --plot_dir: the plots, rendered with --gnuplot when it is there (a missing
