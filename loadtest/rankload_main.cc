@@ -336,31 +336,26 @@ std::optional<Fail> RunSweep(const std::vector<SweepPoint>& points, StepRunner* 
   return std::nullopt;
 }
 
-// --mode open: one open-loop step per --rate value.
-std::optional<Fail> RunRateSweep(const Config& c, StepRunner* steps, Report* report) {
-  std::vector<SweepPoint> points(c.rates.size());
-  for (size_t i = 0; i < points.size(); ++i) {
-    points[i].spec.mode = StepSpec::Mode::kOpen;
-    points[i].spec.rate_rps = c.rates[i];
-    if (points.size() > 1) {
-      points[i].prefix = absl::StrFormat("[%d/%d: %g/s] ", i + 1, points.size(), c.rates[i]);
+// The steps of a sweep: --mode open, one open-loop step per --rate value;
+// --mode closed, one closed-loop step per --concurrency value.
+std::vector<SweepPoint> SweepPoints(const Config& c) {
+  const bool open = c.mode == Mode::kOpen;
+  const size_t n = open ? c.rates.size() : c.concurrencies.size();
+  std::vector<SweepPoint> points(n);
+  for (size_t i = 0; i < n; ++i) {
+    StepSpec& spec = points[i].spec;
+    if (open) {
+      spec.mode = StepSpec::Mode::kOpen;
+      spec.rate_rps = c.rates[i];
+    } else {
+      spec.mode = StepSpec::Mode::kClosed;
+      spec.concurrency = c.concurrencies[i];
     }
+    if (n == 1) continue;  // no prefix for a single step
+    points[i].prefix = open ? absl::StrFormat("[%d/%d: %g/s] ", i + 1, n, c.rates[i])
+                            : absl::StrFormat("[%d/%d: c=%d] ", i + 1, n, c.concurrencies[i]);
   }
-  return RunSweep(points, steps, report);
-}
-
-// --mode closed: one closed-loop step per --concurrency value.
-std::optional<Fail> RunConcurrencySweep(const Config& c, StepRunner* steps, Report* report) {
-  std::vector<SweepPoint> points(c.concurrencies.size());
-  for (size_t i = 0; i < points.size(); ++i) {
-    points[i].spec.mode = StepSpec::Mode::kClosed;
-    points[i].spec.concurrency = c.concurrencies[i];
-    if (points.size() > 1) {
-      points[i].prefix =
-          absl::StrFormat("[%d/%d: c=%d] ", i + 1, points.size(), c.concurrencies[i]);
-    }
-  }
-  return RunSweep(points, steps, report);
+  return points;
 }
 
 // --plot_dir: the plots, rendered with --gnuplot when it is there (a missing
@@ -443,9 +438,8 @@ int Run(const Config& c, const std::string& command_line) {
   std::cerr << "rankload: " << report.settings.traffic << "\n";
 
   StepRunner steps(c, driver->get(), &*setup, scrape, &prefix, &report);
-  std::optional<Fail> failed = c.mode == Mode::kSlo    ? RunSloSearch(c, &steps, &report)
-                               : c.mode == Mode::kOpen ? RunRateSweep(c, &steps, &report)
-                                                       : RunConcurrencySweep(c, &steps, &report);
+  std::optional<Fail> failed = c.mode == Mode::kSlo ? RunSloSearch(c, &steps, &report)
+                                                    : RunSweep(SweepPoints(c), &steps, &report);
   if (failed.has_value()) return Die(*failed);
 
   int code = WriteOutputs(c, report, response_log->get());
