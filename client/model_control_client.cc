@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/connect.h"
+#include "client/option_checks.h"
 #include "client/status_conversion.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -20,36 +21,16 @@ namespace {
 
 absl::Status Validate(const ModelControlClient::Options& o) {
   if (o.target.empty()) return absl::InvalidArgumentError("target: must not be empty");
-  if (o.deadline_ms <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("deadline_ms: must be > 0, got ", o.deadline_ms));
-  }
-  if (o.load_deadline_ms <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("load_deadline_ms: must be > 0, got ", o.load_deadline_ms));
-  }
-  if (o.update_deadline_ms <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update_deadline_ms: must be > 0, got ", o.update_deadline_ms));
-  }
-  if (o.update_retries < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update_retries: must be >= 0, got ", o.update_retries));
-  }
-  if (o.retry_backoff_ms < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("retry_backoff_ms: must be >= 0, got ", o.retry_backoff_ms));
-  }
-  if (o.connect_timeout_ms < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("connect_timeout_ms: must be >= 0, got ", o.connect_timeout_ms));
-  }
-  // gRPC takes message limits as int.
-  if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes: must be in [1, ", INT_MAX,
-                                                   "], got ", o.max_message_bytes));
-  }
-  return absl::OkStatus();
+  return FirstError({
+      CheckAbove("deadline_ms", o.deadline_ms, 0),
+      CheckAbove("load_deadline_ms", o.load_deadline_ms, 0),
+      CheckAbove("update_deadline_ms", o.update_deadline_ms, 0),
+      CheckAtLeast("update_retries", o.update_retries, 0),
+      CheckAtLeast("retry_backoff_ms", o.retry_backoff_ms, 0),
+      CheckAtLeast("connect_timeout_ms", o.connect_timeout_ms, 0),
+      // gRPC takes message limits as int.
+      CheckInRange("max_message_bytes", o.max_message_bytes, 1, INT_MAX),
+  });
 }
 
 // Runs the unary call `method` of `stub` on `request` with `call` applied
