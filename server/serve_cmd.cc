@@ -461,21 +461,31 @@ ModelManager::Options ManagerOptionsFromFlags() {
   return o;
 }
 
+// A gRPC server listening on `address` alone with `credentials`, serving
+// `service` (null: only the process-wide plugins, health and reflection).
+// Null after logging "<port_flag>: cannot listen on <address>".
+std::unique_ptr<grpc::Server> StartListener(const char* port_flag, const std::string& address,
+                                            std::shared_ptr<grpc::ServerCredentials> credentials,
+                                            grpc::Service* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, std::move(credentials), port);
+  if (service != nullptr) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    spdlog::error("{}: cannot listen on {}", port_flag, address);
+    return nullptr;
+  }
+  return server;
+}
+
 // The admin listener: ModelControl, health and reflection (the process-wide
 // plugins the public server enabled apply here too). Null after logging why.
 // The listener uses the public port's TLS settings (mTLS included).
 std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int* port) {
-  grpc::ServerBuilder builder;
-  const std::string address =
-      absl::StrCat(absl::GetFlag(FLAGS_admin_host), ":", absl::GetFlag(FLAGS_admin_port));
-  builder.AddListeningPort(address, MakeServerCredentials(TlsFilesFromFlags()), port);
-  builder.RegisterService(control);
-  std::unique_ptr<grpc::Server> admin = builder.BuildAndStart();
-  if (admin == nullptr || *port == 0) {
-    spdlog::error("--admin_port: cannot listen on {}", address);
-    return nullptr;
-  }
-  return admin;
+  return StartListener(
+      "--admin_port",
+      absl::StrCat(absl::GetFlag(FLAGS_admin_host), ":", absl::GetFlag(FLAGS_admin_port)),
+      MakeServerCredentials(TlsFilesFromFlags()), control, port);
 }
 
 // The plaintext health listener (--health_port): grpc.health.v1 only (and
@@ -483,15 +493,8 @@ std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int
 // present no client certificate, work when the public port wants mTLS.
 // Null after logging why.
 std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int* port) {
-  grpc::ServerBuilder builder;
-  const std::string address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_health_port));
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || *port == 0) {
-    spdlog::error("--health_port: cannot listen on {}", address);
-    return nullptr;
-  }
-  return server;
+  return StartListener("--health_port", absl::StrCat(host, ":", absl::GetFlag(FLAGS_health_port)),
+                       grpc::InsecureServerCredentials(), nullptr, port);
 }
 
 void WritePortFile(int grpc_port, int metrics_port, int admin_port, int health_port,
