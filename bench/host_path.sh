@@ -27,7 +27,7 @@ bench_name=host_path.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+  bench_print_header 23
   cat <<'EOF'
 Options (defaults in brackets):
   --rankd PATH          rankd binary (required)
@@ -71,18 +71,13 @@ options="rankd rankload serve_bench out backend preset num_tables scale candidat
   serve_flags:serve_extra label server_cpus client_cpus parts"
 bench_parse_options "$options" "$@"
 bench_require_binaries "$rankd" "$rankload" "$out"
-bins=("$rankd" "$rankload")
-if [ -n "$serve_bench" ]; then
-  [ -x "$serve_bench" ] || bench_usage_error "--serve_bench: $serve_bench is not an executable"
-  bins+=("$serve_bench")
+if [ -n "$serve_bench" ] && [ ! -x "$serve_bench" ]; then
+  bench_usage_error "--serve_bench: $serve_bench is not an executable"
 fi
-[[ "$candidates" =~ ^[1-9][0-9]*$ ]] || { echo "host_path.sh: --candidates: a positive integer, got $candidates" >&2; exit 2; }
-case $backend in cuda|cpu|auto) ;; *) echo "host_path.sh: --backend: cpu, cuda or auto, got $backend" >&2; exit 2 ;; esac
+bench_positive_int --candidates "$candidates"
+bench_check_backend "$backend"
 
-bench_use_bundle "${bins[@]}"
-rankd=$(bench_abs "$rankd")
-rankload=$(bench_abs "$rankload")
-[ -n "$serve_bench" ] && serve_bench=$(bench_abs "$serve_bench")
+bench_binaries rankd rankload serve_bench
 
 bench_dirs "$out" "$work"
 

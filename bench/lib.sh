@@ -5,6 +5,12 @@
 #
 # The sourcing script sets `bench_name` (its name, for messages) first.
 
+# bench_print_header LAST: the script's header comment (lines 2 to LAST)
+# without its "# ", for its `usage`.
+bench_print_header() {
+  sed -n "2,${1}p" "$0" | sed 's/^# \{0,1\}//'
+}
+
 # bench_usage_error TEXT: exits 2 with TEXT, pointing to --help.
 bench_usage_error() {
   echo "$bench_name: $* (see --help)" >&2
@@ -46,6 +52,35 @@ bench_require_binaries() {
   if [ $# -ge 3 ]; then [ -n "$3" ] || bench_usage_error "--out: required"; fi
   [ -x "$1" ] || bench_usage_error "--rankd: $1 is not an executable"
   [ -x "$2" ] || bench_usage_error "--rankload: $2 is not an executable"
+}
+
+# bench_positive_int OPTION VALUE: exits 2 naming OPTION unless VALUE is a
+# positive integer.
+bench_positive_int() {
+  [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "$bench_name: $1: a positive integer, got \"$2\"" >&2; exit 2; }
+}
+
+# bench_check_backend VALUE: exits 2 unless VALUE is a rankd serve --backend.
+bench_check_backend() {
+  case $1 in
+    cuda|cpu|auto) ;;
+    *) echo "$bench_name: --backend: cpu, cuda or auto, got $1" >&2; exit 2 ;;
+  esac
+}
+
+# bench_binaries VAR...: the binaries named by these variables (empty ones
+# skipped) find their bundle's libraries (bench_use_bundle) and each
+# variable is made an absolute path.
+bench_binaries() {
+  local var
+  for var in "$@"; do
+    local -n bin_path=$var
+    if [ -n "$bin_path" ]; then
+      bench_use_bundle "$bin_path"
+      bin_path=$(bench_abs "$bin_path")
+    fi
+    unset -n bin_path
+  done
 }
 
 # bench_use_bundle BIN...: binaries from a bundle (scripts/gpu_bundle.sh:

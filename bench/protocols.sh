@@ -24,7 +24,7 @@ set -euo pipefail
 bench_name=protocols.sh
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { bench_print_header 24; }
 
 rankd_bin= rankload_bin= out_dir= work_dir= backend=cpu cases="mini:1 mini:64 kaggle:256"
 concurrency=32 duration=5 warmup=2 repeat=3 kaggle_scale=0.01 server_cpus= client_cpus= protocols="rankd kserve http"
@@ -33,11 +33,9 @@ options="rankd:rankd_bin rankload:rankload_bin out:out_dir work:work_dir backend
   concurrency duration_s:duration repeat warmup_s:warmup kaggle_scale server_cpus client_cpus"
 bench_parse_options "$options" "$@"
 bench_require_binaries "$rankd_bin" "$rankload_bin" "$out_dir"
-[[ "$concurrency" =~ ^[1-9][0-9]*$ ]] || { echo "$bench_name: --concurrency: a positive integer" >&2; exit 2; }
-[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "$bench_name: --repeat: a positive integer" >&2; exit 2; }
-rankd_bin=$(bench_abs "$rankd_bin")
-rankload_bin=$(bench_abs "$rankload_bin")
-bench_use_bundle "$rankd_bin" "$rankload_bin"
+bench_positive_int --concurrency "$concurrency"
+bench_positive_int --repeat "$repeat"
+bench_binaries rankd_bin rankload_bin
 bench_pin server_pin --server_cpus "$server_cpus"
 bench_pin client_pin --client_cpus "$client_cpus"
 bench_dirs "$out_dir" "$work_dir"

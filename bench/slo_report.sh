@@ -23,7 +23,7 @@ bench_name=slo_report.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  bench_print_header 19
   cat <<'EOF'
 Options (defaults in brackets):
   --rankd PATH          rankd binary (required)
@@ -61,13 +61,11 @@ options="rankd rankload out backend scale work low_rps low_s start_rps_1:start1
   threads connections gpu_workers serve_flags:extra_serve_flags server_cpus client_cpus"
 bench_parse_options "$options" "$@"
 bench_require_binaries "$rankd" "$rankload" "$out"
-case $backend in cuda|cpu|auto) ;; *) echo "slo_report.sh: --backend: cuda, cpu or auto, got $backend" >&2; exit 2 ;; esac
+bench_check_backend "$backend"
 bench_pin server_pin --server_cpus "$server_cpus"
 bench_pin client_pin --client_cpus "$client_cpus"
 
-bench_use_bundle "$rankd" "$rankload"
-rankd=$(bench_abs "$rankd")
-rankload=$(bench_abs "$rankload")
+bench_binaries rankd rankload
 
 bench_dirs "$out" "$work"
 

@@ -31,7 +31,7 @@ bench_name=soak_overload.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
-  sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+  bench_print_header 27
   cat <<'EOF'
 Options (defaults in brackets):
   --rankd PATH            rankd binary (required)
@@ -75,10 +75,7 @@ options="rankd rankload out backend preset scale candidates work parts capacity_
   label"
 bench_parse_options "$options" "$@"
 bench_require_binaries "$rankd" "$rankload" "$out"
-case $backend in cuda|cpu|auto) ;; *) echo "$bench_name: --backend: cpu, cuda or auto, got $backend" >&2; exit 2 ;; esac
-positive_int() {
-  [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "$bench_name: $1: a positive integer, got \"$2\"" >&2; exit 2; }
-}
+bench_check_backend "$backend"
 positive_num() {
   [[ "$2" =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v v="$2" 'BEGIN { exit !(v > 0) }' ||
     { echo "$bench_name: $1: a positive number, got \"$2\"" >&2; exit 2; }
@@ -86,7 +83,7 @@ positive_num() {
 for pair in "--candidates:$candidates" "--capacity_s:$capacity_s" "--soak_min:$soak_min" \
   "--overload_s:$overload_s" "--rss_every_s:$rss_every_s" "--connections:$connections" \
   "--deadline_ms:$deadline_ms"; do
-  positive_int "${pair%%:*}" "${pair#*:}"
+  bench_positive_int "${pair%%:*}" "${pair#*:}"
 done
 for pair in "--soak_load:$soak_load" "--max_rss_growth:$max_rss_growth" "--overload:$overload" \
   "--min_goodput:$min_goodput" "--max_reject_p99_ms:$max_reject_p99_ms" "--scale:$scale"; do
@@ -102,9 +99,7 @@ for p in ${parts//,/ }; do
 done
 want() { case ",$parts," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
-bench_use_bundle "$rankd" "$rankload"
-rankd=$(bench_abs "$rankd")
-rankload=$(bench_abs "$rankload")
+bench_binaries rankd rankload
 bench_dirs "$out" "$work"
 
 # --- the model, the requests and the server -------------------------------------------

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/option_checks.h"
 
 namespace rankd::client {
 
@@ -36,16 +37,13 @@ absl::StatusOr<std::vector<rankd::v1::EmbeddingUpdate>> SplitTableDelta(
   const std::string where = absl::StrCat("table \"", delta.table, "\": ");
   if (delta.table.empty()) return absl::InvalidArgumentError("table: must not be empty");
   if (options.model.empty()) return absl::InvalidArgumentError("model: must not be empty");
-  if (options.version < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("version: must be >= 0, got ", options.version));
-  }
-  if (options.rows_per_message < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rows_per_message: must be >= 1, got ", options.rows_per_message));
-  }
-  if (options.max_payload_bytes < 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_payload_bytes: must be >= 64, got ", options.max_payload_bytes));
+  if (absl::Status s = FirstError({
+          CheckAtLeast("version", options.version, 0),
+          CheckAtLeast("rows_per_message", options.rows_per_message, 1),
+          CheckAtLeast("max_payload_bytes", options.max_payload_bytes, 64),
+      });
+      !s.ok()) {
+    return s;
   }
   if (options.start_sequence > 0 && options.producer_id.empty()) {
     return absl::InvalidArgumentError(

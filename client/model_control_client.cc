@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/connect.h"
+#include "client/option_checks.h"
 #include "client/status_conversion.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -20,50 +21,35 @@ namespace {
 
 absl::Status Validate(const ModelControlClient::Options& o) {
   if (o.target.empty()) return absl::InvalidArgumentError("target: must not be empty");
-  if (o.deadline_ms <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("deadline_ms: must be > 0, got ", o.deadline_ms));
-  }
-  if (o.load_deadline_ms <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("load_deadline_ms: must be > 0, got ", o.load_deadline_ms));
-  }
-  if (o.update_deadline_ms <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update_deadline_ms: must be > 0, got ", o.update_deadline_ms));
-  }
-  if (o.update_retries < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update_retries: must be >= 0, got ", o.update_retries));
-  }
-  if (o.retry_backoff_ms < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("retry_backoff_ms: must be >= 0, got ", o.retry_backoff_ms));
-  }
-  if (o.connect_timeout_ms < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("connect_timeout_ms: must be >= 0, got ", o.connect_timeout_ms));
-  }
-  // gRPC takes message limits as int.
-  if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes: must be in [1, ", INT_MAX,
-                                                   "], got ", o.max_message_bytes));
-  }
-  return absl::OkStatus();
+  return FirstError({
+      CheckAbove("deadline_ms", o.deadline_ms, 0),
+      CheckAbove("load_deadline_ms", o.load_deadline_ms, 0),
+      CheckAbove("update_deadline_ms", o.update_deadline_ms, 0),
+      CheckAtLeast("update_retries", o.update_retries, 0),
+      CheckAtLeast("retry_backoff_ms", o.retry_backoff_ms, 0),
+      CheckAtLeast("connect_timeout_ms", o.connect_timeout_ms, 0),
+      // gRPC takes message limits as int.
+      CheckInRange("max_message_bytes", o.max_message_bytes, 1, INT_MAX),
+  });
 }
 
-// Runs one unary call of the stub with `call` applied (its deadline, or
-// `default_deadline_ms`), converting a failure to absl::Status.
-template <typename Response, typename Request, typename Method>
-absl::StatusOr<Response> Unary(rankd::v1::ModelControl::Stub* stub, Method method,
-                               const Request& request, const CallOptions& call,
-                               int64_t default_deadline_ms, const std::string& bearer_token) {
+// Runs the unary call `method` of `stub` on `request` with `call` applied
+// (its deadline, or `default_deadline_ms`) and the bearer token.
+template <typename Method, typename Request>
+auto Unary(rankd::v1::ModelControl::Stub* stub, Method method, const Request& request,
+           const CallOptions& call, int64_t default_deadline_ms, const std::string& bearer_token) {
   grpc::ClientContext context;
   ApplyCallOptions(call, absl::Milliseconds(default_deadline_ms), &context, bearer_token);
-  Response response;
-  const grpc::Status status = (stub->*method)(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return CallUnary(*stub, method, &context, request);
+}
+
+// LoadModel's and UnloadModel's request: the model and its versions.
+template <typename Request>
+Request VersionsRequest(absl::string_view model, absl::Span<const int64_t> versions) {
+  Request request;
+  request.set_model(std::string(model));
+  request.mutable_versions()->Add(versions.begin(), versions.end());
+  return request;
 }
 
 }  // namespace
@@ -90,30 +76,22 @@ absl::StatusOr<rankd::v1::ListModelsResponse> ModelControlClient::ListModels(
     absl::string_view model, const CallOptions& call) const {
   rankd::v1::ListModelsRequest request;
   request.set_model(std::string(model));
-  return Unary<rankd::v1::ListModelsResponse>(
-      stub_.get(), &rankd::v1::ModelControl::Stub::ListModels, request, call, options_.deadline_ms,
-      options_.bearer_token);
+  return Unary(stub_.get(), &rankd::v1::ModelControl::Stub::ListModels, request, call,
+               options_.deadline_ms, options_.bearer_token);
 }
 
 absl::StatusOr<rankd::v1::LoadModelResponse> ModelControlClient::LoadModel(
     absl::string_view model, absl::Span<const int64_t> versions, const CallOptions& call) const {
-  rankd::v1::LoadModelRequest request;
-  request.set_model(std::string(model));
-  request.mutable_versions()->Add(versions.begin(), versions.end());
-  return Unary<rankd::v1::LoadModelResponse>(stub_.get(), &rankd::v1::ModelControl::Stub::LoadModel,
-                                             request, call, options_.load_deadline_ms,
-                                             options_.bearer_token);
+  return Unary(stub_.get(), &rankd::v1::ModelControl::Stub::LoadModel,
+               VersionsRequest<rankd::v1::LoadModelRequest>(model, versions), call,
+               options_.load_deadline_ms, options_.bearer_token);
 }
 
 absl::StatusOr<rankd::v1::UnloadModelResponse> ModelControlClient::UnloadModel(
     absl::string_view model, absl::Span<const int64_t> versions, const CallOptions& call) const {
-  rankd::v1::UnloadModelRequest request;
-  request.set_model(std::string(model));
-  request.mutable_versions()->Add(versions.begin(), versions.end());
-  return Unary<rankd::v1::UnloadModelResponse>(stub_.get(),
-                                               &rankd::v1::ModelControl::Stub::UnloadModel, request,
-                                               call, options_.load_deadline_ms,
-                                               options_.bearer_token);
+  return Unary(stub_.get(), &rankd::v1::ModelControl::Stub::UnloadModel,
+               VersionsRequest<rankd::v1::UnloadModelRequest>(model, versions), call,
+               options_.load_deadline_ms, options_.bearer_token);
 }
 
 absl::StatusOr<rankd::v1::SetVersionLabelResponse> ModelControlClient::SetVersionLabel(
@@ -123,10 +101,8 @@ absl::StatusOr<rankd::v1::SetVersionLabelResponse> ModelControlClient::SetVersio
   request.set_model(std::string(model));
   request.set_label(std::string(label));
   request.set_version(version);
-  return Unary<rankd::v1::SetVersionLabelResponse>(stub_.get(),
-                                                   &rankd::v1::ModelControl::Stub::SetVersionLabel,
-                                                   request, call, options_.deadline_ms,
-                                                   options_.bearer_token);
+  return Unary(stub_.get(), &rankd::v1::ModelControl::Stub::SetVersionLabel, request, call,
+               options_.deadline_ms, options_.bearer_token);
 }
 
 absl::Status ModelControlClient::UpdateEmbeddings(
@@ -179,10 +155,8 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelControlClient::SaveSnapshot
   request.set_model(std::string(model));
   request.set_version(version);
   request.set_new_version(new_version);
-  return Unary<rankd::v1::SaveSnapshotResponse>(stub_.get(),
-                                                &rankd::v1::ModelControl::Stub::SaveSnapshot,
-                                                request, call, options_.update_deadline_ms,
-                                                options_.bearer_token);
+  return Unary(stub_.get(), &rankd::v1::ModelControl::Stub::SaveSnapshot, request, call,
+               options_.update_deadline_ms, options_.bearer_token);
 }
 
 }  // namespace rankd::client

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/connect.h"
+#include "client/option_checks.h"
 #include "client/status_conversion.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -39,27 +40,14 @@ namespace {
 
 absl::Status Validate(const RankingClient::Options& o) {
   if (o.target.empty()) return absl::InvalidArgumentError("target: must not be empty");
-  if (o.deadline_ms <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("deadline_ms: must be > 0, got ", o.deadline_ms));
-  }
-  // gRPC takes message limits as int.
-  if (o.max_message_bytes <= 0 || o.max_message_bytes > INT_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat("max_message_bytes: must be in [1, ", INT_MAX,
-                                                   "], got ", o.max_message_bytes));
-  }
-  if (o.connect_timeout_ms < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("connect_timeout_ms: must be >= 0, got ", o.connect_timeout_ms));
-  }
-  if (o.keepalive_time_ms < 0 || o.keepalive_time_ms > INT_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("keepalive_time_ms: must be in [0, ", INT_MAX, "], got ", o.keepalive_time_ms));
-  }
-  if (o.keepalive_timeout_ms <= 0 || o.keepalive_timeout_ms > INT_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat("keepalive_timeout_ms: must be in [1, ", INT_MAX,
-                                                   "], got ", o.keepalive_timeout_ms));
-  }
-  return absl::OkStatus();
+  // gRPC takes message limits and keepalive times as int.
+  return FirstError({
+      CheckAbove("deadline_ms", o.deadline_ms, 0),
+      CheckInRange("max_message_bytes", o.max_message_bytes, 1, INT_MAX),
+      CheckAtLeast("connect_timeout_ms", o.connect_timeout_ms, 0),
+      CheckInRange("keepalive_time_ms", o.keepalive_time_ms, 0, INT_MAX),
+      CheckInRange("keepalive_timeout_ms", o.keepalive_timeout_ms, 1, INT_MAX),
+  });
 }
 
 grpc::ChannelArguments ChannelArgs(const RankingClient::Options& o) {
@@ -130,10 +118,7 @@ absl::StatusOr<rankd::v1::ScoreResponse> RankingClient::Score(
     const rankd::v1::ScoreRequest& request, const CallOptions& call) const {
   grpc::ClientContext context;
   Prepare(call, &context);
-  rankd::v1::ScoreResponse response;
-  const grpc::Status status = ranking_->Score(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return CallUnary(*ranking_, &rankd::v1::Ranking::Stub::Score, &context, request);
 }
 
 absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(absl::string_view model,
@@ -149,10 +134,7 @@ absl::StatusOr<rankd::v1::ModelInfo> RankingClient::GetModelInfo(
     const rankd::v1::GetModelInfoRequest& request, const CallOptions& call) const {
   grpc::ClientContext context;
   Prepare(call, &context);
-  rankd::v1::ModelInfo response;
-  const grpc::Status status = ranking_->GetModelInfo(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
+  return CallUnary(*ranking_, &rankd::v1::Ranking::Stub::GetModelInfo, &context, request);
 }
 
 absl::StatusOr<ServingStatus> RankingClient::Health(absl::string_view service,

@@ -8,7 +8,9 @@
 #define RANKD_CLIENT_STATUS_CONVERSION_H_
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 
 namespace rankd::client {
@@ -28,6 +30,20 @@ absl::StatusCode FromGrpcCode(int code);
 // Same code and message; error details, if any, become a payload under
 // kGrpcErrorDetailsUrl. OK maps to OkStatus() (absl drops messages on OK).
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Runs the unary call `method` (a generated Stub's method) of `stub` on
+// `request` with `context` (deadline and metadata already applied): the
+// response, or the failure as FromGrpcStatus gives it.
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> CallUnary(Stub& stub,
+                                   grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                                const Request&, Response*),
+                                   grpc::ClientContext* context, const Request& request) {
+  Response response;
+  const grpc::Status status = (stub.*method)(context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
 
 }  // namespace rankd::client
 

@@ -318,37 +318,44 @@ std::optional<Fail> RunSloSearch(const Config& c, StepRunner* steps, Report* rep
   return std::nullopt;
 }
 
-// --mode open: one open-loop step per --rate value.
-std::optional<Fail> RunRateSweep(const Config& c, StepRunner* steps, Report* report) {
-  for (size_t i = 0; i < c.rates.size(); ++i) {
-    StepSpec spec;
-    spec.mode = StepSpec::Mode::kOpen;
-    spec.rate_rps = c.rates[i];
-    auto step = steps->Run(spec, c.rates.size() > 1 ? absl::StrFormat("[%d/%d: %g/s] ", i + 1,
-                                                                      c.rates.size(), c.rates[i])
-                                                    : "");
+// A sweep's step: what it runs and the prefix of its live lines.
+struct SweepPoint {
+  StepSpec spec;
+  std::string prefix;
+};
+
+// Runs a sweep's steps in order, letting the server drain between them.
+std::optional<Fail> RunSweep(const std::vector<SweepPoint>& points, StepRunner* steps,
+                             Report* report) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    auto step = steps->Run(points[i].spec, points[i].prefix);
     if (!step.ok()) return Fail{kExitUsage, std::string(step.status().message())};
     report->steps.push_back(std::move(*step));
-    if (i + 1 < c.rates.size()) steps->DrainAfter(report->steps.back());
+    if (i + 1 < points.size()) steps->DrainAfter(report->steps.back());
   }
   return std::nullopt;
 }
 
-// --mode closed: one closed-loop step per --concurrency value.
-std::optional<Fail> RunConcurrencySweep(const Config& c, StepRunner* steps, Report* report) {
-  for (size_t i = 0; i < c.concurrencies.size(); ++i) {
-    StepSpec spec;
-    spec.mode = StepSpec::Mode::kClosed;
-    spec.concurrency = c.concurrencies[i];
-    auto step = steps->Run(spec, c.concurrencies.size() > 1
-                                     ? absl::StrFormat("[%d/%d: c=%d] ", i + 1,
-                                                       c.concurrencies.size(), c.concurrencies[i])
-                                     : "");
-    if (!step.ok()) return Fail{kExitUsage, std::string(step.status().message())};
-    report->steps.push_back(std::move(*step));
-    if (i + 1 < c.concurrencies.size()) steps->DrainAfter(report->steps.back());
+// The steps of a sweep: --mode open, one open-loop step per --rate value;
+// --mode closed, one closed-loop step per --concurrency value.
+std::vector<SweepPoint> SweepPoints(const Config& c) {
+  const bool open = c.mode == Mode::kOpen;
+  const size_t n = open ? c.rates.size() : c.concurrencies.size();
+  std::vector<SweepPoint> points(n);
+  for (size_t i = 0; i < n; ++i) {
+    StepSpec& spec = points[i].spec;
+    if (open) {
+      spec.mode = StepSpec::Mode::kOpen;
+      spec.rate_rps = c.rates[i];
+    } else {
+      spec.mode = StepSpec::Mode::kClosed;
+      spec.concurrency = c.concurrencies[i];
+    }
+    if (n == 1) continue;  // no prefix for a single step
+    points[i].prefix = open ? absl::StrFormat("[%d/%d: %g/s] ", i + 1, n, c.rates[i])
+                            : absl::StrFormat("[%d/%d: c=%d] ", i + 1, n, c.concurrencies[i]);
   }
-  return std::nullopt;
+  return points;
 }
 
 // --plot_dir: the plots, rendered with --gnuplot when it is there (a missing
@@ -431,9 +438,8 @@ int Run(const Config& c, const std::string& command_line) {
   std::cerr << "rankload: " << report.settings.traffic << "\n";
 
   StepRunner steps(c, driver->get(), &*setup, scrape, &prefix, &report);
-  std::optional<Fail> failed = c.mode == Mode::kSlo    ? RunSloSearch(c, &steps, &report)
-                               : c.mode == Mode::kOpen ? RunRateSweep(c, &steps, &report)
-                                                       : RunConcurrencySweep(c, &steps, &report);
+  std::optional<Fail> failed = c.mode == Mode::kSlo ? RunSloSearch(c, &steps, &report)
+                                                    : RunSweep(SweepPoints(c), &steps, &report);
   if (failed.has_value()) return Die(*failed);
 
   int code = WriteOutputs(c, report, response_log->get());

@@ -31,6 +31,14 @@ const prometheus::Histogram::BucketBoundaries& PowersOfTwo(int max_exp) {
   return b;
 }
 
+// Registers the metric family `name` (described by `help`) in `registry`;
+// `builder` is prometheus::BuildCounter(), BuildGauge() or BuildHistogram().
+template <typename Builder>
+auto* AddFamily(prometheus::Registry& registry, Builder builder, const std::string& name,
+                const std::string& help) {
+  return &builder.Name(name).Help(help).Register(registry);
+}
+
 const char* CodeName(absl::StatusCode code) {
   static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
                                  "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
@@ -50,150 +58,90 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
-  requests_total_ = &BuildCounter()
-                         .Name("rankd_requests_total")
-                         .Help("Inference requests finished, by model, version, gRPC status "
-                               "code and protocol (rankd, kserve, kserve_http, http).")
-                         .Register(*registry_);
-  request_duration_ = &BuildHistogram()
-                           .Name("rankd_request_duration_seconds")
-                           .Help("Score RPC time in the server, arrival to answer.")
-                           .Register(*registry_);
-  requests_refused_ = &BuildCounter()
-                          .Name("rankd_requests_refused_total")
-                          .Help("Score RPCs refused before reaching a model, by reason: malformed "
-                                "(not a valid ScoreRequest), inflight_bytes "
-                                "(--max_inflight_request_bytes), shutting_down (after SIGTERM). "
-                                "Also counted in rankd_requests_total.")
-                          .Register(*registry_);
+  requests_total_ = AddFamily(*registry_, BuildCounter(), "rankd_requests_total",
+                              "Inference requests finished, by model, version, gRPC status code "
+                              "and protocol (rankd, kserve, kserve_http, http).");
+  request_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_request_duration_seconds",
+                                "Score RPC time in the server, arrival to answer.");
+  requests_refused_ =
+      AddFamily(*registry_, BuildCounter(), "rankd_requests_refused_total",
+                "Score RPCs refused before reaching a model, by reason: malformed (not a valid "
+                "ScoreRequest), inflight_bytes (--max_inflight_request_bytes), shutting_down "
+                "(after SIGTERM). Also counted in rankd_requests_total.");
   refused_malformed_ = &requests_refused_->Add({{"reason", "malformed"}});
   refused_inflight_bytes_ = &requests_refused_->Add({{"reason", "inflight_bytes"}});
   refused_shutting_down_ = &requests_refused_->Add({{"reason", "shutting_down"}});
-  request_bytes_in_flight_ = &BuildGauge()
-                                  .Name("rankd_request_bytes_in_flight")
-                                  .Help("Bytes of admitted Score requests not yet answered "
-                                        "(held against --max_inflight_request_bytes).")
-                                  .Register(*registry_)
-                                  .Add({});
-  queue_duration_ = &BuildHistogram()
-                         .Name("rankd_queue_duration_seconds")
-                         .Help("Time a request waited in the batcher before its batch was cut.")
-                         .Register(*registry_);
-  compute_duration_ = &BuildHistogram()
-                           .Name("rankd_compute_duration_seconds")
-                           .Help("Time a worker took to score one batch.")
-                           .Register(*registry_);
-  batch_candidates_ = &BuildHistogram()
-                           .Name("rankd_batch_candidates")
-                           .Help("Candidates per executed batch.")
-                           .Register(*registry_);
-  batch_requests_ = &BuildHistogram()
-                         .Name("rankd_batch_requests")
-                         .Help("Requests per executed batch.")
-                         .Register(*registry_);
-  candidates_total_ = &BuildCounter()
-                           .Name("rankd_candidates_total")
-                           .Help("Candidates scored.")
-                           .Register(*registry_);
-  batches_total_ = &BuildCounter()
-                        .Name("rankd_batches_total")
-                        .Help("Batches executed.")
-                        .Register(*registry_);
-  nonfinite_scores_ = &BuildCounter()
-                          .Name("rankd_nonfinite_scores_total")
-                          .Help("Scores that came out NaN or Inf (float32 overflow); their "
-                                "requests were answered INTERNAL, never OK.")
-                          .Register(*registry_);
-  queue_requests_ = &BuildGauge()
-                         .Name("rankd_queue_requests")
-                         .Help("Requests waiting in the batcher.")
-                         .Register(*registry_);
-  queue_candidates_ = &BuildGauge()
-                           .Name("rankd_queue_candidates")
-                           .Help("Candidates waiting in the batcher.")
-                           .Register(*registry_);
-  ids_out_of_range_ = &BuildCounter()
-                           .Name("rankd_ids_out_of_range_total")
-                           .Help("Ids outside a static table that pooled the default vector.")
-                           .Register(*registry_);
-  ids_missing_ = &BuildCounter()
-                      .Name("rankd_ids_missing_total")
-                      .Help("Keys not stored in a dynamic table that pooled the default vector.")
-                      .Register(*registry_);
-  model_ready_ = &BuildGauge()
-                      .Name("rankd_model_ready")
-                      .Help("1 when the model version is loaded, warmed up and serving.")
-                      .Register(*registry_);
-  cache_hits_ = &BuildCounter()
-                     .Name("rankd_embedding_cache_hits_total")
-                     .Help("Lookups of a table in pinned host memory served from its HBM cache "
-                           "(0 for tables in HBM and on the CPU backend).")
-                     .Register(*registry_);
-  cache_misses_ = &BuildCounter()
-                       .Name("rankd_embedding_cache_misses_total")
-                       .Help("Lookups of a table in pinned host memory that read the row from "
-                             "host memory.")
-                       .Register(*registry_);
-  host_read_bytes_ = &BuildCounter()
-                          .Name("rankd_embedding_host_read_bytes_total")
-                          .Help("Bytes of embedding rows the GPU read from pinned host memory.")
-                          .Register(*registry_);
-  cache_occupancy_ = &BuildGauge()
-                          .Name("rankd_embedding_cache_occupancy_ratio")
-                          .Help("Used slots / slots of the HBM cache serving a table (shared by the HOST tables "
-                                "of one row size; 0 without a cache).")
-                          .Register(*registry_);
-  model_loads_ = &BuildCounter()
-                      .Name("rankd_model_loads_total")
-                      .Help("Model version loads (files, placement, warm-up), by result: success "
-                            "or failed.")
-                      .Register(*registry_);
-  model_load_duration_ = &BuildHistogram()
-                              .Name("rankd_model_load_duration_seconds")
-                              .Help("Time to load and warm up one model version.")
-                              .Register(*registry_);
-  embedding_updates_ = &BuildCounter()
-                           .Name("rankd_embedding_updates_total")
-                           .Help("Embedding rows written by online updates (static rows, dynamic "
-                                 "keys inserted or assigned), per model and table.")
-                           .Register(*registry_);
-  embedding_evictions_ = &BuildCounter()
-                             .Name("rankd_embedding_evictions_total")
-                             .Help("Keys a full dynamic table dropped (lowest LRU / LFU score) "
-                                   "for new keys.")
-                             .Register(*registry_);
-  embedding_update_lag_ =
-      &BuildHistogram()
-           .Name("rankd_embedding_update_lag_seconds")
-           .Help("Time from an update's producer timestamp to its application (messages with "
-                 "a timestamp).")
-           .Register(*registry_);
-  dynamic_table_keys_ = &BuildGauge()
-                            .Name("rankd_dynamic_table_keys")
-                            .Help("Keys a dynamic table holds (the version last updated).")
-                            .Register(*registry_);
-  dynamic_table_max_keys_ = &BuildGauge()
-                                .Name("rankd_dynamic_table_max_keys")
-                                .Help("Most keys a dynamic table may hold (max_keys).")
-                                .Register(*registry_);
-  update_log_bytes_ = &BuildGauge()
-                          .Name("rankd_update_log_bytes")
-                          .Help("Size of a model's update log (--update_log_dir): updates "
-                                "since its last truncating snapshot.")
-                          .Register(*registry_);
-  model_versions_ = &BuildGauge()
-                         .Name("rankd_model_versions")
-                         .Help("Versions of a model in each state (loading, ready, draining, "
-                               "unloaded, failed).")
-                         .Register(*registry_);
-  BuildGauge()
-      .Name("rankd_build_info")
-      .Help("Build and backend of this server (value 1).")
-      .Register(*registry_)
-      .Add({{"version", build_version},
-            {"backend", backend},
-            {"cuda_archs", cuda_archs},
-            {"gpu", gpu_note}})
+  request_bytes_in_flight_ = &AddFamily(*registry_, BuildGauge(), "rankd_request_bytes_in_flight",
+                                        "Bytes of admitted Score requests not yet answered (held "
+                                        "against --max_inflight_request_bytes).")
+                                  ->Add({});
+  queue_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_queue_duration_seconds",
+                              "Time a request waited in the batcher before its batch was cut.");
+  compute_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_compute_duration_seconds",
+                                "Time a worker took to score one batch.");
+  batch_candidates_ = AddFamily(*registry_, BuildHistogram(), "rankd_batch_candidates",
+                                "Candidates per executed batch.");
+  batch_requests_ = AddFamily(*registry_, BuildHistogram(), "rankd_batch_requests",
+                              "Requests per executed batch.");
+  candidates_total_ =
+      AddFamily(*registry_, BuildCounter(), "rankd_candidates_total", "Candidates scored.");
+  batches_total_ =
+      AddFamily(*registry_, BuildCounter(), "rankd_batches_total", "Batches executed.");
+  nonfinite_scores_ = AddFamily(*registry_, BuildCounter(), "rankd_nonfinite_scores_total",
+                                "Scores that came out NaN or Inf (float32 overflow); their "
+                                "requests were answered INTERNAL, never OK.");
+  queue_requests_ = AddFamily(*registry_, BuildGauge(), "rankd_queue_requests",
+                              "Requests waiting in the batcher.");
+  queue_candidates_ = AddFamily(*registry_, BuildGauge(), "rankd_queue_candidates",
+                                "Candidates waiting in the batcher.");
+  ids_out_of_range_ = AddFamily(*registry_, BuildCounter(), "rankd_ids_out_of_range_total",
+                                "Ids outside a static table that pooled the default vector.");
+  ids_missing_ = AddFamily(*registry_, BuildCounter(), "rankd_ids_missing_total",
+                           "Keys not stored in a dynamic table that pooled the default vector.");
+  model_ready_ = AddFamily(*registry_, BuildGauge(), "rankd_model_ready",
+                           "1 when the model version is loaded, warmed up and serving.");
+  cache_hits_ = AddFamily(*registry_, BuildCounter(), "rankd_embedding_cache_hits_total",
+                          "Lookups of a table in pinned host memory served from its HBM cache (0 "
+                          "for tables in HBM and on the CPU backend).");
+  cache_misses_ =
+      AddFamily(*registry_, BuildCounter(), "rankd_embedding_cache_misses_total",
+                "Lookups of a table in pinned host memory that read the row from host memory.");
+  host_read_bytes_ = AddFamily(*registry_, BuildCounter(), "rankd_embedding_host_read_bytes_total",
+                               "Bytes of embedding rows the GPU read from pinned host memory.");
+  cache_occupancy_ = AddFamily(*registry_, BuildGauge(), "rankd_embedding_cache_occupancy_ratio",
+                               "Used slots / slots of the HBM cache serving a table (shared by the "
+                               "HOST tables of one row size; 0 without a cache).");
+  model_loads_ =
+      AddFamily(*registry_, BuildCounter(), "rankd_model_loads_total",
+                "Model version loads (files, placement, warm-up), by result: success or failed.");
+  model_load_duration_ =
+      AddFamily(*registry_, BuildHistogram(), "rankd_model_load_duration_seconds",
+                "Time to load and warm up one model version.");
+  embedding_updates_ = AddFamily(*registry_, BuildCounter(), "rankd_embedding_updates_total",
+                                 "Embedding rows written by online updates (static rows, dynamic "
+                                 "keys inserted or assigned), per model and table.");
+  embedding_evictions_ =
+      AddFamily(*registry_, BuildCounter(), "rankd_embedding_evictions_total",
+                "Keys a full dynamic table dropped (lowest LRU / LFU score) for new keys.");
+  embedding_update_lag_ = AddFamily(
+      *registry_, BuildHistogram(), "rankd_embedding_update_lag_seconds",
+      "Time from an update's producer timestamp to its application (messages with a timestamp).");
+  dynamic_table_keys_ = AddFamily(*registry_, BuildGauge(), "rankd_dynamic_table_keys",
+                                  "Keys a dynamic table holds (the version last updated).");
+  dynamic_table_max_keys_ = AddFamily(*registry_, BuildGauge(), "rankd_dynamic_table_max_keys",
+                                      "Most keys a dynamic table may hold (max_keys).");
+  update_log_bytes_ = AddFamily(*registry_, BuildGauge(), "rankd_update_log_bytes",
+                                "Size of a model's update log (--update_log_dir): updates since "
+                                "its last truncating snapshot.");
+  model_versions_ =
+      AddFamily(*registry_, BuildGauge(), "rankd_model_versions",
+                "Versions of a model in each state (loading, ready, draining, unloaded, failed).");
+  AddFamily(*registry_, BuildGauge(), "rankd_build_info",
+            "Build and backend of this server (value 1).")
+      ->Add({{"version", build_version},
+             {"backend", backend},
+             {"cuda_archs", cuda_archs},
+             {"gpu", gpu_note}})
       .Set(1);
   absl::MutexLock lock(&mu_);
   FindOrAdd("");  // requests for unknown models

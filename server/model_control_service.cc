@@ -33,6 +33,33 @@ absl::Status CheckTarget(const std::string& model, const google::protobuf::Repea
   return absl::OkStatus();
 }
 
+// The answer of a call that changed a model: its status after the change
+// in `response`'s model field, or the error.
+template <typename Response>
+grpc::Status AnswerModel(absl::StatusOr<rankd::v1::ModelStatus> model, Response* response) {
+  if (!model.ok()) return ToGrpcStatus(model.status());
+  *response->mutable_model() = *std::move(model);
+  return grpc::Status::OK;
+}
+
+// ModelManager::Load or Unload.
+using VersionChange = absl::StatusOr<rankd::v1::ModelStatus> (ModelManager::*)(
+    const std::string& model, const std::vector<int64_t>& versions);
+
+// LoadModel and UnloadModel (`rpc`, for the log): checks and logs the
+// request, then applies `change` to its model and versions.
+template <typename Request, typename Response>
+grpc::Status ChangeVersions(ModelManager* manager, VersionChange change, const char* rpc,
+                            const Request& request, Response* response) {
+  if (absl::Status s = CheckTarget(request.model(), request.versions()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  spdlog::info("admin: {} {} versions [{}]", rpc, engine::TruncateForError(request.model()),
+               absl::StrJoin(request.versions(), ","));
+  std::vector<int64_t> versions(request.versions().begin(), request.versions().end());
+  return AnswerModel((manager->*change)(request.model(), versions), response);
+}
+
 }  // namespace
 
 grpc::Status ModelControlService::Authorize(const grpc::ServerContext& context) const {
@@ -53,32 +80,14 @@ grpc::Status ModelControlService::LoadModel(grpc::ServerContext* context,
                                             const rankd::v1::LoadModelRequest* request,
                                             rankd::v1::LoadModelResponse* response) {
   if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
-  if (absl::Status s = CheckTarget(request->model(), request->versions()); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  spdlog::info("admin: LoadModel {} versions [{}]", engine::TruncateForError(request->model()),
-               absl::StrJoin(request->versions(), ","));
-  std::vector<int64_t> versions(request->versions().begin(), request->versions().end());
-  auto status = manager_->Load(request->model(), versions);
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response->mutable_model() = *std::move(status);
-  return grpc::Status::OK;
+  return ChangeVersions(manager_, &ModelManager::Load, "LoadModel", *request, response);
 }
 
 grpc::Status ModelControlService::UnloadModel(grpc::ServerContext* context,
                                               const rankd::v1::UnloadModelRequest* request,
                                               rankd::v1::UnloadModelResponse* response) {
   if (grpc::Status auth = Authorize(*context); !auth.ok()) return auth;
-  if (absl::Status s = CheckTarget(request->model(), request->versions()); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  spdlog::info("admin: UnloadModel {} versions [{}]", engine::TruncateForError(request->model()),
-               absl::StrJoin(request->versions(), ","));
-  std::vector<int64_t> versions(request->versions().begin(), request->versions().end());
-  auto status = manager_->Unload(request->model(), versions);
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response->mutable_model() = *std::move(status);
-  return grpc::Status::OK;
+  return ChangeVersions(manager_, &ModelManager::Unload, "UnloadModel", *request, response);
 }
 
 grpc::Status ModelControlService::SetVersionLabel(grpc::ServerContext* context,
@@ -88,10 +97,8 @@ grpc::Status ModelControlService::SetVersionLabel(grpc::ServerContext* context,
   if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: required"));
   spdlog::info("admin: SetVersionLabel {} {} -> {}", engine::TruncateForError(request->model()),
                engine::TruncateForError(request->label()), request->version());
-  auto status = manager_->SetLabel(request->model(), request->label(), request->version());
-  if (!status.ok()) return ToGrpcStatus(status.status());
-  *response->mutable_model() = *std::move(status);
-  return grpc::Status::OK;
+  return AnswerModel(manager_->SetLabel(request->model(), request->label(), request->version()),
+                     response);
 }
 
 grpc::Status ModelControlService::UpdateEmbeddings(

@@ -11,6 +11,7 @@
 #include <limits>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -229,22 +230,33 @@ TlsFiles TlsFilesFromFlags() {
   return files;
 }
 
-// "--<flag>: must be in [min, 65535], got N" unless `port` is in that range
-// (min: 0 = any free port allowed, -1 = the listener may also be off).
-absl::Status CheckPort(absl::string_view flag, int port, int min) {
-  if (port >= min && port <= 65535) return absl::OkStatus();
+// "<flag>: must be in [min, max]<note>, got N" unless min <= `value` <= max.
+template <typename T>
+absl::Status CheckRange(absl::string_view flag, T value, T min, T max,
+                        absl::string_view note = "") {
+  if (value >= min && value <= max) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat(flag, ": must be in [", min, ", 65535], got ", port));
+      absl::StrCat(flag, ": must be in [", min, ", ", max, "]", note, ", got ", value));
+}
+
+// The first failed of `checks` (in their order), else OK.
+absl::Status FirstError(std::initializer_list<absl::Status> checks) {
+  for (const absl::Status& s : checks) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// A listener's port (min: 0 = any free port allowed, -1 = the listener may
+// also be off).
+absl::Status CheckPort(absl::string_view flag, int port, int min) {
+  return CheckRange(flag, port, min, 65535);
 }
 
 // --max_message_bytes: gRPC's message size limits are ints.
 absl::Status CheckMessageSizeFlag() {
-  const int64_t max_msg = absl::GetFlag(FLAGS_max_message_bytes);
-  if (max_msg < 1024 || max_msg > (int64_t{1} << 31) - 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_message_bytes: must be in [1024, 2147483647], got ", max_msg));
-  }
-  return absl::OkStatus();
+  return CheckRange<int64_t>("--max_message_bytes", absl::GetFlag(FLAGS_max_message_bytes), 1024,
+                             (int64_t{1} << 31) - 1);
 }
 
 // The model workers' flags, and the request-size limits that share their
@@ -257,24 +269,13 @@ absl::Status CheckWorkerFlags() {
         "--max_candidates, --max_ids_per_feature, --workers, --cpu_threads and "
         "--completion_threads must be >= 0");
   }
-  if (absl::GetFlag(FLAGS_cpu_compute_nice) < 0 || absl::GetFlag(FLAGS_cpu_compute_nice) > 19) {
-    return absl::InvalidArgumentError(absl::StrCat("--cpu_compute_nice: must be in [0, 19], got ",
-                                                   absl::GetFlag(FLAGS_cpu_compute_nice)));
-  }
-  if (absl::GetFlag(FLAGS_gpu_pack_threads) < -1 || absl::GetFlag(FLAGS_gpu_pack_threads) > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--gpu_pack_threads: must be in [-1, 64] (-1 = default, 0 = none), got ",
-        absl::GetFlag(FLAGS_gpu_pack_threads)));
-  }
-  if (absl::GetFlag(FLAGS_host_staging_mib) < 0 || absl::GetFlag(FLAGS_host_staging_mib) > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat("--host_staging_mib: must be in [0, 1024], got ",
-                                                   absl::GetFlag(FLAGS_host_staging_mib)));
-  }
-  if (absl::GetFlag(FLAGS_worker_spin_us) < 0 || absl::GetFlag(FLAGS_worker_spin_us) > 10000) {
-    return absl::InvalidArgumentError(absl::StrCat("--worker_spin_us: must be in [0, 10000], got ",
-                                                   absl::GetFlag(FLAGS_worker_spin_us)));
-  }
-  return absl::OkStatus();
+  return FirstError({
+      CheckRange("--cpu_compute_nice", absl::GetFlag(FLAGS_cpu_compute_nice), 0, 19),
+      CheckRange("--gpu_pack_threads", absl::GetFlag(FLAGS_gpu_pack_threads), -1, 64,
+                 " (-1 = default, 0 = none)"),
+      CheckRange<int64_t>("--host_staging_mib", absl::GetFlag(FLAGS_host_staging_mib), 0, 1024),
+      CheckRange<int64_t>("--worker_spin_us", absl::GetFlag(FLAGS_worker_spin_us), 0, 10000),
+  });
 }
 
 // --max_inflight_request_bytes: a budget below one message could never
@@ -292,17 +293,11 @@ absl::Status CheckInflightBudgetFlag() {
 
 // The /metrics listener's threads and idle-connection timeout.
 absl::Status CheckMetricsListenerFlags() {
-  if (absl::GetFlag(FLAGS_metrics_threads) < 1 || absl::GetFlag(FLAGS_metrics_threads) > 256) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics_threads: must be in [1, 256], got ",
-                                                   absl::GetFlag(FLAGS_metrics_threads)));
-  }
-  if (absl::GetFlag(FLAGS_metrics_request_timeout_ms) < 100 ||
-      absl::GetFlag(FLAGS_metrics_request_timeout_ms) > 600000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics_request_timeout_ms: must be in [100, 600000], got ",
-                     absl::GetFlag(FLAGS_metrics_request_timeout_ms)));
-  }
-  return absl::OkStatus();
+  return FirstError({
+      CheckRange("--metrics_threads", absl::GetFlag(FLAGS_metrics_threads), 1, 256),
+      CheckRange("--metrics_request_timeout_ms", absl::GetFlag(FLAGS_metrics_request_timeout_ms),
+                 100, 600000),
+  });
 }
 
 // --max_abs_input (float32's range) and --drain_timeout.
@@ -351,10 +346,10 @@ absl::Status CheckModelControlFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--model_control: expected none, poll or explicit, got \"", control, "\""));
   }
-  const double poll_s = absl::GetFlag(FLAGS_repository_poll_s);
-  if (!(poll_s >= 0.1 && poll_s <= 86400)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--repository_poll_s: must be in [0.1, 86400], got ", poll_s));
+  if (absl::Status s =
+          CheckRange("--repository_poll_s", absl::GetFlag(FLAGS_repository_poll_s), 0.1, 86400.0);
+      !s.ok()) {
+    return s;
   }
   if (control == "explicit" && absl::GetFlag(FLAGS_load_model).empty()) {
     spdlog::warn("--model_control explicit with no --load_model: nothing is loaded until the "
@@ -466,21 +461,31 @@ ModelManager::Options ManagerOptionsFromFlags() {
   return o;
 }
 
+// A gRPC server listening on `address` alone with `credentials`, serving
+// `service` (null: only the process-wide plugins, health and reflection).
+// Null after logging "<port_flag>: cannot listen on <address>".
+std::unique_ptr<grpc::Server> StartListener(const char* port_flag, const std::string& address,
+                                            std::shared_ptr<grpc::ServerCredentials> credentials,
+                                            grpc::Service* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, std::move(credentials), port);
+  if (service != nullptr) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    spdlog::error("{}: cannot listen on {}", port_flag, address);
+    return nullptr;
+  }
+  return server;
+}
+
 // The admin listener: ModelControl, health and reflection (the process-wide
 // plugins the public server enabled apply here too). Null after logging why.
 // The listener uses the public port's TLS settings (mTLS included).
 std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int* port) {
-  grpc::ServerBuilder builder;
-  const std::string address =
-      absl::StrCat(absl::GetFlag(FLAGS_admin_host), ":", absl::GetFlag(FLAGS_admin_port));
-  builder.AddListeningPort(address, MakeServerCredentials(TlsFilesFromFlags()), port);
-  builder.RegisterService(control);
-  std::unique_ptr<grpc::Server> admin = builder.BuildAndStart();
-  if (admin == nullptr || *port == 0) {
-    spdlog::error("--admin_port: cannot listen on {}", address);
-    return nullptr;
-  }
-  return admin;
+  return StartListener(
+      "--admin_port",
+      absl::StrCat(absl::GetFlag(FLAGS_admin_host), ":", absl::GetFlag(FLAGS_admin_port)),
+      MakeServerCredentials(TlsFilesFromFlags()), control, port);
 }
 
 // The plaintext health listener (--health_port): grpc.health.v1 only (and
@@ -488,15 +493,8 @@ std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int
 // present no client certificate, work when the public port wants mTLS.
 // Null after logging why.
 std::unique_ptr<grpc::Server> StartHealthServer(const std::string& host, int* port) {
-  grpc::ServerBuilder builder;
-  const std::string address = absl::StrCat(host, ":", absl::GetFlag(FLAGS_health_port));
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || *port == 0) {
-    spdlog::error("--health_port: cannot listen on {}", address);
-    return nullptr;
-  }
-  return server;
+  return StartListener("--health_port", absl::StrCat(host, ":", absl::GetFlag(FLAGS_health_port)),
+                       grpc::InsecureServerCredentials(), nullptr, port);
 }
 
 void WritePortFile(int grpc_port, int metrics_port, int admin_port, int health_port,

@@ -27,8 +27,6 @@ ABSL_FLAG(bool, json, false,
           "a table");
 
 ABSL_DECLARE_FLAG(std::optional<int64_t>, deadline_ms);
-ABSL_DECLARE_FLAG(int64_t, max_message_bytes);
-ABSL_DECLARE_FLAG(int64_t, connect_timeout_ms);
 
 namespace rankd::rankctl {
 
@@ -40,18 +38,14 @@ absl::StatusOr<client::ModelControlClient::Options> AdminOptionsFromFlags(
     const std::string& target) {
   client::ModelControlClient::Options options;
   options.target = target;
-  if (absl::Status s = CheckConnectionFlags("admin_target", options.target); !s.ok()) return s;
-  absl::StatusOr<client::Security> security = SecurityFromFlags();
-  if (!security.ok()) return security.status();
-  options.credentials = security->credentials;
-  options.bearer_token = security->bearer_token;
+  absl::StatusOr<ConnectionFlags> connection = ConnectionFromFlags("admin_target", options.target);
+  if (!connection.ok()) return connection.status();
+  connection->ApplyTo(&options);
   // Given: the deadline of every call. Not given: the client's own defaults
   // (short for list and label, long for load, unload, update and snapshot).
   options.deadline_ms = DeadlineMsOr(options.deadline_ms);
   options.load_deadline_ms = DeadlineMsOr(options.load_deadline_ms);
   options.update_deadline_ms = DeadlineMsOr(options.update_deadline_ms);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
   return options;
 }
 
@@ -76,6 +70,11 @@ std::string DescribeAdminError(const absl::Status& status) {
   return text;
 }
 
+int AdminCallFailed(absl::string_view command, const absl::Status& status) {
+  std::cerr << "rankctl " << command << ": " << DescribeAdminError(status) << "\n";
+  return ExitCodeFor(status);
+}
+
 absl::StatusOr<std::vector<int64_t>> VersionsFromFlags() {
   const std::string text = absl::GetFlag(FLAGS_versions);
   std::vector<int64_t> versions;
@@ -92,8 +91,8 @@ absl::StatusOr<std::vector<int64_t>> VersionsFromFlags() {
   return versions;
 }
 
-int PrintModelResult(absl::string_view command, const google::protobuf::Message& response,
-                     const rankd::v1::ModelStatus& model) {
+int PrintAdminResult(absl::string_view command, const google::protobuf::Message& response,
+                     const std::string& text) {
   if (JsonFlag()) {
     if (absl::Status printed = PrintJson(response); !printed.ok()) {
       std::cerr << "rankctl " << command << ": " << printed.message() << "\n";
@@ -101,8 +100,13 @@ int PrintModelResult(absl::string_view command, const google::protobuf::Message&
     }
     return kExitOk;
   }
-  std::cout << ModelTable(model);
+  std::cout << text;
   return std::cout.flush() ? kExitOk : kExitFailed;
+}
+
+int PrintModelResult(absl::string_view command, const google::protobuf::Message& response,
+                     const rankd::v1::ModelStatus& model) {
+  return PrintAdminResult(command, response, ModelTable(model));
 }
 
 }  // namespace rankd::rankctl

@@ -51,14 +51,31 @@ std::string VersionLabelFlag();
 // --deadline_ms, or `default_ms` when it is not given.
 int64_t DeadlineMsOr(int64_t default_ms);
 
-// Checks `target` (the value of --`target_flag`), --deadline_ms,
-// --max_message_bytes and --connect_timeout_ms: INVALID_ARGUMENT naming the
-// flag, since the clients' own messages name Options fields instead.
-absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::string& target);
+// The connection flags every client takes alike (the target and
+// --deadline_ms aside: their defaults differ): credentials and token of
+// --tls_ca_file, --tls_cert_file, --tls_key_file and --token_file,
+// --max_message_bytes and --connect_timeout_ms.
+struct ConnectionFlags {
+  client::Security security;
+  int64_t max_message_bytes = 0;
+  int64_t connect_timeout_ms = 0;
 
-// Credentials and token of --tls_ca_file, --tls_cert_file, --tls_key_file
-// and --token_file (errors name the flag).
-absl::StatusOr<client::Security> SecurityFromFlags();
+  // Sets them in a client's Options (RankingClient's or ModelControlClient's).
+  template <typename Options>
+  void ApplyTo(Options* options) const {
+    options->credentials = security.credentials;
+    options->bearer_token = security.bearer_token;
+    options->max_message_bytes = max_message_bytes;
+    options->connect_timeout_ms = connect_timeout_ms;
+  }
+};
+
+// Checks `target` (the value of --`target_flag`), --deadline_ms,
+// --max_message_bytes and --connect_timeout_ms (INVALID_ARGUMENT naming the
+// flag, since the clients' own messages name Options fields instead), then
+// loads the TLS files and token (errors name the flag).
+absl::StatusOr<ConnectionFlags> ConnectionFromFlags(absl::string_view target_flag,
+                                                    const std::string& target);
 
 // A client from --target, --deadline_ms, --max_message_bytes and
 // --connect_timeout_ms; INVALID_ARGUMENT naming the flag when one is bad.
@@ -70,6 +87,14 @@ std::string DescribeError(const absl::Status& status);
 
 // The exit code for a failed call or setup step.
 int ExitCodeFor(const absl::Status& status);
+
+// A bad flag or argument: prints "rankctl <command>: <why>" and returns
+// kExitUsage.
+int UsageError(absl::string_view command, absl::string_view why);
+
+// A failed call of the public API: prints "rankctl <command>: " and
+// DescribeError(status), and returns ExitCodeFor(status).
+int CallFailed(absl::string_view command, const absl::Status& status);
 
 // The exit code for a failed client construction: kExitUsage for a bad flag
 // (INVALID_ARGUMENT), else ExitCodeFor. Prints "rankctl <command>: why".
@@ -96,14 +121,23 @@ absl::StatusOr<client::ModelControlClient::Options> AdminOptionsFromFlags(
 // As DescribeError, with the hints naming --admin_target.
 std::string DescribeAdminError(const absl::Status& status);
 
+// As CallFailed, for a call of the admin API (DescribeAdminError).
+int AdminCallFailed(absl::string_view command, const absl::Status& status);
+
 // --json: print responses as proto3 JSON instead of a table.
 bool JsonFlag();
 
 // --versions ("3,4"; "" = none); INVALID_ARGUMENT naming --versions.
 absl::StatusOr<std::vector<int64_t>> VersionsFromFlags();
 
-// What load, unload and label print: with --json `response` as proto3 JSON,
-// else the table of `model` (model_table.h). Returns kExitOk or kExitFailed.
+// What an admin command prints: with --json `response` as proto3 JSON, else
+// `text`. Returns kExitOk, or kExitFailed when stdout fails (JSON: with
+// "rankctl <command>: why" on stderr).
+int PrintAdminResult(absl::string_view command, const google::protobuf::Message& response,
+                     const std::string& text);
+
+// What load, unload and label print: PrintAdminResult with the table of
+// `model` (model_table.h) as the text.
 int PrintModelResult(absl::string_view command, const google::protobuf::Message& response,
                      const rankd::v1::ModelStatus& model);
 

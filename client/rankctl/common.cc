@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,8 @@ int64_t DeadlineMsOr(int64_t default_ms) {
   return absl::GetFlag(FLAGS_deadline_ms).value_or(default_ms);
 }
 
+namespace {
+
 absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::string& target) {
   if (target.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--", target_flag, ": must not be empty"));
@@ -75,26 +78,32 @@ absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::stri
   return absl::OkStatus();
 }
 
-absl::StatusOr<client::Security> SecurityFromFlags() {
+}  // namespace
+
+absl::StatusOr<ConnectionFlags> ConnectionFromFlags(absl::string_view target_flag,
+                                                    const std::string& target) {
+  if (absl::Status s = CheckConnectionFlags(target_flag, target); !s.ok()) return s;
   client::SecurityFiles files;
   files.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
   files.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   files.key_file = absl::GetFlag(FLAGS_tls_key_file);
   files.token_file = absl::GetFlag(FLAGS_token_file);
-  return client::LoadSecurity(files);
+  absl::StatusOr<client::Security> security = client::LoadSecurity(files);
+  if (!security.ok()) return security.status();
+  ConnectionFlags flags;
+  flags.security = *std::move(security);
+  flags.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  flags.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
+  return flags;
 }
 
 absl::StatusOr<std::unique_ptr<client::RankingClient>> ClientFromFlags() {
   client::RankingClient::Options options;
   options.target = absl::GetFlag(FLAGS_target);
-  if (absl::Status s = CheckConnectionFlags("target", options.target); !s.ok()) return s;
-  absl::StatusOr<client::Security> security = SecurityFromFlags();
-  if (!security.ok()) return security.status();
-  options.credentials = security->credentials;
-  options.bearer_token = security->bearer_token;
+  absl::StatusOr<ConnectionFlags> connection = ConnectionFromFlags("target", options.target);
+  if (!connection.ok()) return connection.status();
+  connection->ApplyTo(&options);
   options.deadline_ms = DeadlineMsOr(options.deadline_ms);
-  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
   return client::RankingClient::Create(options);
 }
 
@@ -113,6 +122,16 @@ int ExitCodeFor(const absl::Status& status) {
   if (status.ok()) return kExitOk;
   if (absl::IsUnavailable(status)) return kExitUnavailable;
   return kExitFailed;
+}
+
+int UsageError(absl::string_view command, absl::string_view why) {
+  std::cerr << "rankctl " << command << ": " << why << "\n";
+  return kExitUsage;
+}
+
+int CallFailed(absl::string_view command, const absl::Status& status) {
+  std::cerr << "rankctl " << command << ": " << DescribeError(status) << "\n";
+  return ExitCodeFor(status);
 }
 
 int ClientSetupFailed(absl::string_view command, const absl::Status& status) {

@@ -15,10 +15,7 @@ int RunHealth() {
   if (!client.ok()) return ClientSetupFailed("health", client.status());
   const std::string service = absl::GetFlag(FLAGS_service);
   auto status = (*client)->Health(service);
-  if (!status.ok()) {
-    std::cerr << "rankctl health: " << DescribeError(status.status()) << "\n";
-    return ExitCodeFor(status.status());
-  }
+  if (!status.ok()) return CallFailed("health", status.status());
   std::cout << client::ServingStatusName(*status) << "\n";
   return *status == grpc::health::v1::HealthCheckResponse::SERVING ? kExitOk : kExitFailed;
 }

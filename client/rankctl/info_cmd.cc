@@ -3,6 +3,7 @@
 #include <iostream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "client/rankctl/commands.h"
 #include "rankd/v1/ranking.pb.h"
 
@@ -14,24 +15,18 @@ int RunInfo() {
   request.set_version(VersionFlag().value_or(0));
   request.set_version_label(VersionLabelFlag());
   if (request.model().empty()) {
-    std::cerr << "rankctl info: --model: required (a served model's name)\n";
-    return kExitUsage;
+    return UsageError("info", "--model: required (a served model's name)");
   }
   if (request.version() < 0) {
-    std::cerr << "rankctl info: --version: must be >= 0, got " << request.version() << "\n";
-    return kExitUsage;
+    return UsageError("info", absl::StrCat("--version: must be >= 0, got ", request.version()));
   }
   if (request.version() > 0 && !request.version_label().empty()) {
-    std::cerr << "rankctl info: --version_label: give --version or --version_label, not both\n";
-    return kExitUsage;
+    return UsageError("info", "--version_label: give --version or --version_label, not both");
   }
   auto client = ClientFromFlags();
   if (!client.ok()) return ClientSetupFailed("info", client.status());
   auto info = (*client)->GetModelInfo(request);
-  if (!info.ok()) {
-    std::cerr << "rankctl info: " << DescribeError(info.status()) << "\n";
-    return ExitCodeFor(info.status());
-  }
+  if (!info.ok()) return CallFailed("info", info.status());
   // A human reads this: PrintJson shows false/0 fields (e.g. request_level) too.
   if (absl::Status printed = PrintJson(*info); !printed.ok()) {
     std::cerr << "rankctl info: " << printed.message() << "\n";

@@ -46,22 +46,15 @@ std::vector<std::string> Failures(const rankd::v1::ModelStatus& model,
 int RunLoad() {
   const std::string model = ModelFlag();
   if (model.empty()) {
-    std::cerr << "rankctl load: --model: required (a model in rankd's model repository)\n";
-    return kExitUsage;
+    return UsageError("load", "--model: required (a model in rankd's model repository)");
   }
   auto versions = VersionsFromFlags();
-  if (!versions.ok()) {
-    std::cerr << "rankctl load: " << versions.status().message() << "\n";
-    return kExitUsage;
-  }
+  if (!versions.ok()) return UsageError("load", versions.status().message());
   auto client = AdminClientFromFlags();
   if (!client.ok()) return ClientSetupFailed("load", client.status());
   const int64_t start_unix_ms = absl::ToUnixMillis(absl::Now());
   auto loaded = (*client)->LoadModel(model, *versions);
-  if (!loaded.ok()) {
-    std::cerr << "rankctl load: " << DescribeAdminError(loaded.status()) << "\n";
-    return ExitCodeFor(loaded.status());
-  }
+  if (!loaded.ok()) return AdminCallFailed("load", loaded.status());
   const int printed = PrintModelResult("load", *loaded, loaded->model());
   const std::vector<std::string> failures = Failures(loaded->model(), *versions, start_unix_ms);
   for (const std::string& failure : failures) {

@@ -73,19 +73,12 @@ absl::StatusOr<std::shared_ptr<rankd::v1::ScoreRequest>> ParseLine(
 int RunScore() {
   const int concurrency = absl::GetFlag(FLAGS_concurrency);
   if (concurrency < 1) {
-    std::cerr << "rankctl score: --concurrency: must be >= 1, got " << concurrency << "\n";
-    return kExitUsage;
+    return UsageError("score", absl::StrCat("--concurrency: must be >= 1, got ", concurrency));
   }
   const std::string input = absl::GetFlag(FLAGS_input);
   const std::string output = absl::GetFlag(FLAGS_output);
-  if (input.empty()) {
-    std::cerr << "rankctl score: --input: must not be empty (- = stdin)\n";
-    return kExitUsage;
-  }
-  if (output.empty()) {
-    std::cerr << "rankctl score: --output: must not be empty (- = stdout)\n";
-    return kExitUsage;
-  }
+  if (input.empty()) return UsageError("score", "--input: must not be empty (- = stdin)");
+  if (output.empty()) return UsageError("score", "--output: must not be empty (- = stdout)");
   // Before the client: its destructor waits for the completions, which use
   // the window, so the window must outlive it.
   Window window;

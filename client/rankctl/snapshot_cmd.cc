@@ -2,9 +2,9 @@
 // (with every embedding update applied) and dense weights as a new version
 // directory, which it then serves in place. One server (replica) per call.
 #include <cstdint>
-#include <iostream>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/rankctl/commands.h"
 #include "client/rankctl/model_table.h"
@@ -19,43 +19,28 @@ int RunSnapshot() {
   const std::string model = ModelFlag();
   const int64_t version = VersionFlag().value_or(0);
   const int64_t new_version = absl::GetFlag(FLAGS_new_version);
-  if (model.empty()) {
-    std::cerr << "rankctl snapshot: --model: required (the model to snapshot)\n";
-    return kExitUsage;
-  }
+  if (model.empty()) return UsageError("snapshot", "--model: required (the model to snapshot)");
   if (version < 0) {
-    std::cerr << "rankctl snapshot: --version: must be >= 0, got " << version << "\n";
-    return kExitUsage;
+    return UsageError("snapshot", absl::StrCat("--version: must be >= 0, got ", version));
   }
   if (new_version < 0) {
-    std::cerr << "rankctl snapshot: --new_version: must be >= 0, got " << new_version << "\n";
-    return kExitUsage;
+    return UsageError("snapshot", absl::StrCat("--new_version: must be >= 0, got ", new_version));
   }
   auto client = AdminClientFromFlags();
   if (!client.ok()) return ClientSetupFailed("snapshot", client.status());
   auto snapshot = (*client)->SaveSnapshot(model, version, new_version);
-  if (!snapshot.ok()) {
-    std::cerr << "rankctl snapshot: " << DescribeAdminError(snapshot.status()) << "\n";
-    return ExitCodeFor(snapshot.status());
-  }
-  if (JsonFlag()) {
-    if (absl::Status printed = PrintJson(*snapshot); !printed.ok()) {
-      std::cerr << "rankctl snapshot: " << printed.message() << "\n";
-      return kExitFailed;
-    }
-    return kExitOk;
-  }
+  if (!snapshot.ok()) return AdminCallFailed("snapshot", snapshot.status());
   int64_t source = version;
   for (const auto& v : snapshot->model().versions()) {
     if (v.version() == snapshot->version() && v.snapshot_of() != 0) source = v.snapshot_of();
   }
-  std::cout << absl::StrFormat("%s version %s -> version %d: %s, %s (%d bytes) in %.2f s\n",
-                               model, source == 0 ? std::string("newest") : absl::StrCat(source),
-                               snapshot->version(), snapshot->directory(),
-                               HumanBytes(snapshot->bytes()), snapshot->bytes(),
-                               snapshot->seconds());
-  std::cout << ModelTable(snapshot->model());
-  return std::cout.flush() ? kExitOk : kExitFailed;
+  const std::string text = absl::StrCat(
+      absl::StrFormat("%s version %s -> version %d: %s, %s (%d bytes) in %.2f s\n", model,
+                      source == 0 ? std::string("newest") : absl::StrCat(source),
+                      snapshot->version(), snapshot->directory(), HumanBytes(snapshot->bytes()),
+                      snapshot->bytes(), snapshot->seconds()),
+      ModelTable(snapshot->model()));
+  return PrintAdminResult("snapshot", *snapshot, text);
 }
 
 }  // namespace rankd::rankctl

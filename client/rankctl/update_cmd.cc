@@ -363,10 +363,7 @@ void PrintResults(const UpdateFlags& f, const std::vector<Replica>& replicas, in
 
 int RunUpdate() {
   const UpdateFlags f = ReadUpdateFlags();
-  if (absl::Status s = CheckUpdateFlags(f); !s.ok()) {
-    std::cerr << "rankctl update: " << s.message() << "\n";
-    return kExitUsage;
-  }
+  if (absl::Status s = CheckUpdateFlags(f); !s.ok()) return UsageError("update", s.message());
   auto tables = client::ReadDeltaFile(f.input);
   if (!tables.ok()) {
     std::cerr << "rankctl update: --input: " << tables.status().message() << "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <thread>
+#include <type_traits>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
@@ -132,6 +133,15 @@ absl::Status Bad(absl::string_view flag, absl::string_view what, absl::string_vi
 
 bool Finite(double v) { return std::isfinite(v); }
 
+// Bad(flag, "must be in [min, max]", value) unless min <= `value` <= max
+// (the bounds are taken as `value`'s type).
+template <typename T>
+absl::Status InRange(absl::string_view flag, T value, typename std::common_type<T>::type min,
+                     typename std::common_type<T>::type max) {
+  if (value >= min && value <= max) return absl::OkStatus();
+  return Bad(flag, absl::StrCat("must be in [", min, ", ", max, "]"), absl::StrCat(value));
+}
+
 }  // namespace
 
 absl::StatusOr<Mode> ParseMode(absl::string_view text) {
@@ -204,8 +214,8 @@ absl::Status ConnectionFromFlags(Config* c) {
   if (!protocol.ok()) return protocol.status();
   c->protocol = *protocol;
   c->http_connections = absl::GetFlag(FLAGS_http_connections);
-  if (c->http_connections < 1 || c->http_connections > 4096) {
-    return Bad("--http_connections", "must be in [1, 4096]", absl::StrCat(c->http_connections));
+  if (absl::Status s = InRange("--http_connections", c->http_connections, 1, 4096); !s.ok()) {
+    return s;
   }
   c->http_target = absl::GetFlag(FLAGS_http_target);
   if (c->protocol == Protocol::kHttp && c->http_target.empty()) {
@@ -249,29 +259,21 @@ absl::Status LoadFromFlags(Config* c) {
     return Bad("--warmup_s", "must be >= 0", absl::StrCat(c->warmup_s));
   }
   c->connections = absl::GetFlag(FLAGS_connections);
-  if (c->connections < 1 || c->connections > 1024) {
-    return Bad("--connections", "must be in [1, 1024]", absl::StrCat(c->connections));
-  }
+  if (absl::Status s = InRange("--connections", c->connections, 1, 1024); !s.ok()) return s;
   c->threads = absl::GetFlag(FLAGS_threads);
-  if (c->threads < 0 || c->threads > 256) {
-    return Bad("--threads", "must be in [0, 256]", absl::StrCat(c->threads));
-  }
+  if (absl::Status s = InRange("--threads", c->threads, 0, 256); !s.ok()) return s;
   if (c->threads == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     c->threads = std::max(1, std::min(8, cores / 4));
   }
   c->spin_us = absl::GetFlag(FLAGS_spin_us);
-  if (c->spin_us < 0 || c->spin_us > 100000) {
-    return Bad("--spin_us", "must be in [0, 100000]", absl::StrCat(c->spin_us));
-  }
+  if (absl::Status s = InRange("--spin_us", c->spin_us, 0, 100000); !s.ok()) return s;
   c->max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
   if (c->max_in_flight < 1) {
     return Bad("--max_in_flight", "must be >= 1", absl::StrCat(c->max_in_flight));
   }
   c->drain_s = absl::GetFlag(FLAGS_drain_s);
-  if (!(c->drain_s >= 0) || c->drain_s > 600) {
-    return Bad("--drain_s", "must be in [0, 600]", absl::StrCat(c->drain_s));
-  }
+  if (absl::Status s = InRange("--drain_s", c->drain_s, 0, 600); !s.ok()) return s;
   c->deadline_ms = absl::GetFlag(FLAGS_deadline_ms);
   if (!(c->deadline_ms > 0) || !Finite(c->deadline_ms) || c->deadline_ms > 1e9) {
     return Bad("--deadline_ms", "must be in (0, 1e9]", absl::StrCat(c->deadline_ms));
@@ -324,22 +326,16 @@ absl::Status TrafficFromFlags(Config* c) {
   if (!candidates.ok()) return candidates.status();
   c->candidates = *candidates;
   c->zipf_alpha = absl::GetFlag(FLAGS_zipf_alpha);
-  if (!(c->zipf_alpha >= 0) || c->zipf_alpha > 10) {
-    return Bad("--zipf_alpha", "must be in [0, 10]", absl::StrCat(c->zipf_alpha));
-  }
+  if (absl::Status s = InRange("--zipf_alpha", c->zipf_alpha, 0, 10); !s.ok()) return s;
   c->ids_per_bag = absl::GetFlag(FLAGS_ids_per_bag);
-  if (c->ids_per_bag < 0 || c->ids_per_bag > 100000) {
-    return Bad("--ids_per_bag", "must be in [0, 100000]", absl::StrCat(c->ids_per_bag));
-  }
+  if (absl::Status s = InRange("--ids_per_bag", c->ids_per_bag, 0, 100000); !s.ok()) return s;
   c->model_config = absl::GetFlag(FLAGS_model_config);
   for (absl::string_view f :
        absl::StrSplit(absl::GetFlag(FLAGS_shared_features), ',', absl::SkipWhitespace())) {
     c->shared_features.emplace(absl::StripAsciiWhitespace(f));
   }
   c->pool_size = absl::GetFlag(FLAGS_pool_size);
-  if (c->pool_size < 1 || c->pool_size > 1000000) {
-    return Bad("--pool_size", "must be in [1, 1000000]", absl::StrCat(c->pool_size));
-  }
+  if (absl::Status s = InRange("--pool_size", c->pool_size, 1, 1000000); !s.ok()) return s;
   c->seed = absl::GetFlag(FLAGS_seed);
   if (!c->request_files.empty() &&
       (!c->model_config.empty() || !c->shared_features.empty())) {
@@ -365,8 +361,8 @@ absl::Status SloFromFlags(Config* c) {
     return Bad("--slo_percentile", "must be in (0, 100]", absl::StrCat(c->slo_percentile));
   }
   c->slo_max_error_ratio = absl::GetFlag(FLAGS_slo_max_error_ratio);
-  if (!(c->slo_max_error_ratio >= 0) || c->slo_max_error_ratio > 1) {
-    return Bad("--slo_max_error_ratio", "must be in [0, 1]", absl::StrCat(c->slo_max_error_ratio));
+  if (absl::Status s = InRange("--slo_max_error_ratio", c->slo_max_error_ratio, 0, 1); !s.ok()) {
+    return s;
   }
   c->slo_growth = absl::GetFlag(FLAGS_slo_growth);
   if (!(c->slo_growth > 1) || c->slo_growth > 100) {
@@ -383,13 +379,9 @@ absl::Status SloFromFlags(Config* c) {
                absl::StrCat(c->slo_max_rps));
   }
   c->slo_max_steps = absl::GetFlag(FLAGS_slo_max_steps);
-  if (c->slo_max_steps < 1 || c->slo_max_steps > 1000) {
-    return Bad("--slo_max_steps", "must be in [1, 1000]", absl::StrCat(c->slo_max_steps));
-  }
+  if (absl::Status s = InRange("--slo_max_steps", c->slo_max_steps, 1, 1000); !s.ok()) return s;
   c->slo_recheck = absl::GetFlag(FLAGS_slo_recheck);
-  if (c->slo_recheck < 0 || c->slo_recheck > 10) {
-    return Bad("--slo_recheck", "must be in [0, 10]", absl::StrCat(c->slo_recheck));
-  }
+  if (absl::Status s = InRange("--slo_recheck", c->slo_recheck, 0, 10); !s.ok()) return s;
   if (c->mode == Mode::kSlo && c->rates.size() != 1) {
     return absl::InvalidArgumentError(
         "--rate: with --mode slo give one starting rate (the search picks the others)");

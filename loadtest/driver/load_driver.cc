@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/option_checks.h"
 #include "loadtest/driver/recorder.h"
 
 namespace rankd::loadtest {
@@ -228,25 +229,15 @@ absl::StatusOr<std::unique_ptr<LoadDriver>> LoadDriver::Create(const Options& op
   if (options.pool == nullptr || options.pool->empty()) {
     return absl::InvalidArgumentError("pool: no requests");
   }
-  if (options.sender_threads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sender_threads: must be >= 1, got ", options.sender_threads));
-  }
-  if (options.max_in_flight < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_in_flight: must be >= 1, got ", options.max_in_flight));
-  }
-  if (options.spin_us < 0 || options.spin_us > 100000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spin_us: must be in [0, 100000], got ", options.spin_us));
-  }
-  if (!(options.deadline_ms > 0) || !std::isfinite(options.deadline_ms)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("deadline_ms: must be > 0, got ", options.deadline_ms));
-  }
-  if (!(options.interval_s > 0) || !std::isfinite(options.interval_s)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("interval_s: must be > 0, got ", options.interval_s));
+  if (absl::Status s = client::FirstError({
+          client::CheckAtLeast("sender_threads", options.sender_threads, 1),
+          client::CheckAtLeast("max_in_flight", options.max_in_flight, 1),
+          client::CheckInRange("spin_us", options.spin_us, 0, 100000),
+          client::CheckAbove("deadline_ms", options.deadline_ms, 0),
+          client::CheckAbove("interval_s", options.interval_s, 0),
+      });
+      !s.ok()) {
+    return s;
   }
   return std::unique_ptr<LoadDriver>(new LoadDriver(options));
 }

@@ -40,14 +40,19 @@ absl::Status ModelManager::ScanOneModel(const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::Status ModelManager::CheckVersionsChangeable(absl::string_view rpc) const {
+  if (shut_down_) return absl::UnavailableError("the server is shutting down");
+  if (options_.mode == Mode::kNone) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        rpc, ": the server runs with --model_control none (models are fixed at start)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<rankd::v1::ModelStatus> ModelManager::Load(const std::string& model,
                                                           const std::vector<int64_t>& versions) {
   absl::MutexLock control(&control_mu_);
-  if (shut_down_) return absl::UnavailableError("the server is shutting down");
-  if (options_.mode == Mode::kNone) {
-    return absl::FailedPreconditionError(
-        "LoadModel: the server runs with --model_control none (models are fixed at start)");
-  }
+  if (absl::Status s = CheckVersionsChangeable("LoadModel"); !s.ok()) return s;
   if (absl::Status s = ScanOneModel(model); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
@@ -97,11 +102,7 @@ absl::StatusOr<rankd::v1::ModelStatus> ModelManager::Load(const std::string& mod
 absl::StatusOr<rankd::v1::ModelStatus> ModelManager::Unload(const std::string& model,
                                                             const std::vector<int64_t>& versions) {
   absl::MutexLock control(&control_mu_);
-  if (shut_down_) return absl::UnavailableError("the server is shutting down");
-  if (options_.mode == Mode::kNone) {
-    return absl::FailedPreconditionError(
-        "UnloadModel: the server runs with --model_control none (models are fixed at start)");
-  }
+  if (absl::Status s = CheckVersionsChangeable("UnloadModel"); !s.ok()) return s;
   {
     absl::MutexLock lock(&mu_);
     auto it = models_.find(model);

@@ -43,6 +43,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/serving/clock.h"
@@ -333,6 +334,11 @@ class ModelManager {
   std::vector<std::string> ServedModelsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<rankd::v1::ModelStatus> StatusOrNotFound(const std::string& name) const;
   absl::Status ScanOneModel(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  // Whether the admin call `rpc` (LoadModel, UnloadModel) may change which
+  // versions are loaded: UNAVAILABLE after shutdown, FAILED_PRECONDITION
+  // under --model_control none.
+  absl::Status CheckVersionsChangeable(absl::string_view rpc) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   // NOT_FOUND naming the models the manager knows.
   absl::Status UnknownModel(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
