@@ -1,5 +1,7 @@
 #include "server/admitted_call.h"
 
+#include "server/budget_admission.h"
+
 #include "absl/time/clock.h"
 #include "server/status_mapping.h"
 
@@ -8,11 +10,8 @@ namespace rankd::server {
 absl::StatusOr<RequestBudget::Hold> AdmitWireBytes(RequestBudget* budget, Metrics* metrics,
                                                    Metrics::Protocol protocol,
                                                    int64_t wire_bytes, absl::Time arrival) {
-  absl::StatusOr<RequestBudget::Hold> hold = budget->TryAcquire(wire_bytes);
+  absl::StatusOr<RequestBudget::Hold> hold = AcquireBytes(budget, metrics, wire_bytes);
   if (!hold.ok()) {
-    metrics->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
-                               ? "shutting_down"
-                               : "inflight_bytes");
     metrics->RecordRequest("", 0, hold.status().code(), absl::Now() - arrival, protocol);
   }
   return hold;
@@ -37,8 +36,9 @@ void AdmittedCall::Refuse(absl::string_view reason, absl::string_view model, int
 }
 
 bool AdmittedCall::GrowOrRefuse(int64_t bytes, absl::string_view model, int64_t version) {
-  if (hold.Grow(bytes)) return true;
-  Refuse("inflight_bytes", model, version, OverBudgetError(bytes, max_bytes_));
+  absl::Status grown = GrowBytes(&hold, bytes, max_bytes_, metrics_);
+  if (grown.ok()) return true;
+  Answer(model, version, grown);
   return false;
 }
 

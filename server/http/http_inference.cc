@@ -16,6 +16,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "inference/grpc_predict_v2.pb.h"
 #include "rankd/v1/ranking.pb.h"
+#include "server/budget_admission.h"
 #include "server/http/kserve_json.h"
 #include "server/kserve_conversion.h"
 #include "server/request_conversion.h"
@@ -104,11 +105,8 @@ bool HttpInference::Admit(const httplib::Request& req, httplib::Response& res,
     return false;
   };
   if (length > options_.max_body_bytes) return too_large(length);
-  absl::StatusOr<RequestBudget::Hold> hold = budget_->TryAcquire(length);
+  absl::StatusOr<RequestBudget::Hold> hold = AcquireBytes(budget_, metrics_, length);
   if (!hold.ok()) {
-    metrics_->RecordRefused(hold.status().code() == absl::StatusCode::kUnavailable
-                                ? "shutting_down"
-                                : "inflight_bytes");
     Finish(call, hold.status(), res);
     res.set_header("Connection", "close");
     return false;
@@ -130,9 +128,10 @@ bool HttpInference::Admit(const httplib::Request& req, httplib::Response& res,
     res.set_header("Connection", "close");
     return false;
   }
-  if (!call->hold->Grow(static_cast<int64_t>(call->body.size()))) {
-    metrics_->RecordRefused("inflight_bytes");
-    Finish(call, OverBudgetError(call->body.size(), budget_->max_bytes()), res);
+  if (absl::Status s = GrowBytes(&*call->hold, static_cast<int64_t>(call->body.size()),
+                                 budget_->max_bytes(), metrics_);
+      !s.ok()) {
+    Finish(call, s, res);
     return false;
   }
   return true;
@@ -152,9 +151,10 @@ absl::Time HttpInference::Deadline(const httplib::Request& req, absl::Time arriv
 absl::Status HttpInference::SubmitAndWait(const httplib::Request& req, Call* call) {
   // The scores (and the version's name, for the answer) count too.
   const int32_t n = call->request.num_candidates;
-  if (!call->hold->Grow(call->hold->bytes() + int64_t{4} * n)) {
-    metrics_->RecordRefused("inflight_bytes");
-    return OverBudgetError(call->hold->bytes() + int64_t{4} * n, budget_->max_bytes());
+  if (absl::Status s = GrowBytes(&*call->hold, call->hold->bytes() + int64_t{4} * n,
+                                 budget_->max_bytes(), metrics_);
+      !s.ok()) {
+    return s;
   }
   call->scores.assign(n, 0.0f);
   absl::Notification done;
@@ -182,10 +182,9 @@ void HttpInference::KServeInfer(const httplib::Request& req, httplib::Response& 
   absl::Status s = ParseKServeInferJson(call.body, &infer);
   call.body = std::string();  // parsed: the text goes
   if (!s.ok()) return Finish(&call, s, res);
-  if (!call.hold->Grow(static_cast<int64_t>(infer.SpaceUsedLong()))) {
-    metrics_->RecordRefused("inflight_bytes");
-    return Finish(&call, OverBudgetError(infer.SpaceUsedLong(), budget_->max_bytes()), res);
-  }
+  s = GrowBytes(&*call.hold, static_cast<int64_t>(infer.SpaceUsedLong()), budget_->max_bytes(),
+                metrics_);
+  if (!s.ok()) return Finish(&call, s, res);
   absl::StatusOr<int64_t> number = ParseKServeVersion(version);
   if (!number.ok()) return Finish(&call, number.status(), res);
   auto found = models_->Find(model, *number, "");
@@ -229,10 +228,9 @@ void HttpInference::NativeScore(const httplib::Request& req, httplib::Response& 
                                                2 * engine::kMaxQuotedBytes))),
                   res);
   }
-  if (!call.hold->Grow(static_cast<int64_t>(score.SpaceUsedLong()))) {
-    metrics_->RecordRefused("inflight_bytes");
-    return Finish(&call, OverBudgetError(score.SpaceUsedLong(), budget_->max_bytes()), res);
-  }
+  absl::Status s = GrowBytes(&*call.hold, static_cast<int64_t>(score.SpaceUsedLong()),
+                             budget_->max_bytes(), metrics_);
+  if (!s.ok()) return Finish(&call, s, res);
   // The URL names the model (and version or label); the body may repeat
   // them, not contradict them.
   absl::StatusOr<int64_t> number = ParseKServeVersion(version);
@@ -274,7 +272,7 @@ void HttpInference::NativeScore(const httplib::Request& req, httplib::Response& 
   }
   if (!view.ok()) return Finish(&call, view.status(), res);
   call.request = *std::move(view);
-  absl::Status s = SubmitAndWait(req, &call);
+  s = SubmitAndWait(req, &call);
   if (!s.ok()) return Finish(&call, s, res);
   rankd::v1::ScoreResponse response;
   response.set_model(call.model);
