@@ -4,9 +4,11 @@
 // int64s (splitmix64 of the row), as exported ids look to the table.
 //
 //   hash_build_bench --keys 100000000 --threads 1,2,16
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,20 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
+// Seconds of the fastest of --repeats calls of build(&t), each into a fresh
+// table t (its destruction untimed); nullopt if a build fails.
+template <typename Build>
+std::optional<double> BestSeconds(Build build) {
+  double best = 1e30;
+  for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
+    HashTable t;
+    const auto start = std::chrono::steady_clock::now();
+    if (!build(&t).ok()) return std::nullopt;
+    best = std::min(best, Seconds(start));
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,39 +67,25 @@ int main(int argc, char** argv) {
                 n / best / 1e6);
   };
   if (absl::GetFlag(FLAGS_serial)) {
-    double best = 1e30;
-    for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
-      HashTable t;
-      const auto start = std::chrono::steady_clock::now();
-      if (!HashTable::Build(keys, 0, &t).ok()) return 1;
-      best = std::min(best, Seconds(start));
-    }
-    report("Build", 1, best);
+    const std::optional<double> best =
+        BestSeconds([&](HashTable* t) { return HashTable::Build(keys, 0, t); });
+    if (!best) return 1;
+    report("Build", 1, *best);
   }
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_threads), ',')) {
     int threads = 0;
     if (!absl::SimpleAtoi(s, &threads)) return 2;
-    double best = 1e30;
-    for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
-      HashTable t;
-      rankd::kernels::HashBuildOptions o;
-      o.num_threads = threads;
-      const auto start = std::chrono::steady_clock::now();
-      if (!HashTable::BuildParallel(keys, 0, o, &t).ok()) return 1;
-      best = std::min(best, Seconds(start));
-    }
-    report("BuildParallel", threads, best);
+    rankd::kernels::HashBuildOptions o;
+    o.num_threads = threads;
+    const std::optional<double> best = BestSeconds(
+        [&](HashTable* t) { return HashTable::BuildParallel(keys, 0, o, t); });
+    if (!best) return 1;
+    report("BuildParallel", threads, *best);
     // The part of it that only allocates and initialises the arrays.
-    double init = 1e30;
-    for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
-      HashTable t;
-      rankd::kernels::HashBuildOptions o;
-      o.num_threads = threads;
-      const auto start = std::chrono::steady_clock::now();
-      if (!HashTable::BuildParallel({}, 2 * n, o, &t).ok()) return 1;
-      init = std::min(init, Seconds(start));
-    }
-    std::printf("  of which array init (no keys): %.3f s\n", init);
+    const std::optional<double> init = BestSeconds(
+        [&](HashTable* t) { return HashTable::BuildParallel({}, 2 * n, o, t); });
+    if (!init) return 1;
+    std::printf("  of which array init (no keys): %.3f s\n", *init);
   }
   return 0;
 }

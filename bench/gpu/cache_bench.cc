@@ -43,6 +43,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/gpu/device_array.h"
 #include "bench/median.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/embedding_cache.h"
@@ -202,20 +203,13 @@ int main(int argc, char** argv) {
     id_pos += static_cast<int64_t>(B) * kBags[t];
     bag_prefix.push_back(bag_prefix.back() + B);
   }
-  auto upload = [](const auto& v) {
-    using T = typename std::decay_t<decltype(v)>::value_type;
-    T* p = nullptr;
-    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(T) * std::max<size_t>(1, v.size())));
-    CHECK_CUDA(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
-    return p;
-  };
   rkc::PooledLookupArgs args;
-  args.features = upload(features);
+  args.features = rankd::bench::ToDevice(features);
   args.num_features = 26;
-  args.bag_ids = upload(bag_ids);
-  args.bag_rows = upload(bag_rows);
+  args.bag_ids = rankd::bench::ToDevice(bag_ids);
+  args.bag_rows = rankd::bench::ToDevice(bag_rows);
   args.total_bags = bag_prefix.back();
-  const int64_t* d_prefix = upload(bag_prefix);
+  const int64_t* d_prefix = rankd::bench::ToDevice(bag_prefix);
   args.out_stride = 26 * kDim;
   float* out = nullptr;
   CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&out), sizeof(float) * B * args.out_stride));
@@ -338,7 +332,7 @@ int main(int argc, char** argv) {
     }
     for (auto& t : gen) t.join();
     for (Batch& b : batches) {
-      b.d_ids = upload(b.ids);
+      b.d_ids = rankd::bench::ToDevice(b.ids);
       std::vector<int64_t>().swap(b.ids);  // keep only the device copy
     }
     const Batch& timed = batches.back();

@@ -32,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/gpu/device_array.h"
 #include "bench/median.h"
 #include "kernels/cpu/dynamic_table.h"
 #include "kernels/cpu/hash_table.h"
@@ -55,17 +56,11 @@ ABSL_FLAG(bool, upsert, true, "run the upsert and lookup figures");
 
 namespace {
 
+using rankd::bench::Alloc;
 using rankd::bench::Median;
 
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
-
-template <typename T>
-T* Alloc(int64_t count) {
-  void* p = nullptr;
-  CHECK_CUDA(cudaMalloc(&p, sizeof(T) * std::max<int64_t>(count, 1)));
-  return static_cast<T*>(p);
-}
 
 // Milliseconds of what `launch` enqueues on `stream`.
 template <typename Launch>

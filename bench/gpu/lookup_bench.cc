@@ -36,6 +36,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/gpu/device_array.h"
 #include "bench/median.h"
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/hash_table.h"
@@ -58,6 +59,7 @@ ABSL_FLAG(bool, hash, true, "run the hash lookup benchmarks");
 namespace {
 
 using rankd::bench::Median;
+using rankd::bench::ToDevice;
 
 namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
@@ -86,14 +88,6 @@ double TimeMs(cudaStream_t stream, Launch&& launch) {
   }
   for (cudaEvent_t& e : events) CHECK_CUDA(cudaEventDestroy(e));
   return Median(ms);
-}
-
-template <typename T>
-T* ToDevice(const std::vector<T>& v) {
-  T* p = nullptr;
-  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(1, v.size() * sizeof(T))));
-  if (!v.empty()) CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
 }
 
 struct Result {

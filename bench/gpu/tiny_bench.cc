@@ -134,13 +134,19 @@ class Events {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// One way of launching, timed (us): each launch alone (median, p10, p90)
+// and per launch of a back-to-back run.
+struct Timing {
+  double med = 0, p10 = 0, p90 = 0;
+  double b2b = 0;
+};
+
 struct Row {
   int64_t batch = 0;
   double min_bytes = 0;  // each input read once, scores written once
   double max_abs_err = 0;
-  double plain_med = 0, plain_p10 = 0, plain_p90 = 0;
-  double graph_med = 0, graph_p10 = 0, graph_p90 = 0;
-  double plain_b2b = 0, graph_b2b = 0;
+  Timing plain;  // one launch of the kernel per call
+  Timing graph;  // one CUDA graph replay per call
 };
 
 // Times fn(i) bracketed by events, `iters` times; returns the samples (us).
@@ -169,6 +175,23 @@ absl::StatusOr<double> TimeBackToBack(cudaStream_t stream, int iters, Fn fn) {
   absl::StatusOr<float> t = ev.ElapsedUs();
   if (!t.ok()) return t.status();
   return *t / iters;
+}
+
+// fn(i) `warmup` times untimed, then timed by TimeEach and TimeBackToBack,
+// `iters` calls each.
+template <typename Fn>
+absl::StatusOr<Timing> TimeLaunches(cudaStream_t stream, int warmup, int iters, Fn fn) {
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(fn(i));
+  absl::StatusOr<std::vector<float>> each = TimeEach(stream, iters, fn);
+  if (!each.ok()) return each.status();
+  Timing timing;
+  timing.med = Percentile(*each, 0.5);
+  timing.p10 = Percentile(*each, 0.1);
+  timing.p90 = Percentile(*each, 0.9);
+  absl::StatusOr<double> b2b = TimeBackToBack(stream, iters, fn);
+  if (!b2b.ok()) return b2b.status();
+  timing.b2b = *b2b;
+  return timing;
 }
 
 absl::Status Run() {
@@ -299,15 +322,9 @@ absl::Status Run() {
     }
     // ---- plain launches
     auto launch = [&](int i) { return dev[i % sets]->Launch(stream); };
-    for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(launch(i));
-    absl::StatusOr<std::vector<float>> plain = TimeEach(stream, iters, launch);
+    absl::StatusOr<Timing> plain = TimeLaunches(stream, warmup, iters, launch);
     if (!plain.ok()) return plain.status();
-    row.plain_med = Percentile(*plain, 0.5);
-    row.plain_p10 = Percentile(*plain, 0.1);
-    row.plain_p90 = Percentile(*plain, 0.9);
-    absl::StatusOr<double> b2b = TimeBackToBack(stream, iters, launch);
-    if (!b2b.ok()) return b2b.status();
-    row.plain_b2b = *b2b;
+    row.plain = *plain;
     // ---- CUDA graphs, one per input set
     std::vector<cudaGraphExec_t> execs;
     for (int s = 0; s < sets; ++s) {
@@ -325,15 +342,9 @@ absl::Status Run() {
     auto replay = [&](int i) {
       return CudaStatus(cudaGraphLaunch(execs[i % sets], stream), "graph launch");
     };
-    for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(replay(i));
-    absl::StatusOr<std::vector<float>> graph = TimeEach(stream, iters, replay);
+    absl::StatusOr<Timing> graph = TimeLaunches(stream, warmup, iters, replay);
     if (!graph.ok()) return graph.status();
-    row.graph_med = Percentile(*graph, 0.5);
-    row.graph_p10 = Percentile(*graph, 0.1);
-    row.graph_p90 = Percentile(*graph, 0.9);
-    b2b = TimeBackToBack(stream, iters, replay);
-    if (!b2b.ok()) return b2b.status();
-    row.graph_b2b = *b2b;
+    row.graph = *graph;
     RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "sync"));
     for (cudaGraphExec_t e : execs) cudaGraphExecDestroy(e);
     // The replays computed real scores too: re-check the last one is sane.
@@ -358,8 +369,8 @@ absl::Status Run() {
               "b2b us/graph", "max|p-p_cpu|");
   for (const Row& r : table) {
     std::printf("%-6ld | %7.1f | %8.2f [%6.2f, %6.2f] | %8.2f [%6.2f, %6.2f] | %13.2f | %12.2f | %.2e\n",
-                static_cast<long>(r.batch), r.min_bytes / 1024.0, r.plain_med, r.plain_p10,
-                r.plain_p90, r.graph_med, r.graph_p10, r.graph_p90, r.plain_b2b, r.graph_b2b,
+                static_cast<long>(r.batch), r.min_bytes / 1024.0, r.plain.med, r.plain.p10,
+                r.plain.p90, r.graph.med, r.graph.p10, r.graph.p90, r.plain.b2b, r.graph.b2b,
                 r.max_abs_err);
   }
   std::printf("(launch/graph: one launch between two events, %d samples; b2b: %d back-to-back "

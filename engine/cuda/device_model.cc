@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <type_traits>
 
 #include <unistd.h>
 
@@ -18,31 +19,34 @@ namespace rankd::engine::cuda {
 absl::Status DeviceModel::UploadCrossSplit(const CrossLayer& c, size_t i, CrossSplit split,
                                            DeviceCross* dc) {
   if (split == CrossSplit::kNone) return absl::OkStatus();
+  // Uploads V and W in one split layout into `v_layer` and `w_layer`:
+  // `width` is the layout's row length for an input width, `split_weights`
+  // writes a Linear's weights in it as T (the layer's device weight type),
+  // `label` names it in allocation errors.
   // V [rank, n] is a Linear n -> rank; W [n, rank] is a Linear rank -> n.
-  if (split == CrossSplit::kTf32x3) {
-    const int v_width = kernels::SplitTf32Width(c.n), w_width = kernels::SplitTf32Width(c.rank);
-    std::vector<float> v3(int64_t{c.rank} * v_width), w3(int64_t{c.n} * w_width);
-    kernels::SplitTf32Weights(c.v.data(), c.rank, c.n, v3.data());
-    kernels::SplitTf32Weights(c.w.data(), c.n, c.rank, w3.data());
-    auto v = Upload(v3.data(), 4 * v3.size(), absl::StrCat("cross[", i, "].V split (tf32x3)"));
+  auto upload_split = [&](auto width, auto split_weights, const char* label, auto* v_layer,
+                          auto* w_layer) -> absl::Status {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(v_layer->weight)>>;
+    const int v_width = width(c.n), w_width = width(c.rank);
+    std::vector<T> vs(int64_t{c.rank} * v_width), ws(int64_t{c.n} * w_width);
+    split_weights(c.v.data(), c.rank, c.n, vs.data());
+    split_weights(c.w.data(), c.n, c.rank, ws.data());
+    auto v = Upload(vs.data(), sizeof(T) * vs.size(),
+                    absl::StrCat("cross[", i, "].V split (", label, ")"));
     if (!v.ok()) return v.status();
-    auto w = Upload(w3.data(), 4 * w3.size(), absl::StrCat("cross[", i, "].W split (tf32x3)"));
+    auto w = Upload(ws.data(), sizeof(T) * ws.size(),
+                    absl::StrCat("cross[", i, "].W split (", label, ")"));
     if (!w.ok()) return w.status();
-    dc->v3 = {static_cast<const float*>(*v), nullptr, v_width, c.rank};
-    dc->w3 = {static_cast<const float*>(*w), dc->w.bias, w_width, c.n};
+    *v_layer = {static_cast<const T*>(*v), nullptr, v_width, c.rank};
+    *w_layer = {static_cast<const T*>(*w), dc->w.bias, w_width, c.n};
     return absl::OkStatus();
+  };
+  if (split == CrossSplit::kTf32x3) {
+    return upload_split(kernels::SplitTf32Width, kernels::SplitTf32Weights, "tf32x3", &dc->v3,
+                        &dc->w3);
   }
-  const int v_width = kernels::SplitBf16Width(c.n), w_width = kernels::SplitBf16Width(c.rank);
-  std::vector<uint16_t> vb(int64_t{c.rank} * v_width), wb(int64_t{c.n} * w_width);
-  kernels::SplitBf16Weights(c.v.data(), c.rank, c.n, vb.data());
-  kernels::SplitBf16Weights(c.w.data(), c.n, c.rank, wb.data());
-  auto v = Upload(vb.data(), 2 * vb.size(), absl::StrCat("cross[", i, "].V split (bf16x3)"));
-  if (!v.ok()) return v.status();
-  auto w = Upload(wb.data(), 2 * wb.size(), absl::StrCat("cross[", i, "].W split (bf16x3)"));
-  if (!w.ok()) return w.status();
-  dc->vb = {static_cast<const uint16_t*>(*v), nullptr, v_width, c.rank};
-  dc->wb = {static_cast<const uint16_t*>(*w), dc->w.bias, w_width, c.n};
-  return absl::OkStatus();
+  return upload_split(kernels::SplitBf16Width, kernels::SplitBf16Weights, "bf16x3", &dc->vb,
+                      &dc->wb);
 }
 
 namespace {

@@ -40,6 +40,16 @@ inline uint64_t Permute63(uint64_t x) {
   return x;
 }
 
+// Writes a row's `dim` values, scale * Unit(seed, c), as T by `convert`
+// (float -> T) at `dst`; returns the end of the row.
+template <typename T, typename Convert>
+uint8_t* FillRow(uint64_t seed, float scale, int dim, Convert convert,
+                 uint8_t* dst) {
+  T* out = reinterpret_cast<T*>(dst);
+  for (int c = 0; c < dim; ++c) out[c] = convert(scale * Unit(seed, c));
+  return dst + static_cast<size_t>(dim) * sizeof(T);
+}
+
 }  // namespace
 
 uint64_t RandomTableStream(uint64_t seed, absl::string_view table_name) {
@@ -70,28 +80,19 @@ void FillRandomRows(uint64_t stream, float scale, int dim,
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint64_t seed = RowSeed(stream, r);
     switch (type) {
-      case kernels::RowType::kFp32: {
-        float* out = reinterpret_cast<float*>(dst);
-        for (int c = 0; c < dim; ++c) out[c] = scale * Unit(seed, c);
-        dst += static_cast<size_t>(dim) * 4;
+      case kernels::RowType::kFp32:
+        dst = FillRow<float>(seed, scale, dim, [](float v) { return v; }, dst);
         break;
-      }
-      case kernels::RowType::kFp16: {
-        uint16_t* out = reinterpret_cast<uint16_t*>(dst);
-        for (int c = 0; c < dim; ++c) {
-          out[c] = kernels::FloatToHalfBits(scale * Unit(seed, c));
-        }
-        dst += static_cast<size_t>(dim) * 2;
+      case kernels::RowType::kFp16:
+        dst = FillRow<uint16_t>(
+            seed, scale, dim,
+            [](float v) { return kernels::FloatToHalfBits(v); }, dst);
         break;
-      }
-      case kernels::RowType::kBf16: {
-        uint16_t* out = reinterpret_cast<uint16_t*>(dst);
-        for (int c = 0; c < dim; ++c) {
-          out[c] = kernels::FloatToBf16Bits(scale * Unit(seed, c));
-        }
-        dst += static_cast<size_t>(dim) * 2;
+      case kernels::RowType::kBf16:
+        dst = FillRow<uint16_t>(
+            seed, scale, dim,
+            [](float v) { return kernels::FloatToBf16Bits(v); }, dst);
         break;
-      }
     }
   }
 }

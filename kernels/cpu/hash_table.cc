@@ -39,8 +39,14 @@ int64_t StartBucket(int64_t key, int64_t num_buckets) {
                               static_cast<uint64_t>(num_buckets - 1));
 }
 
-// Bucket count for `n` keys and a requested capacity (0 = 2n), or why not.
-absl::StatusOr<int64_t> ResolveBuckets(int64_t n, int64_t min_slots) {
+// A table's size: num_buckets buckets of kBucketSlots slots each.
+struct Layout {
+  int64_t num_buckets = 0;
+  int64_t num_slots = 0;
+};
+
+// The layout for `n` keys and a requested capacity (0 = 2n), or why not.
+absl::StatusOr<Layout> ResolveLayout(int64_t n, int64_t min_slots) {
   if (min_slots < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("hash table capacity must be >= 0, got ", min_slots));
@@ -56,7 +62,8 @@ absl::StatusOr<int64_t> ResolveBuckets(int64_t n, int64_t min_slots) {
     return absl::InvalidArgumentError(
         absl::StrCat("hash table capacity ", min_slots, " is too large"));
   }
-  return BucketsFor(min_slots);
+  const int64_t num_buckets = BucketsFor(min_slots);
+  return Layout{num_buckets, num_buckets * kBucketSlots};
 }
 
 absl::Status EmptyKeyError(int64_t row) {
@@ -203,20 +210,20 @@ absl::Status HashTable::BuildParallel(absl::Span<const int64_t> keys,
                                       const HashBuildOptions& options,
                                       HashTable* out) {
   const int64_t n = static_cast<int64_t>(keys.size());
-  absl::StatusOr<int64_t> buckets = ResolveBuckets(n, min_slots);
-  if (!buckets.ok()) return buckets.status();
-  const int64_t num_buckets = *buckets;
-  const int64_t num_slots = num_buckets * kBucketSlots;
+  absl::StatusOr<Layout> layout = ResolveLayout(n, min_slots);
+  if (!layout.ok()) return layout.status();
+  const int64_t num_buckets = layout->num_buckets;
   const int threads = ResolveThreads(options.num_threads);
   const int64_t chunk = std::max<int64_t>(1, options.keys_per_chunk);
 
   Array table_keys;
   Array table_rows;
-  table_keys.resize(num_slots);  // uninitialised: filled below, in parallel
-  table_rows.resize(num_slots);
+  // Uninitialised: filled below, in parallel.
+  table_keys.resize(layout->num_slots);
+  table_rows.resize(layout->num_slots);
   int64_t* tk = table_keys.data();
   int64_t* tr = table_rows.data();
-  ParallelChunks(num_slots, int64_t{1} << 20, threads,
+  ParallelChunks(layout->num_slots, int64_t{1} << 20, threads,
                  [&](int64_t begin, int64_t end) {
                    std::fill(tk + begin, tk + end, kEmptyKey);
                    std::fill(tr + begin, tr + end, kMissingRow);
@@ -264,12 +271,11 @@ absl::Status HashTable::BuildParallel(absl::Span<const int64_t> keys,
 absl::Status HashTable::Build(absl::Span<const int64_t> keys, int64_t min_slots,
                               HashTable* out) {
   const int64_t n = static_cast<int64_t>(keys.size());
-  absl::StatusOr<int64_t> buckets = ResolveBuckets(n, min_slots);
-  if (!buckets.ok()) return buckets.status();
-  const int64_t num_buckets = *buckets;
-  const int64_t num_slots = num_buckets * kBucketSlots;
-  Array table_keys(num_slots, kEmptyKey);
-  Array table_rows(num_slots, kMissingRow);
+  absl::StatusOr<Layout> layout = ResolveLayout(n, min_slots);
+  if (!layout.ok()) return layout.status();
+  const int64_t num_buckets = layout->num_buckets;
+  Array table_keys(layout->num_slots, kEmptyKey);
+  Array table_rows(layout->num_slots, kMissingRow);
 
   for (int64_t r = 0; r < n; ++r) {
     const int64_t key = keys[r];

@@ -34,6 +34,15 @@ struct CgroupDir {
   std::string dir;          // mount_point + the process's cgroup path
 };
 
+// Whether the comma-separated `list` ("cpu,cpuacct", "rw,memory") names
+// `item`.
+bool ListHas(absl::string_view list, absl::string_view item) {
+  for (absl::string_view entry : absl::StrSplit(list, ',')) {
+    if (entry == item) return true;
+  }
+  return false;
+}
+
 // The process's cgroup path for a v1 controller ("cpu", "memory"), or for
 // the v2 unified hierarchy (controller ""), from /proc/self/cgroup.
 bool CgroupPath(const std::string& proc_cgroup, const std::string& controller,
@@ -41,12 +50,9 @@ bool CgroupPath(const std::string& proc_cgroup, const std::string& controller,
   for (absl::string_view line : absl::StrSplit(proc_cgroup, '\n')) {
     std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(':', 2));
     if (f.size() != 3) continue;
-    bool match = controller.empty() && f[0] == "0" && f[1].empty();
-    if (!controller.empty()) {
-      for (absl::string_view c : absl::StrSplit(f[1], ',')) {
-        if (c == controller) match = true;
-      }
-    }
+    const bool match = controller.empty()
+                           ? f[0] == "0" && f[1].empty()
+                           : ListHas(f[1], controller);
     if (match) {
       *path = std::string(f[2]);
       return true;
@@ -66,14 +72,9 @@ bool CgroupMount(const std::string& mountinfo, const std::string& controller,
     std::vector<absl::string_view> pre = absl::StrSplit(halves[0], ' ');
     std::vector<absl::string_view> post = absl::StrSplit(halves[1], ' ');
     if (pre.size() < 5 || post.size() < 3) continue;
-    bool match = false;
-    if (controller.empty()) {
-      match = post[0] == "cgroup2";
-    } else if (post[0] == "cgroup") {
-      for (absl::string_view opt : absl::StrSplit(post[2], ',')) {
-        if (opt == controller) match = true;
-      }
-    }
+    const bool match = controller.empty()
+                           ? post[0] == "cgroup2"
+                           : post[0] == "cgroup" && ListHas(post[2], controller);
     if (match) {
       *mount_root = std::string(pre[3]);
       *mount_point = std::string(pre[4]);

@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/split_layout.h"
+
 namespace rankd::kernels {
 
 // The fp32 value of a bf16 bit pattern (exact).
@@ -59,29 +61,13 @@ inline int SplitBf16Width(int k) { return (3 * k + 7) / 8 * 8; }
 // up to SplitBf16Width(k), for rows of x `ld` floats apart.
 inline void SplitBf16Activations(const float* x, int64_t ld, int64_t rows, int k,
                                  uint16_t* out) {
-  const int width = SplitBf16Width(k);
-  for (int64_t r = 0; r < rows; ++r) {
-    uint16_t* o = out + r * width;
-    for (int j = 0; j < k; ++j) {
-      SplitBf16(x[r * ld + j], &o[j], &o[k + j]);
-      o[2 * k + j] = o[j];
-    }
-    for (int j = 3 * k; j < width; ++j) o[j] = 0;
-  }
+  SplitActivationRows<uint16_t, SplitBf16>(x, ld, rows, k, SplitBf16Width(k), out);
 }
 
 // Weights W [out, in] -> [out, SplitBf16Width(in)] = [hi(W) | hi(W) |
 // lo(W)], then zeros.
 inline void SplitBf16Weights(const float* w, int out_dim, int in, uint16_t* out) {
-  const int width = SplitBf16Width(in);
-  for (int64_t o = 0; o < out_dim; ++o) {
-    uint16_t* d = out + o * width;
-    for (int j = 0; j < in; ++j) {
-      SplitBf16(w[o * in + j], &d[j], &d[2 * in + j]);
-      d[in + j] = d[j];
-    }
-    for (int j = 3 * in; j < width; ++j) d[j] = 0;
-  }
+  SplitWeightRows<uint16_t, SplitBf16>(w, out_dim, in, SplitBf16Width(in), out);
 }
 
 }  // namespace rankd::kernels

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/split_layout.h"
+
 namespace rankd::kernels {
 
 // big = x rounded to TF32 (low 13 mantissa bits zero), small = x - big.
@@ -50,29 +52,13 @@ inline int SplitTf32Width(int k) { return (3 * k + 3) / 4 * 4; }
 // Activations: out[r, 0:3k] = [big(x[r]) | small(x[r]) | big(x[r])], then
 // zeros up to SplitTf32Width(k), for rows of x `ld` floats apart.
 inline void SplitTf32Activations(const float* x, int64_t ld, int64_t rows, int k, float* out) {
-  const int width = SplitTf32Width(k);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = out + r * width;
-    for (int j = 0; j < k; ++j) {
-      SplitTf32(x[r * ld + j], &o[j], &o[k + j]);
-      o[2 * k + j] = o[j];
-    }
-    for (int j = 3 * k; j < width; ++j) o[j] = 0.0f;
-  }
+  SplitActivationRows<float, SplitTf32>(x, ld, rows, k, SplitTf32Width(k), out);
 }
 
 // Weights W [out, in] -> [out, SplitTf32Width(in)] = [big(W) | big(W) |
 // small(W)], then zeros.
 inline void SplitTf32Weights(const float* w, int out_dim, int in, float* out) {
-  const int width = SplitTf32Width(in);
-  for (int64_t o = 0; o < out_dim; ++o) {
-    float* d = out + o * width;
-    for (int j = 0; j < in; ++j) {
-      SplitTf32(w[o * in + j], &d[j], &d[2 * in + j]);
-      d[in + j] = d[j];
-    }
-    for (int j = 3 * in; j < width; ++j) d[j] = 0.0f;
-  }
+  SplitWeightRows<float, SplitTf32>(w, out_dim, in, SplitTf32Width(in), out);
 }
 
 }  // namespace rankd::kernels
