@@ -2,7 +2,8 @@
 // validation (engine/model/model_loader.h, ParseModelConfig). A config the
 // validation accepts must stay accepted, unchanged, when validated again
 // (filling defaults is idempotent), and its derived widths
-// (model_shapes.h), which the loader sizes tensors from, must be positive.
+// (model_shapes.h), which the loader sizes tensors from, must be positive
+// (the dense part may be empty in a CAT model without a bottom MLP).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -37,7 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "validating an accepted config again changed it\n");
     std::abort();
   }
-  if (rankd::engine::DenseOutWidth(*config) <= 0 ||
+  // The dense part may be empty only in a CAT model without a bottom MLP
+  // (sparse features alone, as tests/reference/selftest.py's "CAT no dense"
+  // case serves); everything else stacks or feeds x and needs it.
+  const int dense = rankd::engine::DenseOutWidth(*config);
+  const bool dense_may_be_empty =
+      config->interaction().kind() == rankd::v1::CAT && config->bottom_mlp().empty();
+  if (dense < 0 || (dense == 0 && !dense_may_be_empty) ||
       rankd::engine::InteractionWidth(*config) <= 0) {
     std::fprintf(stderr, "an accepted config has a non-positive width\n");
     std::abort();
