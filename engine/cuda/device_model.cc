@@ -348,71 +348,55 @@ void DeviceModel::MaintenanceLoop(int interval_ms) {
   }
 }
 
-absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
-    std::shared_ptr<const Model> model, const Options& options) {
-  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(options.device),
-                             absl::StrCat("cudaSetDevice(", options.device, ")"));
-  size_t free_bytes = 0, total_bytes = 0;
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+absl::StatusOr<std::shared_ptr<const PlacementPlan>> DeviceModel::ResolvePlan(
+    const Model& model, const Options& options, int64_t free_bytes, int64_t total_bytes) {
   std::shared_ptr<const PlacementPlan> plan = options.plan;
   if (plan == nullptr) {
-    const int64_t available =
-        PlanAvailableBytes(static_cast<int64_t>(free_bytes), options.reserve_bytes);
-    auto p = PlanPlacement(PlanInputFromModel(*model),
-                           options.budget.Resolve(static_cast<int64_t>(total_bytes), available));
+    const int64_t available = PlanAvailableBytes(free_bytes, options.reserve_bytes);
+    auto p = PlanPlacement(PlanInputFromModel(model),
+                           options.budget.Resolve(total_bytes, available));
     if (!p.ok()) {
       return absl::Status(p.status().code(),
                           absl::StrCat("GPU ", options.device, ": ", p.status().message()));
     }
     plan = std::make_shared<const PlacementPlan>(std::move(*p));
   }
-  if (plan->tables.size() != model->tables.size()) {
+  if (plan->tables.size() != model.tables.size()) {
     return absl::InvalidArgumentError("placement plan does not match the model's tables");
   }
-  absl::Status fits = CheckFits(*model, *plan, options.device, static_cast<int64_t>(free_bytes),
-                                static_cast<int64_t>(total_bytes), options.reserve_bytes);
+  absl::Status fits =
+      CheckFits(model, *plan, options.device, free_bytes, total_bytes, options.reserve_bytes);
   if (!fits.ok()) return fits;
-  std::shared_ptr<HostTables> host_tables = options.host_tables;
-  if (plan->any_host() && host_tables == nullptr) {
-    auto h = HostTables::Create(model, *plan);
-    if (!h.ok()) return h.status();
-    host_tables = std::move(*h);
-  }
-  std::shared_ptr<DeviceModel> dm(new DeviceModel());
-  dm->model_ = model;
-  dm->device_ = options.device;
-  dm->plan_ = plan;
-  dm->pinned_tables_ = host_tables;
-  dm->gate_ = std::make_unique<ReaderGate>();
-  dm->cache_of_table_.assign(model->tables.size(), {-1, 0});
-  std::vector<CachedTable> cached;  // HOST tables with a cache, in table order
-  dm->dynamic_.assign(model->tables.size(), kernels::DynamicTableView{});
-  for (size_t ti = 0; ti < model->tables.size(); ++ti) {
-    const EmbeddingTable& t = model->tables[ti];
-    const TablePlan& tp = plan->tables[ti];
+  return plan;
+}
+
+absl::Status DeviceModel::UploadTables(const Options& options, std::vector<CachedTable>* cached) {
+  for (size_t ti = 0; ti < model_->tables.size(); ++ti) {
+    const EmbeddingTable& t = model_->tables[ti];
+    const TablePlan& tp = plan_->tables[ti];
     kernels::cuda::DeviceTable d;
     if (tp.tier == Tier::kHost) {
-      auto rows = host_tables->DevicePointer(static_cast<int>(ti));
+      auto rows = pinned_tables_->DevicePointer(static_cast<int>(ti));
       if (!rows.ok()) return rows.status();
       d.rows = *rows;
       d.host = 1;
-      d.host_offset = dm->host_span_bytes_;  // HOST tables back to back, for the fetch order
+      d.host_offset = host_span_bytes_;  // HOST tables back to back, for the fetch order
       if (t.rows.size < t.capacity_rows() * t.row_bytes()) {
         return absl::InternalError(absl::StrCat("HOST table ", t.name, ": ", t.rows.size,
                                                 " bytes of rows, fewer than its ",
                                                 t.capacity_rows(), " rows"));
       }
-      dm->host_span_bytes_ += t.capacity_rows() * t.row_bytes();
+      host_span_bytes_ += t.capacity_rows() * t.row_bytes();
       if (tp.cache_rows > 0) {
         // Caches are made after this loop (tables of one row size may share one).
-        cached.push_back({static_cast<int>(ti), t.row_bytes(),
+        cached->push_back({static_cast<int>(ti), t.row_bytes(),
                           EmbeddingCache::Member{t.name, t.capacity_rows(), *rows, tp.cache_rows}});
       }
     } else {
       // A DYNAMIC table's rows have room for max_keys keys (capacity_rows).
       const int64_t bytes = std::max<int64_t>(
           t.rows.size, std::max<int64_t>(t.capacity_rows(), t.dynamic ? 1 : 0) * t.row_bytes());
-      auto rows = dm->Upload(nullptr, bytes, absl::StrCat("table ", t.name));
+      auto rows = Upload(nullptr, bytes, absl::StrCat("table ", t.name));
       if (!rows.ok()) return rows.status();
       absl::Status copied = ChunkedMemcpy(*rows, t.rows.data, t.rows.size, cudaMemcpyHostToDevice,
                                           absl::StrCat("copy table ", t.name, " to GPU ",
@@ -425,58 +409,62 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     d.dim = t.dim;
     d.num_rows = t.capacity_rows();  // a DYNAMIC table's keys take any of max_keys rows
     if (!t.default_vector.empty()) {
-      auto dv = dm->Upload(t.default_vector.data(), 4 * t.default_vector.size(),
+      auto dv = Upload(t.default_vector.data(), 4 * t.default_vector.size(),
                            absl::StrCat("default vector of ", t.name));
       if (!dv.ok()) return dv.status();
       d.default_vector = static_cast<const float*>(*dv);
     }
     if (t.dynamic) {
       absl::Status built =
-          dm->BuildDynamicTable(static_cast<int>(ti), const_cast<void*>(d.rows), &d);
+          BuildDynamicTable(static_cast<int>(ti), const_cast<void*>(d.rows), &d);
       if (!built.ok()) return built;
     }
-    dm->table_descriptors_.push_back(d);
+    table_descriptors_.push_back(d);
   }
-  absl::Status cache_status = dm->MakeCaches(std::move(cached), options);
-  if (!cache_status.ok()) return cache_status;
-  {
-    const size_t bytes = sizeof(kernels::cuda::DeviceTable) * dm->table_descriptors_.size();
-    absl::Status s = dm->tables_.Allocate(bytes, "table descriptors");
-    if (!s.ok()) return s;
-    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpy(dm->tables_.get(), dm->table_descriptors_.data(), bytes,
-                                          cudaMemcpyHostToDevice),
-                               "copy table descriptors to the GPU");
-  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceModel::UploadTableDescriptors() {
+  const size_t bytes = sizeof(kernels::cuda::DeviceTable) * table_descriptors_.size();
+  absl::Status s = tables_.Allocate(bytes, "table descriptors");
+  if (!s.ok()) return s;
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaMemcpy(tables_.get(), table_descriptors_.data(), bytes, cudaMemcpyHostToDevice),
+      "copy table descriptors to the GPU");
+  return absl::OkStatus();
+}
+
+absl::Status DeviceModel::UploadDenseLayers(const Options& options) {
   auto linear = [&](const Linear& l, const std::string& what)
       -> absl::StatusOr<kernels::cuda::DeviceLinear> {
-    auto w = dm->Upload(l.weight.data(), 4 * l.weight.size(), what + ".weight");
+    auto w = Upload(l.weight.data(), 4 * l.weight.size(), what + ".weight");
     if (!w.ok()) return w.status();
-    auto b = dm->Upload(l.bias.data(), 4 * l.bias.size(), what + ".bias");
+    auto b = Upload(l.bias.data(), 4 * l.bias.size(), what + ".bias");
     if (!b.ok()) return b.status();
     return kernels::cuda::DeviceLinear{static_cast<const float*>(*w),
                                        static_cast<const float*>(*b), l.in, l.out};
   };
-  const bool dcn = model->interaction == rankd::v1::DCN_V2;
-  dm->dense_ld_ = options.pad_inputs ? RoundUp4(model->num_dense) : model->num_dense;
-  dm->top_in_ld_ = (options.pad_inputs && !dcn) ? RoundUp4(model->interaction_width)
-                                                : model->interaction_width;
-  for (size_t i = 0; i < model->bottom.size(); ++i) {
-    auto l = linear(i == 0 ? PadInput(model->bottom[i], dm->dense_ld_) : model->bottom[i],
+  const bool dcn = model_->interaction == rankd::v1::DCN_V2;
+  dense_ld_ = options.pad_inputs ? RoundUp4(model_->num_dense) : model_->num_dense;
+  top_in_ld_ = (options.pad_inputs && !dcn) ? RoundUp4(model_->interaction_width)
+                                                : model_->interaction_width;
+  for (size_t i = 0; i < model_->bottom.size(); ++i) {
+    auto l = linear(i == 0 ? PadInput(model_->bottom[i], dense_ld_) : model_->bottom[i],
                     absl::StrCat("bottom[", i, "]"));
     if (!l.ok()) return l.status();
-    dm->bottom_.push_back(*l);
+    bottom_.push_back(*l);
   }
-  for (size_t i = 0; i < model->top.size(); ++i) {
-    auto l = linear(i == 0 ? PadInput(model->top[i], dm->top_in_ld_) : model->top[i],
+  for (size_t i = 0; i < model_->top.size(); ++i) {
+    auto l = linear(i == 0 ? PadInput(model_->top[i], top_in_ld_) : model_->top[i],
                     absl::StrCat("top[", i, "]"));
     if (!l.ok()) return l.status();
-    dm->top_.push_back(*l);
+    top_.push_back(*l);
   }
-  for (size_t i = 0; i < model->cross.size(); ++i) {
-    const CrossLayer& c = model->cross[i];
-    auto v = dm->Upload(c.v.data(), 4 * c.v.size(), absl::StrCat("cross[", i, "].V"));
-    auto w = dm->Upload(c.w.data(), 4 * c.w.size(), absl::StrCat("cross[", i, "].W"));
-    auto b = dm->Upload(c.bias.data(), 4 * c.bias.size(), absl::StrCat("cross[", i, "].bias"));
+  for (size_t i = 0; i < model_->cross.size(); ++i) {
+    const CrossLayer& c = model_->cross[i];
+    auto v = Upload(c.v.data(), 4 * c.v.size(), absl::StrCat("cross[", i, "].V"));
+    auto w = Upload(c.w.data(), 4 * c.w.size(), absl::StrCat("cross[", i, "].W"));
+    auto b = Upload(c.bias.data(), 4 * c.bias.size(), absl::StrCat("cross[", i, "].bias"));
     if (!v.ok()) return v.status();
     if (!w.ok()) return w.status();
     if (!b.ok()) return b.status();
@@ -484,26 +472,60 @@ absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
     // V [rank, n] is a Linear n -> rank; W [n, rank] is a Linear rank -> n.
     dc.v = {static_cast<const float*>(*v), nullptr, c.n, c.rank};
     dc.w = {static_cast<const float*>(*w), static_cast<const float*>(*b), c.rank, c.n};
-    absl::Status split = dm->UploadCrossSplit(c, i, options.cross_split, &dc);
+    absl::Status split = UploadCrossSplit(c, i, options.cross_split, &dc);
     if (!split.ok()) return split;
-    dm->cross_.push_back(dc);
+    cross_.push_back(dc);
   }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceModel::StartMaintenance(const Options& options) {
   // Cache refreshes and online updates.
-  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&dm->refresh_stream_, cudaStreamNonBlocking),
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&refresh_stream_, cudaStreamNonBlocking),
                              "cache refresh stream");
-  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&dm->updates_done_, cudaEventDisableTiming),
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&updates_done_, cudaEventDisableTiming),
                              "updates event");
-  if (!dm->caches_.empty()) {
-    if (options.refresh_interval_ms > 0) {
-      DeviceModel* raw = dm.get();
-      const int interval = options.refresh_interval_ms;
-      const int device = options.device;
-      dm->maintenance_ = std::thread([raw, interval, device] {
-        cudaSetDevice(device);
-        raw->MaintenanceLoop(interval);
-      });
-    }
+  if (!caches_.empty() && options.refresh_interval_ms > 0) {
+    const int interval = options.refresh_interval_ms;
+    const int device = options.device;
+    maintenance_ = std::thread([this, interval, device] {
+      cudaSetDevice(device);
+      MaintenanceLoop(interval);
+    });
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const DeviceModel>> DeviceModel::Create(
+    std::shared_ptr<const Model> model, const Options& options) {
+  RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(options.device),
+                             absl::StrCat("cudaSetDevice(", options.device, ")"));
+  size_t free_bytes = 0, total_bytes = 0;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  auto plan = ResolvePlan(*model, options, static_cast<int64_t>(free_bytes),
+                          static_cast<int64_t>(total_bytes));
+  if (!plan.ok()) return plan.status();
+  std::shared_ptr<HostTables> host_tables = options.host_tables;
+  if ((*plan)->any_host() && host_tables == nullptr) {
+    auto h = HostTables::Create(model, **plan);
+    if (!h.ok()) return h.status();
+    host_tables = std::move(*h);
+  }
+  std::shared_ptr<DeviceModel> dm(new DeviceModel());
+  dm->model_ = model;
+  dm->device_ = options.device;
+  dm->plan_ = *std::move(plan);
+  dm->pinned_tables_ = host_tables;
+  dm->gate_ = std::make_unique<ReaderGate>();
+  dm->cache_of_table_.assign(model->tables.size(), {-1, 0});
+  dm->dynamic_.assign(model->tables.size(), kernels::DynamicTableView{});
+  std::vector<CachedTable> cached;  // HOST tables with a cache, in table order
+  absl::Status s = dm->UploadTables(options, &cached);
+  if (s.ok()) s = dm->MakeCaches(std::move(cached), options);
+  if (s.ok()) s = dm->UploadTableDescriptors();
+  if (s.ok()) s = dm->UploadDenseLayers(options);
+  if (s.ok()) s = dm->StartMaintenance(options);
+  if (!s.ok()) return s;
   return std::shared_ptr<const DeviceModel>(std::move(dm));
 }
 

@@ -239,6 +239,21 @@ class DeviceModel {
     int64_t row_bytes = 0;
     EmbeddingCache::Member member;  // warm_rows: the plan's cache rows
   };
+  // Create's steps, in order. The plan: options.plan, or one made for the
+  // GPU's memory; checked against the model and the free memory.
+  static absl::StatusOr<std::shared_ptr<const PlacementPlan>> ResolvePlan(
+      const Model& model, const Options& options, int64_t free_bytes, int64_t total_bytes);
+  // Each table's rows in HBM (or its pinned host rows' device address),
+  // default vector and, for DYNAMIC tables, the GPU hash and update state,
+  // into table_descriptors_; HOST tables with a cache go to `cached`.
+  absl::Status UploadTables(const Options& options, std::vector<CachedTable>* cached);
+  // table_descriptors_ to the device array the kernels read.
+  absl::Status UploadTableDescriptors();
+  // Bottom / top MLP weights (first layers padded to the input strides) and
+  // the cross layers, with their split copies.
+  absl::Status UploadDenseLayers(const Options& options);
+  // The maintenance stream and updates event; with caches, the refresh thread.
+  absl::Status StartMaintenance(const Options& options);
   // Makes the caches of `cached` (see Options::shared_cache) and points the
   // tables' descriptors at them.
   absl::Status MakeCaches(std::vector<CachedTable> cached, const Options& options);

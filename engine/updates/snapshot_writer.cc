@@ -76,6 +76,148 @@ rankd::v1::ModelConfig SnapshotConfig(const Model& model, const std::vector<int6
   return c;
 }
 
+// Every tensor of the file, in the layout's order; table_weight[t] /
+// table_keys[t] index table t's rows / keys (-1: none).
+struct SnapshotTensors {
+  std::vector<Planned> tensors;
+  std::vector<int> table_weight, table_keys;
+};
+
+SnapshotTensors PlanTensors(const Model& model, const ModelTensorLayout& layout) {
+  SnapshotTensors out;
+  std::vector<Planned>& plan = out.tensors;
+  auto add = [&plan](const TensorSpec& spec, const void* data) {
+    Planned p{spec.name, spec.dtype, spec.shape, TensorDtypeBytes(spec.dtype), 0, data};
+    for (int64_t d : spec.shape) p.bytes *= d;
+    plan.push_back(p);
+  };
+  out.table_weight.assign(model.tables.size(), -1);
+  out.table_keys.assign(model.tables.size(), -1);
+  for (size_t t = 0; t < model.tables.size(); ++t) {
+    out.table_weight[t] = static_cast<int>(plan.size());
+    add(layout.tables[t].weight, nullptr);
+    if (layout.tables[t].keys) {
+      out.table_keys[t] = static_cast<int>(plan.size());
+      add(*layout.tables[t].keys, nullptr);
+    }
+  }
+  auto add_linear = [&add](const LinearTensors& l, const Linear& w) {
+    add(l.weight, w.weight.data());
+    add(l.bias, w.bias.data());
+  };
+  for (size_t i = 0; i < layout.bottom.size(); ++i) add_linear(layout.bottom[i], model.bottom[i]);
+  for (size_t i = 0; i < layout.cross.size(); ++i) {
+    add(layout.cross[i].v, model.cross[i].v.data());
+    add(layout.cross[i].w, model.cross[i].w.data());
+    add(layout.cross[i].bias, model.cross[i].bias.data());
+  }
+  for (size_t i = 0; i < layout.top.size(); ++i) add_linear(layout.top[i], model.top[i]);
+  return out;
+}
+
+// Sets each tensor's offset (safetensors layout: packed, by decreasing
+// element size, stable) and returns the header, padded to 8 bytes; *data_bytes:
+// the data section's size.
+std::string LayOutSafetensors(std::vector<Planned>* plan, int64_t* data_bytes) {
+  std::vector<int> order(plan->size());
+  for (size_t i = 0; i < plan->size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [plan](int a, int b) {
+    return TensorDtypeBytes((*plan)[a].dtype) > TensorDtypeBytes((*plan)[b].dtype);
+  });
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  int64_t offset = 0;
+  for (int i : order) {
+    Planned& p = (*plan)[i];
+    p.offset = offset;
+    header[p.name] = {{"dtype", TensorDtypeName(p.dtype)},
+                      {"shape", p.shape},
+                      {"data_offsets", {offset, offset + p.bytes}}};
+    offset += p.bytes;
+  }
+  std::string head = header.dump();
+  head.append((8 - (8 + head.size()) % 8) % 8, ' ');
+  *data_bytes = offset;
+  return head;
+}
+
+// Streams each table's rows (and keys) from the store to their places in
+// the file, checking the counts against the plan.
+absl::Status WriteTables(int fd, const std::string& path, const Model& model,
+                         const TableStore& store, const SnapshotTensors& planned,
+                         int64_t data_start) {
+  for (size_t t = 0; t < model.tables.size(); ++t) {
+    const EmbeddingTable& table = model.tables[t];
+    const Planned& rows = planned.tensors[planned.table_weight[t]];
+    const Planned* keys =
+        planned.table_keys[t] >= 0 ? &planned.tensors[planned.table_keys[t]] : nullptr;
+    int64_t written = 0;  // rows so far
+    const int64_t limit = rows.shape[0];
+    absl::Status s = store.ReadTable(static_cast<int>(t), [&](absl::Span<const int64_t> k,
+                                                              absl::Span<const uint8_t> r)
+                                                              -> absl::Status {
+      const int64_t n = static_cast<int64_t>(r.size()) / table.row_bytes();
+      if (written + n > limit) {
+        return absl::InternalError(absl::StrCat("table ", table.name, ": more rows (",
+                                                written + n, ") than the ", limit, " counted"));
+      }
+      absl::Status w = PWriteAll(fd, path, r.data(), r.size(),
+                                 data_start + rows.offset + written * table.row_bytes());
+      if (w.ok() && keys != nullptr) {
+        w = PWriteAll(fd, path, k.data(), k.size() * 8, data_start + keys->offset + written * 8);
+      }
+      written += n;
+      return w;
+    });
+    if (!s.ok()) return s;
+    if (written != limit) {
+      return absl::InternalError(absl::StrCat("table ", table.name, ": ", written,
+                                              " rows read, ", limit, " counted"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// weights.safetensors: header, dense tensors, then the store's tables; synced.
+// Returns the file's size.
+absl::StatusOr<int64_t> WriteWeights(const std::string& dir, const Model& model,
+                                     const TableStore& store, SnapshotTensors planned) {
+  int64_t data_bytes = 0;
+  const std::string head = LayOutSafetensors(&planned.tensors, &data_bytes);
+  const int64_t data_start = 8 + static_cast<int64_t>(head.size());
+  const std::string path = dir + "/weights.safetensors";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError(path, "create");
+  absl::Cleanup closer = [fd] { close(fd); };
+  const uint64_t head_len = head.size();
+  uint8_t len_le[8];
+  for (int b = 0; b < 8; ++b) len_le[b] = static_cast<uint8_t>(head_len >> (8 * b));
+  absl::Status s = PWriteAll(fd, path, len_le, 8, 0);
+  if (s.ok()) s = PWriteAll(fd, path, head.data(), head.size(), 8);
+  for (const Planned& p : planned.tensors) {
+    if (s.ok() && p.data != nullptr) s = PWriteAll(fd, path, p.data, p.bytes, data_start + p.offset);
+  }
+  if (s.ok()) s = WriteTables(fd, path, model, store, planned, data_start);
+  if (s.ok() && fsync(fd) != 0) s = IoError(path, "fsync");
+  if (!s.ok()) return s;
+  return data_start + data_bytes;
+}
+
+// update_positions.json; returns its text.
+absl::StatusOr<std::string> WritePositions(const std::string& dir,
+                                           const std::vector<ProducerPosition>& positions) {
+  nlohmann::json pos = nlohmann::json::array();
+  for (const ProducerPosition& p : positions) {
+    pos.push_back({{"producer_id", p.producer_id},
+                   {"table", p.table},
+                   {"last_sequence", p.last_sequence},
+                   {"last_timestamp_unix_us", p.last_timestamp_unix_us}});
+  }
+  std::string text = nlohmann::json{{"positions", pos}}.dump(1) + "\n";
+  absl::Status s = WriteSmallFile(dir + "/update_positions.json", text);
+  if (!s.ok()) return s;
+  return text;
+}
+
 }  // namespace
 
 absl::StatusOr<SnapshotStats> WriteSnapshot(const Model& model, const TableStore& store,
@@ -101,109 +243,16 @@ absl::StatusOr<SnapshotStats> WriteSnapshot(const Model& model, const TableStore
         "written as a model directory"));
   }
 
-  std::vector<Planned> plan;
-  auto add = [&plan](const TensorSpec& spec, const void* data) {
-    Planned p{spec.name, spec.dtype, spec.shape, TensorDtypeBytes(spec.dtype), 0, data};
-    for (int64_t d : spec.shape) p.bytes *= d;
-    plan.push_back(p);
-  };
-  std::vector<int> table_weight(model.tables.size()), table_keys(model.tables.size(), -1);
-  for (size_t t = 0; t < model.tables.size(); ++t) {
-    table_weight[t] = static_cast<int>(plan.size());
-    add(layout.tables[t].weight, nullptr);
-    if (layout.tables[t].keys) {
-      table_keys[t] = static_cast<int>(plan.size());
-      add(*layout.tables[t].keys, nullptr);
-    }
-  }
-  auto add_linear = [&add](const LinearTensors& l, const Linear& w) {
-    add(l.weight, w.weight.data());
-    add(l.bias, w.bias.data());
-  };
-  for (size_t i = 0; i < layout.bottom.size(); ++i) add_linear(layout.bottom[i], model.bottom[i]);
-  for (size_t i = 0; i < layout.cross.size(); ++i) {
-    add(layout.cross[i].v, model.cross[i].v.data());
-    add(layout.cross[i].w, model.cross[i].w.data());
-    add(layout.cross[i].bias, model.cross[i].bias.data());
-  }
-  for (size_t i = 0; i < layout.top.size(); ++i) add_linear(layout.top[i], model.top[i]);
-
-  // safetensors layout: packed, by decreasing element size (stable).
-  std::vector<int> order(plan.size());
-  for (size_t i = 0; i < plan.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(), [&plan](int a, int b) {
-    return TensorDtypeBytes(plan[a].dtype) > TensorDtypeBytes(plan[b].dtype);
-  });
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  int64_t offset = 0;
-  for (int i : order) {
-    plan[i].offset = offset;
-    header[plan[i].name] = {{"dtype", TensorDtypeName(plan[i].dtype)},
-                            {"shape", plan[i].shape},
-                            {"data_offsets", {offset, offset + plan[i].bytes}}};
-    offset += plan[i].bytes;
-  }
-  std::string head = header.dump();
-  head.append((8 - (8 + head.size()) % 8) % 8, ' ');
-  const int64_t data_start = 8 + static_cast<int64_t>(head.size());
-
-  const std::string path = dir + "/weights.safetensors";
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError(path, "create");
-  absl::Cleanup closer = [fd] { close(fd); };
-  const uint64_t head_len = head.size();
-  uint8_t len_le[8];
-  for (int b = 0; b < 8; ++b) len_le[b] = static_cast<uint8_t>(head_len >> (8 * b));
-  absl::Status s = PWriteAll(fd, path, len_le, 8, 0);
-  if (s.ok()) s = PWriteAll(fd, path, head.data(), head.size(), 8);
-  for (const Planned& p : plan) {
-    if (s.ok() && p.data != nullptr) s = PWriteAll(fd, path, p.data, p.bytes, data_start + p.offset);
-  }
-  for (size_t t = 0; t < model.tables.size() && s.ok(); ++t) {
-    const EmbeddingTable& table = model.tables[t];
-    const Planned& rows = plan[table_weight[t]];
-    const Planned* keys = table_keys[t] >= 0 ? &plan[table_keys[t]] : nullptr;
-    int64_t written = 0;  // rows so far
-    const int64_t limit = rows.shape[0];
-    s = store.ReadTable(static_cast<int>(t), [&](absl::Span<const int64_t> k,
-                                                  absl::Span<const uint8_t> r) -> absl::Status {
-      const int64_t n = static_cast<int64_t>(r.size()) / table.row_bytes();
-      if (written + n > limit) {
-        return absl::InternalError(absl::StrCat("table ", table.name, ": more rows (",
-                                                written + n, ") than the ", limit, " counted"));
-      }
-      absl::Status w = PWriteAll(fd, path, r.data(), r.size(),
-                                 data_start + rows.offset + written * table.row_bytes());
-      if (w.ok() && keys != nullptr) {
-        w = PWriteAll(fd, path, k.data(), k.size() * 8, data_start + keys->offset + written * 8);
-      }
-      written += n;
-      return w;
-    });
-    if (s.ok() && written != limit) {
-      s = absl::InternalError(absl::StrCat("table ", table.name, ": ", written,
-                                           " rows read, ", limit, " counted"));
-    }
-  }
-  if (s.ok() && fsync(fd) != 0) s = IoError(path, "fsync");
-  if (!s.ok()) return s;
-
+  absl::StatusOr<int64_t> weight_bytes = WriteWeights(dir, model, store, PlanTensors(model, layout));
+  if (!weight_bytes.ok()) return weight_bytes.status();
   std::string text;
   google::protobuf::TextFormat::PrintToString(config, &text);
-  s = WriteSmallFile(dir + "/model.pbtxt", text);
+  absl::Status s = WriteSmallFile(dir + "/model.pbtxt", text);
   if (!s.ok()) return s;
-  nlohmann::json pos = nlohmann::json::array();
-  for (const ProducerPosition& p : positions) {
-    pos.push_back({{"producer_id", p.producer_id},
-                   {"table", p.table},
-                   {"last_sequence", p.last_sequence},
-                   {"last_timestamp_unix_us", p.last_timestamp_unix_us}});
-  }
-  const std::string pos_text = nlohmann::json{{"positions", pos}}.dump(1) + "\n";
-  s = WriteSmallFile(dir + "/update_positions.json", pos_text);
-  if (!s.ok()) return s;
+  absl::StatusOr<std::string> pos_text = WritePositions(dir, positions);
+  if (!pos_text.ok()) return pos_text.status();
   SnapshotStats stats;
-  stats.bytes = data_start + offset + static_cast<int64_t>(text.size() + pos_text.size());
+  stats.bytes = *weight_bytes + static_cast<int64_t>(text.size() + pos_text->size());
   stats.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return stats;
 }
