@@ -135,10 +135,11 @@ void AppendU64(uint64_t v, std::string* out) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<TableDelta>> ParseDelta(absl::string_view bytes,
-                                                   absl::string_view name) {
+// The header of a safetensors file `name`: its tensors, checked (entries,
+// bounds in the data section, no two sharing bytes); *data: the data section.
+absl::StatusOr<std::map<std::string, Tensor>> ParseTensors(absl::string_view bytes,
+                                                           absl::string_view name,
+                                                           absl::string_view* data) {
   if (bytes.size() < 8) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": not a safetensors file: ", bytes.size(), " bytes, shorter than its header length"));
@@ -158,7 +159,7 @@ absl::StatusOr<std::vector<TableDelta>> ParseDelta(absl::string_view bytes,
                                                    bytes.size(), " bytes)"));
   }
   const absl::string_view header_text = bytes.substr(8, header_bytes);
-  const absl::string_view data = bytes.substr(8 + header_bytes);
+  *data = bytes.substr(8 + header_bytes);
   if (!ShallowEnough(header_text)) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": header: JSON nested deeper than ", kMaxJsonDepth));
@@ -180,7 +181,7 @@ absl::StatusOr<std::vector<TableDelta>> ParseDelta(absl::string_view bytes,
       }
       continue;
     }
-    auto t = ParseTensor(name, tensor_name, entry, static_cast<int64_t>(data.size()));
+    auto t = ParseTensor(name, tensor_name, entry, static_cast<int64_t>(data->size()));
     if (!t.ok()) return t.status();
     tensors.emplace(tensor_name, std::move(*t));
   }
@@ -198,6 +199,14 @@ absl::StatusOr<std::vector<TableDelta>> ParseDelta(absl::string_view bytes,
     }
   }
 
+  return tensors;
+}
+
+// The tensors grouped by table (<table>.ids / .rows / .delete), each group
+// checked: ids and rows together, as many rows as ids, known dtypes.
+absl::StatusOr<std::vector<TableDelta>> GroupByTable(absl::string_view name,
+                                                     const std::map<std::string, Tensor>& tensors,
+                                                     absl::string_view data) {
   std::map<std::string, TableDelta> tables;
   std::map<std::string, const Tensor*> rows_of;
   for (const auto& [tensor_name, t] : tensors) {
@@ -259,6 +268,16 @@ absl::StatusOr<std::vector<TableDelta>> ParseDelta(absl::string_view bytes,
         absl::StrCat(name, ": no tables (want <table>.ids, <table>.rows, <table>.delete)"));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TableDelta>> ParseDelta(absl::string_view bytes,
+                                                   absl::string_view name) {
+  absl::string_view data;
+  absl::StatusOr<std::map<std::string, Tensor>> tensors = ParseTensors(bytes, name, &data);
+  if (!tensors.ok()) return tensors.status();
+  return GroupByTable(name, *tensors, data);
 }
 
 absl::StatusOr<std::vector<TableDelta>> ReadDeltaFile(const std::string& path) {
