@@ -354,6 +354,129 @@ __device__ __forceinline__ int64_t ResolveRow(const volatile SegmentJob& job, in
   return (row >= 0 && row < job.num_rows) ? row : kMissingRow;
 }
 
+// Adds a batch's `slots` ids (slot j: the row and weight lane
+// j * src_stride + src_base resolved) to this lane's chunk `acc`: kUnroll
+// rows loaded before any is converted, so their loads are in flight
+// together. Every lane of the warp calls it with the same `slots`.
+template <RowType kType, int kVec, bool kMax, bool kIndirect>
+__device__ __forceinline__ void AccumulateSlots(int slots, int src_stride, int src_base,
+                                                int64_t my_row, float my_w, bool rows32,
+                                                bool col_ok, const char* __restrict__ col_base,
+                                                int64_t col_bytes, int64_t row_bytes,
+                                                float (&acc)[kVec]) {
+  constexpr int kElemBytes = kType == RowType::kFp32 ? 4 : 2;
+  constexpr int kBytes = kVec * kElemBytes;
+  constexpr int kWords = (kBytes + 3) / 4;
+  for (int k = 0; k < slots; k += kUnroll) {
+    uint32_t raw[kUnroll][kWords];
+    float w[kUnroll];
+    bool ok[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) ok[u] = false;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (k + u >= slots) break;                        // warp-uniform
+      const int src = (k + u) * src_stride + src_base;  // < 32 since k + u < G
+      const int64_t r =
+          rows32
+              ? static_cast<int64_t>(__shfl_sync(kFullMask, static_cast<int32_t>(my_row), src))
+              : __shfl_sync(kFullMask, my_row, src);
+      w[u] = __shfl_sync(kFullMask, my_w, src);
+      if constexpr (kIndirect) {
+        ok[u] = r != kMissingRow && col_ok;
+        if (ok[u]) LoadRaw<kBytes>(reinterpret_cast<const char*>(r) + col_bytes, raw[u]);
+      } else {
+        ok[u] = r >= 0 && col_ok;
+        if (ok[u]) LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (!ok[u]) continue;
+      float f[kVec];
+      RawToFloat<kType, kVec>(raw[u], f);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        acc[i] = kMax ? fmaxf(acc[i], w[u] * f[i]) : fmaf(w[u], f[i], acc[i]);
+      }
+    }
+  }
+}
+
+// Adds a bag's unresolved ids to this lane's pooled chunk `acc`: the
+// default vector (or zeros) times their weights (sum / max / min by the
+// pooling). The ids of a bag were loaded by the whole warp (warp mode) or by
+// its group, so the counts and weights are reduced over those lanes first.
+template <int kVec, bool kMax, bool warp_mode>
+__device__ __forceinline__ void AddUnresolved(const volatile SegmentJob& job, const Groups& grp,
+                                              int col, int dim, unsigned miss, float miss_wsum,
+                                              float miss_wmax, float miss_wmin,
+                                              float (&acc)[kVec]) {
+  unsigned bag_miss = miss;
+  const int span = warp_mode ? kWarpSize : grp.lanes;
+  for (int offset = 1; offset < span; offset <<= 1) {
+    bag_miss += __shfl_xor_sync(kFullMask, bag_miss, offset);
+    miss_wsum += __shfl_xor_sync(kFullMask, miss_wsum, offset);
+    miss_wmax = fmaxf(miss_wmax, __shfl_xor_sync(kFullMask, miss_wmax, offset));
+    miss_wmin = fminf(miss_wmin, __shfl_xor_sync(kFullMask, miss_wmin, offset));
+  }
+  if (bag_miss > 0) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      float d = 0.0f;
+      const float* default_vector = job.default_vector;
+      if (default_vector != nullptr && col + i < dim) d = __ldg(default_vector + col + i);
+      if (kMax) {
+        acc[i] = fmaxf(acc[i], (d >= 0.0f ? miss_wmax : miss_wmin) * d);
+      } else {
+        acc[i] = fmaf(miss_wsum, d, acc[i]);
+      }
+    }
+  }
+}
+
+// Finishes this lane's pooled chunk of a bag of `bag_size` ids (an empty bag
+// pools to zeros, mean divides) and writes it to every output row of the bag
+// (in warp mode the groups write different rows).
+template <int kVec, bool warp_mode>
+__device__ __forceinline__ void StorePooled(const volatile SegmentJob& job, const Groups& grp,
+                                            int64_t bag_size, int col, bool col_ok, int dim,
+                                            int32_t row_begin, int32_t row_end,
+                                            float (&acc)[kVec]) {
+  if (bag_size == 0) {
+    // torch: an empty bag pools to zeros in every mode.
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
+  } else if (job.mean) {
+    const float n = static_cast<float>(bag_size);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[i] = acc[i] / n;
+  }
+  if (!col_ok) return;
+  float* __restrict__ out_col = job.out + col;
+  __builtin_assume(__isGlobal(out_col));  // read back from shared memory: say it is global
+  const int64_t out_stride = job.out_stride;
+  const bool out_vec = job.out_vec;
+  const int row_step = warp_mode ? grp.count : 1;
+  for (int32_t r = row_begin + (warp_mode ? grp.index : 0); r < row_end; r += row_step) {
+    float* __restrict__ dst = out_col + static_cast<int64_t>(r) * out_stride;
+    if constexpr (kVec % 4 == 0) {
+      if (out_vec) {
+#pragma unroll
+        for (int i = 0; i < kVec; i += 4) {
+          *reinterpret_cast<float4*>(dst + i) =
+              make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+        }
+        continue;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      if (col + i < dim) dst[i] = acc[i];
+    }
+  }
+}
+
 // Pools one bag per group (warp_mode false: ids [begin, end) and output rows
 // [row_begin, row_end) differ between groups; a group without a bag has empty
 // ranges) or one bag with the whole warp (warp_mode true: the ranges are
@@ -365,8 +488,6 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
                                          int64_t begin, int64_t end, int32_t row_begin,
                                          int32_t row_end, int lane, unsigned* miss_count) {
   constexpr int kElemBytes = kType == RowType::kFp32 ? 4 : 2;
-  constexpr int kBytes = kVec * kElemBytes;
-  constexpr int kWords = (kBytes + 3) / 4;
   const float init = kMax ? -INFINITY : 0.0f;
 
   const int dim = job.dim;
@@ -452,40 +573,9 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
         slots = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(valid)));
       }
       slots = min(slots, grp.lanes);
-      for (int k = 0; k < slots; k += kUnroll) {
-        uint32_t raw[kUnroll][kWords];
-        float w[kUnroll];
-        bool ok[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) ok[u] = false;
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (k + u >= slots) break;                        // warp-uniform
-          const int src = (k + u) * src_stride + src_base;  // < 32 since k + u < G
-          const int64_t r =
-              rows32
-                  ? static_cast<int64_t>(__shfl_sync(kFullMask, static_cast<int32_t>(my_row), src))
-                  : __shfl_sync(kFullMask, my_row, src);
-          w[u] = __shfl_sync(kFullMask, my_w, src);
-          if constexpr (kIndirect) {
-            ok[u] = r != kMissingRow && col_ok;
-            if (ok[u]) LoadRaw<kBytes>(reinterpret_cast<const char*>(r) + col_bytes, raw[u]);
-          } else {
-            ok[u] = r >= 0 && col_ok;
-            if (ok[u]) LoadRaw<kBytes>(col_base + r * row_bytes, raw[u]);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (!ok[u]) continue;
-          float f[kVec];
-          RawToFloat<kType, kVec>(raw[u], f);
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            acc[i] = kMax ? fmaxf(acc[i], w[u] * f[i]) : fmaf(w[u], f[i], acc[i]);
-          }
-        }
-      }
+      AccumulateSlots<kType, kVec, kMax, kIndirect>(slots, src_stride, src_base, my_row, my_w,
+                                                    rows32, col_ok, col_base, col_bytes,
+                                                    row_bytes, acc);
       if constexpr (!kIndirect) {
         // Warp-uniform test of a shared-memory pointer; the warp is converged.
         if (col0 == 0 && job.scores != nullptr) {
@@ -506,67 +596,11 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
       }
     }
 
-    // Unresolved ids: default vector (or zeros) times their weights. The ids
-    // of a bag were loaded by the whole warp (warp mode) or by its group.
+    // Unresolved ids: default vector (or zeros) times their weights.
     if (col0 == 0) *miss_count += miss;
-    unsigned bag_miss = miss;
-    const int span = warp_mode ? kWarpSize : grp.lanes;
-    for (int offset = 1; offset < span; offset <<= 1) {
-      bag_miss += __shfl_xor_sync(kFullMask, bag_miss, offset);
-      miss_wsum += __shfl_xor_sync(kFullMask, miss_wsum, offset);
-      miss_wmax = fmaxf(miss_wmax, __shfl_xor_sync(kFullMask, miss_wmax, offset));
-      miss_wmin = fminf(miss_wmin, __shfl_xor_sync(kFullMask, miss_wmin, offset));
-    }
-    if (bag_miss > 0) {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        float d = 0.0f;
-        const float* default_vector = job.default_vector;
-        if (default_vector != nullptr && col + i < dim) d = __ldg(default_vector + col + i);
-        if (kMax) {
-          acc[i] = fmaxf(acc[i], (d >= 0.0f ? miss_wmax : miss_wmin) * d);
-        } else {
-          acc[i] = fmaf(miss_wsum, d, acc[i]);
-        }
-      }
-    }
-
-    if (bag_size == 0) {
-      // torch: an empty bag pools to zeros in every mode.
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) acc[i] = 0.0f;
-    } else if (job.mean) {
-      const float n = static_cast<float>(bag_size);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) acc[i] = acc[i] / n;
-    }
-
-    // Write the pooled chunk to every output row of the bag (in warp mode the
-    // groups write different rows).
-    if (col_ok) {
-      float* __restrict__ out_col = job.out + col;
-      __builtin_assume(__isGlobal(out_col));  // read back from shared memory: say it is global
-      const int64_t out_stride = job.out_stride;
-      const bool out_vec = job.out_vec;
-      const int row_step = warp_mode ? grp.count : 1;
-      for (int32_t r = row_begin + (warp_mode ? grp.index : 0); r < row_end; r += row_step) {
-        float* __restrict__ dst = out_col + static_cast<int64_t>(r) * out_stride;
-        if constexpr (kVec % 4 == 0) {
-          if (out_vec) {
-#pragma unroll
-            for (int i = 0; i < kVec; i += 4) {
-              *reinterpret_cast<float4*>(dst + i) =
-                  make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
-            }
-            continue;
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) {
-          if (col + i < dim) dst[i] = acc[i];
-        }
-      }
-    }
+    AddUnresolved<kVec, kMax, warp_mode>(job, grp, col, dim, miss, miss_wsum, miss_wmax,
+                                         miss_wmin, acc);
+    StorePooled<kVec, warp_mode>(job, grp, bag_size, col, col_ok, dim, row_begin, row_end, acc);
   }
 }
 
@@ -654,6 +688,80 @@ __device__ __forceinline__ void PoolSegmentDispatchMax(const volatile SegmentJob
   }
 }
 
+// Writes a segment's description (lane 0 of the warp; the others wait at
+// the caller's __syncwarp).
+__device__ __forceinline__ void FillSegmentJob(SegmentJob& job, const PooledLookupArgs& args,
+                                               const DeviceFeature& feature,
+                                               const DeviceTable& table, int dim,
+                                               int64_t first_bag, int count, bool prefetch,
+                                               TouchAggregate* agg) {
+  job.rows = table.rows;
+  job.num_rows = table.num_rows;
+  job.rows32 = table.num_rows <= INT32_MAX;
+  job.prefetch = prefetch;
+  job.dim = dim;
+  job.mean = table.pooling == Pooling::kMean;
+  job.hash = table.hash;
+  job.dynamic = table.hash.num_buckets > 0;
+  job.hash_vector = Aligned16(table.hash.keys);
+  job.default_vector = table.default_vector;
+  job.ids = args.ids;
+  job.weights = (feature.weighted && args.weights != nullptr) ? args.weights : nullptr;
+  job.bag_ids = args.bag_ids;
+  job.bag_rows = args.bag_rows;
+  job.first_bag = first_bag;
+  job.count = count;
+  job.out = args.out + feature.out_col;
+  job.out_stride = args.out_stride;
+  job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
+  job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
+  job.locations = args.staging.locations;
+  const bool scored = table.hash.num_buckets > 0 && table.scores != nullptr &&
+                      (table.score_policy == 1 || table.score_policy == 2);
+  job.scores = scored ? table.scores : nullptr;
+  job.score_policy = table.score_policy;
+  job.score_now = args.score_now_ptr != nullptr ? *args.score_now_ptr : args.score_now;
+  job.agg = agg;
+}
+
+// Pools the segment in `job` with the kernel variant for its table's row
+// type, vector width and alignment.
+template <bool kAllowIndirect>
+__device__ __forceinline__ void PoolSegmentOfTable(const SegmentJob& job, const DeviceTable& table,
+                                                   int dim, int lane) {
+  const Pooling pooling = table.pooling;
+  const bool indirect = table.host != 0;
+  const bool rows16 = Aligned16(table.rows);
+  const bool rows8 = (reinterpret_cast<uintptr_t>(table.rows) & 7) == 0;
+  switch (table.row_type) {
+    case RowType::kFp32:
+      if (dim % 4 == 0 && rows16) {
+        PoolSegmentDispatchMax<RowType::kFp32, 4, kAllowIndirect>(job, pooling, indirect, lane);
+      } else {
+        PoolSegmentDispatchMax<RowType::kFp32, 1, kAllowIndirect>(job, pooling, indirect, lane);
+      }
+      break;
+    case RowType::kFp16:
+      if (dim % 8 == 0 && rows16) {
+        PoolSegmentDispatchMax<RowType::kFp16, 8, kAllowIndirect>(job, pooling, indirect, lane);
+      } else if (dim % 4 == 0 && rows8) {
+        PoolSegmentDispatchMax<RowType::kFp16, 4, kAllowIndirect>(job, pooling, indirect, lane);
+      } else {
+        PoolSegmentDispatchMax<RowType::kFp16, 1, kAllowIndirect>(job, pooling, indirect, lane);
+      }
+      break;
+    case RowType::kBf16:
+      if (dim % 8 == 0 && rows16) {
+        PoolSegmentDispatchMax<RowType::kBf16, 8, kAllowIndirect>(job, pooling, indirect, lane);
+      } else if (dim % 4 == 0 && rows8) {
+        PoolSegmentDispatchMax<RowType::kBf16, 4, kAllowIndirect>(job, pooling, indirect, lane);
+      } else {
+        PoolSegmentDispatchMax<RowType::kBf16, 1, kAllowIndirect>(job, pooling, indirect, lane);
+      }
+      break;
+  }
+}
+
 // Warp w pools bag slots [w * kSlotsPerWarp, (w + 1) * kSlotsPerWarp), split
 // into segments at feature boundaries.
 // kAllowIndirect: the batch has HOST tables. A separate instantiation, so
@@ -709,67 +817,12 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
       done += count;
       if (dim <= 0) continue;
       if (lane == 0) {
-        job.rows = table.rows;
-        job.num_rows = table.num_rows;
-        job.rows32 = table.num_rows <= INT32_MAX;
-        job.prefetch = prefetch;
-        job.dim = dim;
-        job.mean = table.pooling == Pooling::kMean;
-        job.hash = table.hash;
-        job.dynamic = table.hash.num_buckets > 0;
-        job.hash_vector = Aligned16(table.hash.keys);
-        job.default_vector = table.default_vector;
-        job.ids = args.ids;
-        job.weights = (feature.weighted && args.weights != nullptr) ? args.weights : nullptr;
-        job.bag_ids = args.bag_ids;
-        job.bag_rows = args.bag_rows;
-        job.first_bag = first_bag;
-        job.count = count;
-        job.out = args.out + feature.out_col;
-        job.out_stride = args.out_stride;
-        job.out_vec = Aligned16(job.out) && (args.out_stride % 4) == 0;
-        job.unresolved = args.unresolved != nullptr ? args.unresolved + feature.table : nullptr;
-        job.locations = args.staging.locations;
-        const bool scored = table.hash.num_buckets > 0 && table.scores != nullptr &&
-                            (table.score_policy == 1 || table.score_policy == 2);
-        job.scores = scored ? table.scores : nullptr;
-        job.score_policy = table.score_policy;
-        job.score_now = args.score_now_ptr != nullptr ? *args.score_now_ptr : args.score_now;
-        job.agg = aggregate ? &touch_agg : nullptr;
+        FillSegmentJob(job, args, feature, table, dim, first_bag, count, prefetch,
+                       aggregate ? &touch_agg : nullptr);
       }
       __syncwarp();
 
-      const Pooling pooling = table.pooling;
-      const bool indirect = table.host != 0;
-      const bool rows16 = Aligned16(table.rows);
-      const bool rows8 = (reinterpret_cast<uintptr_t>(table.rows) & 7) == 0;
-      switch (table.row_type) {
-        case RowType::kFp32:
-          if (dim % 4 == 0 && rows16) {
-            PoolSegmentDispatchMax<RowType::kFp32, 4, kAllowIndirect>(job, pooling, indirect, lane);
-          } else {
-            PoolSegmentDispatchMax<RowType::kFp32, 1, kAllowIndirect>(job, pooling, indirect, lane);
-          }
-          break;
-        case RowType::kFp16:
-          if (dim % 8 == 0 && rows16) {
-            PoolSegmentDispatchMax<RowType::kFp16, 8, kAllowIndirect>(job, pooling, indirect, lane);
-          } else if (dim % 4 == 0 && rows8) {
-            PoolSegmentDispatchMax<RowType::kFp16, 4, kAllowIndirect>(job, pooling, indirect, lane);
-          } else {
-            PoolSegmentDispatchMax<RowType::kFp16, 1, kAllowIndirect>(job, pooling, indirect, lane);
-          }
-          break;
-        case RowType::kBf16:
-          if (dim % 8 == 0 && rows16) {
-            PoolSegmentDispatchMax<RowType::kBf16, 8, kAllowIndirect>(job, pooling, indirect, lane);
-          } else if (dim % 4 == 0 && rows8) {
-            PoolSegmentDispatchMax<RowType::kBf16, 4, kAllowIndirect>(job, pooling, indirect, lane);
-          } else {
-            PoolSegmentDispatchMax<RowType::kBf16, 1, kAllowIndirect>(job, pooling, indirect, lane);
-          }
-          break;
-      }
+      PoolSegmentOfTable<kAllowIndirect>(job, table, dim, lane);
     }
   }
   if (aggregate) {
