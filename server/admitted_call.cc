@@ -1,8 +1,7 @@
 #include "server/admitted_call.h"
 
-#include "server/budget_admission.h"
-
 #include "absl/time/clock.h"
+#include "server/budget_admission.h"
 #include "server/status_mapping.h"
 
 namespace rankd::server {
