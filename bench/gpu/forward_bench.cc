@@ -52,6 +52,8 @@ ABSL_FLAG(int, warmup, 20, "untimed iterations first");
 ABSL_FLAG(double, tolerance, 1e-5, "max relative error vs the CPU engine (exit 1 beyond)");
 ABSL_FLAG(bool, fused, true, "allow the fused tiny-model kernel");
 ABSL_FLAG(std::string, label, "", "label for the result line");
+ABSL_FLAG(bool, compact_ids, true,
+          "CudaWorker::Options::compact_ids: 32-bit ids and bag offsets where the model allows");
 ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
   }
   wo.max_rows = absl::GetFlag(FLAGS_max_rows) > 0 ? absl::GetFlag(FLAGS_max_rows) : std::max(b, 16);
   wo.allow_fused_tiny = absl::GetFlag(FLAGS_fused);
+  wo.compact_ids = absl::GetFlag(FLAGS_compact_ids);
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   wo.parallel_pack_min_rows = absl::GetFlag(FLAGS_parallel_pack_min_rows);
   auto worker = rankd::engine::cuda::CudaWorker::Create(*dm, wo, "bench");

@@ -97,9 +97,24 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
   return total;
 }
 
+bool CompactIdsFit(const Model& model, int64_t ids_capacity) {
+  if (ids_capacity > INT32_MAX) return false;
+  for (const SparseFeature& f : model.features) {
+    const EmbeddingTable& t = model.tables[f.table];
+    if (t.dynamic || t.num_rows > INT32_MAX) return false;
+  }
+  return true;
+}
+
+int64_t BagIdAt(const PackedLayout& l, const uint8_t* arena, int64_t i) {
+  if (l.compact) return reinterpret_cast<const int32_t*>(arena + l.bag_ids_offset)[i];
+  return reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset)[i];
+}
+
 PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity,
-                        int dense_ld) {
+                        int dense_ld, bool compact) {
   PackedLayout l;
+  l.compact = compact;
   l.dense_ld = std::max(dense_ld, model.num_dense);
   l.padded_rows = padded_rows;
   l.ids_capacity = ids_capacity;
@@ -110,7 +125,7 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
   l.dense_offset = at;
   at = Align16(at + sizeof(float) * padded_rows * l.dense_ld);
   l.bag_ids_offset = at;
-  at = Align16(at + sizeof(int64_t) * entries);
+  at = Align16(at + l.id_bytes() * entries);
   l.bag_rows_offset = at;
   at = Align16(at + sizeof(int32_t) * entries);
   l.features_offset = at;
@@ -118,7 +133,7 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
   l.bag_prefix_offset = at;
   at = Align16(at + sizeof(int64_t) * (nf + 1));
   l.ids_offset = at;
-  at = Align16(at + sizeof(int64_t) * ids_capacity);
+  at = Align16(at + l.id_bytes() * ids_capacity);
   l.weights_offset = at;
   at = Align16(at + sizeof(float) * ids_capacity);
   l.bytes = at;
@@ -190,13 +205,28 @@ void PackDense(const Model& model, absl::Span<const Request* const> requests,
   if (pad_from < b) std::fill(dense + pad_from * ld, dense + b * ld, 0.0f);
 }
 
-// Feature f's descriptor, bags (entries and sentinel), ids and weights.
+// n ids from `from` to `to`: copied, or narrowed to int32 with the ids
+// outside [0, 2^31) written as -1 (no row: CompactIdsFit tables have fewer
+// than 2^31 rows, so none of them names a row either).
+void CopyIds(const int64_t* from, int64_t n, int64_t* to) {
+  std::memcpy(to, from, sizeof(int64_t) * n);
+}
+void CopyIds(const int64_t* from, int64_t n, int32_t* to) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = from[i];
+    to[i] = (id >= 0 && id <= INT32_MAX) ? static_cast<int32_t>(id) : -1;
+  }
+}
+
+// Feature f's descriptor, bags (entries and sentinel), ids and weights;
+// IdT is int64_t, or int32_t for the compact layout.
+template <typename IdT>
 void PackFeature(const Model& model, absl::Span<const Request* const> requests,
                  const RequestOffsets& o, const SlicePlan& p, size_t f, int feat_col,
                  const PackedLayout& l, uint8_t* arena) {
-  int64_t* ids = reinterpret_cast<int64_t*>(arena + l.ids_offset);
+  IdT* ids = reinterpret_cast<IdT*>(arena + l.ids_offset);
   float* weights = reinterpret_cast<float*>(arena + l.weights_offset);
-  int64_t* bag_ids = reinterpret_cast<int64_t*>(arena + l.bag_ids_offset);
+  IdT* bag_ids = reinterpret_cast<IdT*>(arena + l.bag_ids_offset);
   int32_t* bag_rows = reinterpret_cast<int32_t*>(arena + l.bag_rows_offset);
   auto& df = reinterpret_cast<kernels::cuda::DeviceFeature*>(arena + l.features_offset)[f];
   df.table = model.features[f].table;
@@ -215,7 +245,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
     auto copy_ids = [&](int64_t from, int64_t to) {
       const int64_t n = to - from;
       if (n == 0) return;  // an empty span's data() may be null: no memcpy from it
-      std::memcpy(ids + id_at, in.ids.data() + from, sizeof(int64_t) * n);
+      CopyIds(in.ids.data() + from, n, ids + id_at);
       if (!p.weighted[f]) return;  // the kernels read no weights for this feature
       if (!in.weights.empty()) {
         std::memcpy(weights + id_at, in.weights.data() + from, sizeof(float) * n);
@@ -224,7 +254,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
       }
     };
     if (Shared(in)) {
-      bag_ids[entry_at] = id_at;
+      bag_ids[entry_at] = static_cast<IdT>(id_at);
       bag_rows[entry_at] = static_cast<int32_t>(s.local_row);
       ++entry_at;
     } else {
@@ -232,7 +262,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
       const int32_t* lengths = in.lengths.data() + s.first_candidate;
       int64_t at = id_at;
       for (int64_t c = 0; c < s.count; ++c) {
-        bag_ids[entry_at] = at;
+        bag_ids[entry_at] = static_cast<IdT>(at);
         bag_rows[entry_at] = static_cast<int32_t>(s.local_row + c);
         at += lengths[c];
         ++entry_at;
@@ -242,7 +272,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
     id_at += range.end - range.first;
   }
   // Sentinel: end of the last bag's ids and rows.
-  bag_ids[entry_at] = id_at;
+  bag_ids[entry_at] = static_cast<IdT>(id_at);
   bag_rows[entry_at] = static_cast<int32_t>(l.rows);
 }
 
@@ -263,7 +293,11 @@ void PackSlice(const Model& model, absl::Span<const Request* const> requests,
   const int64_t dense_tasks = (l.padded_rows + kDenseRowsPerTask - 1) / kDenseRowsPerTask;
   auto task = [&](int64_t t) {
     if (t < static_cast<int64_t>(nf)) {
-      PackFeature(model, requests, o, p, static_cast<size_t>(t), feat_col[t], l, arena);
+      if (l.compact) {
+        PackFeature<int32_t>(model, requests, o, p, static_cast<size_t>(t), feat_col[t], l, arena);
+      } else {
+        PackFeature<int64_t>(model, requests, o, p, static_cast<size_t>(t), feat_col[t], l, arena);
+      }
     } else {
       const int64_t a = (t - static_cast<int64_t>(nf)) * kDenseRowsPerTask;
       PackDense(model, requests, p.segments, l, a,

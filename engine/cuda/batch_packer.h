@@ -9,18 +9,26 @@
 //   dense     float   [padded_rows, dense_ld]   rows past `rows` and columns
 //                                               past num_dense are zeros
 //   bag_ids   int64   [padded_rows * F + F]     absolute into ids; per feature
-//                                               num_bags_f + 1 entries used
+//             (int32 when compact)              num_bags_f + 1 entries used
 //   bag_rows  int32   [padded_rows * F + F]     slice-local rows
 //   features  kernels::cuda::DeviceFeature [F]
 //   bag_prefix int64  [F + 1]
 //   ids       int64   [ids_capacity]            all features' ids (total_ids used)
+//             (int32 when compact: an id outside [0, 2^31) is written as -1,
+//             which resolves to no row like every out-of-range row index)
 //   weights   float   [ids_capacity]            written only for weighted features
 //                                               (DeviceFeature::weighted): their
 //                                               ids' weights, 1.0 where a request
 //                                               of the slice sent none; the
 //                                               kernels read no other entry
-// The used bytes are two ranges: [0, ids_offset + 8 * total_ids) and the
-// weights' first 4 * total_ids bytes (only needed when some feature is weighted).
+// The used bytes are two ranges: [0, ids_end()) and the weights' first
+// 4 * total_ids bytes (only needed when some feature is weighted).
+//
+// Compact layout (MakeLayout's `compact`): ids and bag offsets as int32,
+// which halves the largest regions of the copy to the GPU. Only for models
+// whose features all read tables keyed by row index with fewer than 2^31
+// rows (CompactIdsFit: DYNAMIC tables need their 64-bit keys), and arenas
+// of fewer than 2^31 ids.
 //
 // Packing can be split over threads (a ParallelFor): each feature's bags and
 // ids, and each chunk of dense rows, are written by one task into a region
@@ -61,7 +69,18 @@ struct PackedLayout {
   size_t bytes = 0;         // arena size for this (padded_rows, ids_capacity)
   // Upper bound of bags: every row one bag per feature.
   int64_t max_bags = 0;
+  bool compact = false;     // ids and bag_ids as int32
+  size_t id_bytes() const { return compact ? sizeof(int32_t) : sizeof(int64_t); }
+  // End of the first used range (set once PackSlice has set total_ids).
+  size_t ids_end() const { return ids_offset + id_bytes() * static_cast<size_t>(total_ids); }
 };
+
+// Whether `model` can use the compact layout with arenas of up to
+// `ids_capacity` ids (see above).
+bool CompactIdsFit(const Model& model, int64_t ids_capacity);
+
+// Bag offset i of a packed arena (either layout).
+int64_t BagIdAt(const PackedLayout& layout, const uint8_t* arena, int64_t i);
 
 // Runs task(i) for every i in [0, n), possibly on several threads at once,
 // and returns when all have returned. Empty: in order, on the calling thread.
@@ -99,9 +118,10 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
                       const RequestOffsets& offsets, int64_t row_begin, int64_t row_end);
 
 // The fixed layout for a bucket of `padded_rows` rows and `ids_capacity` ids;
-// dense rows are `dense_ld` floats apart (0 = num_dense).
+// dense rows are `dense_ld` floats apart (0 = num_dense); `compact` only
+// where CompactIdsFit.
 PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity,
-                        int dense_ld = 0);
+                        int dense_ld = 0, bool compact = false);
 
 // Writes rows [row_begin, row_end) (at most layout.padded_rows rows, at most
 // layout.ids_capacity ids) into `arena` (layout.bytes bytes) and fills the

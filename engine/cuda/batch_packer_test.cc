@@ -217,6 +217,101 @@ TEST(BatchPackerTest, ReusedOffsetsMatchFreshOnes) {
   EXPECT_EQ(reused.row_start.back(), 10);
 }
 
+// The compact layout (int32 ids and bag offsets) carries the bags of the
+// int64 layout: the same dense rows, bag rows, descriptors and prefix, the
+// same bag offsets and ids, except that ids outside [0, 2^31) become -1 (no
+// row, as they were: every table has fewer rows than that).
+TEST(BatchPackerTest, CompactLayoutCarriesTheSameBags) {
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90};
+  spec.request_level_features = {1};
+  auto model = MakeRandomModel(spec);
+  std::vector<OwnedRequest> owned;
+  for (int i = 0; i < 4; ++i) {
+    testing::RandomRequestSpec rs;
+    rs.num_candidates = 5 + 7 * i;
+    rs.max_bag = 4;
+    rs.weighted = i == 2;
+    rs.unresolved_fraction = 0.1;
+    rs.seed = 300 + i;
+    owned.push_back(MakeRandomRequest(*model, rs));
+  }
+  // Ids no int32 holds, and edges that it does.
+  const int64_t odd[] = {-5, int64_t{1} << 40, int64_t{INT32_MAX} + 1, INT32_MAX, -1, 0};
+  int k = 0;
+  for (auto& o : owned) {
+    for (auto& ids : o.ids) {
+      for (size_t j = 0; j < ids.size(); j += 5) ids[j] = odd[k++ % 6];
+    }
+  }
+  std::vector<Request> views;
+  for (auto& o : owned) views.push_back(o.view());
+  std::vector<const Request*> reqs;
+  for (auto& v : views) reqs.push_back(&v);
+  RequestOffsets o;
+  ComputeRequestOffsets(*model, reqs, &o);
+  const int64_t total = o.row_start.back();
+  std::vector<int> feat_col = {8, 16, 24};
+  for (const auto& [begin, end] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, total}, {3, total - 4}}) {
+    const int64_t ids = CountSliceIds(*model, reqs, o, begin, end);
+    const int64_t padded = (end - begin + 15) / 16 * 16;
+    ASSERT_TRUE(CompactIdsFit(*model, ids));
+    PackedLayout w = MakeLayout(*model, padded, ids, 8, /*compact=*/false);
+    PackedLayout c = MakeLayout(*model, padded, ids, 8, /*compact=*/true);
+    EXPECT_LT(c.bytes, w.bytes);
+    std::vector<uint8_t> wide(w.bytes, 0xAB), narrow(c.bytes, 0xAB);  // same poison: descriptors have padding
+    PackSlice(*model, reqs, o, begin, end, feat_col, &w, wide.data());
+    PackSlice(*model, reqs, o, begin, end, feat_col, &c, narrow.data());
+    ASSERT_EQ(w.total_ids, c.total_ids);
+    ASSERT_EQ(w.total_bags, c.total_bags);
+    EXPECT_EQ(c.ids_end(), c.ids_offset + 4 * c.total_ids);
+    EXPECT_EQ(w.ids_end(), w.ids_offset + 8 * w.total_ids);
+    const size_t nf = model->features.size();
+    const int64_t entries = w.total_bags + static_cast<int64_t>(nf);
+    EXPECT_EQ(0, std::memcmp(wide.data() + w.dense_offset, narrow.data() + c.dense_offset,
+                             4 * padded * 8));
+    EXPECT_EQ(0, std::memcmp(wide.data() + w.bag_rows_offset, narrow.data() + c.bag_rows_offset,
+                             4 * entries));
+    EXPECT_EQ(0, std::memcmp(wide.data() + w.features_offset, narrow.data() + c.features_offset,
+                             sizeof(kernels::cuda::DeviceFeature) * nf));
+    EXPECT_EQ(0, std::memcmp(wide.data() + w.bag_prefix_offset,
+                             narrow.data() + c.bag_prefix_offset, 8 * (nf + 1)));
+    for (int64_t i = 0; i < entries; ++i) {
+      ASSERT_EQ(BagIdAt(c, narrow.data(), i), BagIdAt(w, wide.data(), i)) << "bag entry " << i;
+    }
+    const auto* wide_ids = reinterpret_cast<const int64_t*>(wide.data() + w.ids_offset);
+    const auto* narrow_ids = reinterpret_cast<const int32_t*>(narrow.data() + c.ids_offset);
+    int narrowed = 0;
+    for (int64_t i = 0; i < w.total_ids; ++i) {
+      const int64_t id = wide_ids[i];
+      const bool fits = id >= 0 && id <= INT32_MAX;
+      ASSERT_EQ(narrow_ids[i], fits ? id : -1) << "id " << i << " = " << id;
+      narrowed += fits ? 0 : 1;
+    }
+    EXPECT_GT(narrowed, 0) << "the test must carry ids no int32 holds";
+    if (w.any_weighted) {
+      EXPECT_EQ(0, std::memcmp(wide.data() + w.weights_offset, narrow.data() + c.weights_offset,
+                               4 * w.total_ids));
+    }
+  }
+}
+
+TEST(BatchPackerTest, CompactLayoutOnlyWhereEveryIdFits) {
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90};
+  auto model = MakeRandomModel(spec);
+  EXPECT_TRUE(CompactIdsFit(*model, 1000));
+  EXPECT_TRUE(CompactIdsFit(*model, INT32_MAX));
+  EXPECT_FALSE(CompactIdsFit(*model, int64_t{INT32_MAX} + 1));  // bag offsets
+  Model big = *model;
+  big.tables[1].num_rows = int64_t{INT32_MAX} + 1;  // metadata only: nothing reads the rows
+  EXPECT_FALSE(CompactIdsFit(big, 1000));
+  testing::RandomModelSpec dyn = spec;
+  dyn.dynamic_tables = {2};
+  EXPECT_FALSE(CompactIdsFit(*MakeRandomModel(dyn), 1000)) << "DYNAMIC keys need 64 bits";
+}
+
 TEST(BatchPackerTest, LayoutDependsOnlyOnBucketAndCapacity) {
   testing::RandomModelSpec spec;
   auto model = MakeRandomModel(spec);

@@ -201,8 +201,9 @@ absl::Status CudaWorker::Init() {
 absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {
   if (ids > ids_capacity_ || host_arenas_[0].bytes() == 0) {
     const int64_t capacity = std::max(ids, 2 * ids_capacity_);
+    compact_ = options_.compact_ids && !fused_tiny_ && CompactIdsFit(dm_->model(), capacity);
     const PackedLayout biggest = MakeLayout(dm_->model(), kernels::RoundUpRows(options_.max_rows),
-                                            capacity, dm_->dense_ld());
+                                            capacity, dm_->dense_ld(), compact_);
     RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     DropGraphs();  // they point into the old arena
     absl::Status s = host_arenas_[0].Allocate(biggest.bytes, "staging arena");
@@ -297,9 +298,14 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l) {
   args.tables = dm_->device_tables();
   args.features = reinterpret_cast<const kc::DeviceFeature*>(arena + l.features_offset);
   args.num_features = static_cast<int32_t>(m.features.size());
-  args.ids = reinterpret_cast<const int64_t*>(arena + l.ids_offset);
+  if (l.compact) {
+    args.ids32 = reinterpret_cast<const int32_t*>(arena + l.ids_offset);
+    args.bag_ids32 = reinterpret_cast<const int32_t*>(arena + l.bag_ids_offset);
+  } else {
+    args.ids = reinterpret_cast<const int64_t*>(arena + l.ids_offset);
+    args.bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
+  }
   args.weights = reinterpret_cast<const float*>(arena + l.weights_offset);
-  args.bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
   args.bag_rows = reinterpret_cast<const int32_t*>(arena + l.bag_rows_offset);
   args.total_bags = l.max_bags;  // upper bound: the same launch for every batch of the bucket
   args.out = feats_.as<float>();
@@ -484,7 +490,8 @@ absl::Status CudaWorker::InitTiny() {
 }
 
 bool CudaWorker::CanRunTiny(const PackedLayout& l) const {
-  return fused_tiny_ &&
+  // The fused kernel reads 64-bit ids and offsets (compact_ is off with it).
+  return fused_tiny_ && !l.compact &&
          l.total_bags == l.rows * static_cast<int64_t>(dm_->model().features.size());
 }
 
@@ -515,7 +522,8 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
 void CudaWorker::PackInto(int slot, absl::Span<const Request* const> requests,
                           const RequestOffsets& offsets, int64_t row_begin, int64_t row_end) {
   const Model& m = dm_->model();
-  layouts_[slot] = MakeLayout(m, Bucket(row_end - row_begin), ids_capacity_, dm_->dense_ld());
+  layouts_[slot] =
+      MakeLayout(m, Bucket(row_end - row_begin), ids_capacity_, dm_->dense_ld(), compact_);
   const ParallelFor parallel = PackParallel(row_end - row_begin);
   if (parallel) ++host_path_.pack_tasks_parallel;
   PackSlice(m, requests, offsets, row_begin, row_end, feat_col_, &layouts_[slot],
@@ -544,7 +552,7 @@ absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
   uint8_t* host = host_arenas_[cur_].as<uint8_t>();
   uint8_t* dev = device_arena_.as<uint8_t>();
   RANKD_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(dev, host, layout.ids_offset + 8 * layout.total_ids,
+      cudaMemcpyAsync(dev, host, layout.ids_end(),
                       cudaMemcpyHostToDevice, stream_),
       "batch host -> device");
   if (layout.any_weighted) {
@@ -716,12 +724,12 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
     const uint8_t* arena = host_arenas_[cur_].as<uint8_t>();
     const auto* features =
         reinterpret_cast<const kc::DeviceFeature*>(arena + layout.features_offset);
-    const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + layout.bag_ids_offset);
     const PlacementPlan& plan = dm_->plan();
     int64_t host_lookups = 0;
     for (size_t f = 0; f < m.features.size(); ++f) {
       const kc::DeviceFeature& df = features[f];
-      const int64_t ids = bag_ids[df.bag_begin + df.num_bags] - bag_ids[df.bag_begin];
+      const int64_t ids = BagIdAt(layout, arena, df.bag_begin + df.num_bags) -
+                          BagIdAt(layout, arena, df.bag_begin);
       if (stats != nullptr && stats->host_tables[m.features[f].table]) {
         stats->host_tables[m.features[f].table]->lookups += ids;
       }

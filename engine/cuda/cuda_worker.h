@@ -62,6 +62,11 @@ class CudaWorker final : public Worker {
     bool use_graphs = true;
     // Use the single fused kernel for models small enough (mini and its sweep).
     bool allow_fused_tiny = true;
+    // Pack ids and bag offsets as int32 where the model allows it
+    // (batch_packer.h, CompactIdsFit: no DYNAMIC table, every table below
+    // 2^31 rows; not with the fused tiny kernel): fewer bytes to pack and to
+    // copy to the GPU per batch. false: always int64.
+    bool compact_ids = true;
     // Device-memory budget per GPU for the model (CreateCudaWorkers; unset:
     // the GPU's free memory minus the workers' reserve). Tables that do not
     // fit go to pinned host memory behind an HBM cache.
@@ -200,6 +205,7 @@ class CudaWorker final : public Worker {
   ParallelFor pack_parallel_;            // pack_pool_->AsParallelFor()
   RequestOffsets offsets_;               // of the current batch; storage reused
   int64_t ids_capacity_ = 0;
+  bool compact_ = false;  // the arenas' layouts are compact (Options::compact_ids)
   // Two host arenas: a batch of several slices packs slice k + 1 into one
   // while the GPU copies and computes slice k from the other (the second is
   // allocated by the first such batch). One device arena: a slice's copy is

@@ -116,6 +116,58 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
   }
 }
 
+// The compact layout (Options::compact_ids: int32 ids and bag offsets) gives
+// the scores of the int64 layout bit for bit, ids no int32 holds included
+// (they name no row either way), and the CPU engine's.
+TEST(CudaWorkerGpuTest, CompactIdsGiveTheScoresOfWideIds) {
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90, 30};
+  spec.request_level_features = {2};
+  spec.dim = 8;
+  spec.bottom = {16};
+  spec.top = {12};
+  spec.id_policy = rankd::v1::ZERO;  // unresolved ids pool the default vector
+  spec.default_vector = true;
+  auto model = MakeRandomModel(spec);
+  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto dm = DeviceModel::Create(model, DeviceModel::Options());
+  ASSERT_TRUE(dm.ok()) << dm.status();
+  CudaWorker::Options wide;
+  wide.allow_fused_tiny = false;
+  wide.pack_threads = 0;
+  wide.compact_ids = false;
+  CudaWorker::Options compact = wide;
+  compact.compact_ids = true;
+  auto a = CudaWorker::Create(*dm, wide, "wide");
+  auto b = CudaWorker::Create(*dm, compact, "compact");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const int64_t odd[] = {-5, int64_t{1} << 40, int64_t{INT32_MAX} + 1, INT32_MAX, 49};
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    Batch batch = MakeBatch(*model, 2 + round * 3, 90, 5, 41 + round);
+    int k = 0;
+    for (auto& o : batch.owned) {
+      for (auto& ids : o.ids) {
+        for (size_t j = 0; j < ids.size(); j += 4) ids[j] = odd[k++ % 5];
+      }
+    }
+    const auto want = ScoreOn(**a, batch);
+    const auto got = ScoreOn(**b, batch);
+    for (size_t r = 0; r < batch.requests.size(); ++r) {
+      auto ref = (*cpu)->Score(*batch.requests[r]);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      for (size_t c = 0; c < want[r].size(); ++c) {
+        ASSERT_NEAR(want[r][c], (*ref)[c], 1e-5f * std::max(1.0f, std::abs((*ref)[c])))
+            << "request " << r << " candidate " << c;
+        ASSERT_EQ(got[r][c], want[r][c]) << "request " << r << " candidate " << c;
+      }
+    }
+  }
+}
+
 // DCN cross layers on tensor cores with split precision (3xTF32, bf16x3):
 // with the MLPs in fp32, the scores stay within the fp32 bound of the CPU
 // engine; single-pass TF32 is what the split avoids (reported, not bounded).

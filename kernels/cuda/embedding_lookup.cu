@@ -192,6 +192,8 @@ struct SegmentJob {
   const float* weights;  // nullptr: unweighted
   const int64_t* bag_ids;
   const int32_t* bag_rows;
+  const int32_t* ids32;      // PooledLookupArgs::ids32: read instead of ids when set
+  const int32_t* bag_ids32;  // likewise bag_ids
   int64_t first_bag;  // index into bag_ids / bag_rows
   int count;          // bags in the segment, 1..kSlotsPerWarp
   float* out;         // args.out + out_col
@@ -207,6 +209,25 @@ struct SegmentJob {
   unsigned long long score_now;
   TouchAggregate* agg;  // the block's LFU aggregate (shared memory), or nullptr
 };
+
+// Id i and bag offset b of a segment or a launch, from the 32-bit arrays
+// when the launch has them (PooledLookupArgs::ids32).
+__device__ __forceinline__ int64_t IdAt(const volatile SegmentJob& job, int64_t i) {
+  const int32_t* ids32 = job.ids32;
+  return ids32 != nullptr ? static_cast<int64_t>(__ldg(ids32 + i)) : __ldg(job.ids + i);
+}
+__device__ __forceinline__ int64_t BagIdAt(const volatile SegmentJob& job, int64_t b) {
+  const int32_t* bag_ids32 = job.bag_ids32;
+  return bag_ids32 != nullptr ? static_cast<int64_t>(__ldg(bag_ids32 + b))
+                              : __ldg(job.bag_ids + b);
+}
+__device__ __forceinline__ int64_t IdAt(const PooledLookupArgs& args, int64_t i) {
+  return args.ids32 != nullptr ? static_cast<int64_t>(__ldg(args.ids32 + i)) : __ldg(args.ids + i);
+}
+__device__ __forceinline__ int64_t BagIdAt(const PooledLookupArgs& args, int64_t b) {
+  return args.bag_ids32 != nullptr ? static_cast<int64_t>(__ldg(args.bag_ids32 + b))
+                                   : __ldg(args.bag_ids + b);
+}
 
 // Adds n to *p through the block's aggregate (a global add when kAggProbes
 // slots from the address's hash hold other addresses).
@@ -540,7 +561,7 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
           my_row = loc != 0 ? loc : kMissingRow;
           row_start = reinterpret_cast<const char*>(loc);
         } else {
-          my_row = ResolveRow(job, __ldg(job.ids + batch + my_slot));
+          my_row = ResolveRow(job, IdAt(job, batch + my_slot));
           row_start = table_rows + my_row * row_bytes;
         }
         if (my_row == kMissingRow) {
@@ -632,7 +653,7 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
   if (lane < job.count && grp.count > 1) {
     const int64_t b = job.first_bag + lane;
     is_long =
-        __ldg(job.bag_ids + b + 1) - __ldg(job.bag_ids + b) > kLongBagBatches * max(grp.lanes, 2);
+        BagIdAt(job, b + 1) - BagIdAt(job, b) > kLongBagBatches * max(grp.lanes, 2);
   }
   const unsigned long_mask = __ballot_sync(kFullMask, is_long);
   const unsigned short_mask = __ballot_sync(kFullMask, lane < job.count && !is_long);
@@ -645,8 +666,8 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
     int32_t row_begin = 0, row_end = 0;  // empty: no bag for this group
     if (k < num_short) {
       const int64_t b = job.first_bag + NthSetBit(short_mask, k);
-      begin = __ldg(job.bag_ids + b);
-      end = __ldg(job.bag_ids + b + 1);
+      begin = BagIdAt(job, b);
+      end = BagIdAt(job, b + 1);
       row_begin = __ldg(job.bag_rows + b);
       row_end = __ldg(job.bag_rows + b + 1);
     }
@@ -656,7 +677,7 @@ __device__ __forceinline__ void PoolSegment(const volatile SegmentJob& job, int 
   for (unsigned m = long_mask; m != 0; m &= m - 1) {
     const int64_t b = job.first_bag + (__ffs(m) - 1);
     PoolBags<kType, kVec, kMax, /*warp_mode=*/true, kIndirect>(
-        job, grp, __ldg(job.bag_ids + b), __ldg(job.bag_ids + b + 1), __ldg(job.bag_rows + b),
+        job, grp, BagIdAt(job, b), BagIdAt(job, b + 1), __ldg(job.bag_rows + b),
         __ldg(job.bag_rows + b + 1), lane, &miss_count);
   }
 
@@ -709,6 +730,8 @@ __device__ __forceinline__ void FillSegmentJob(SegmentJob& job, const PooledLook
   job.weights = (feature.weighted && args.weights != nullptr) ? args.weights : nullptr;
   job.bag_ids = args.bag_ids;
   job.bag_rows = args.bag_rows;
+  job.ids32 = args.ids32;
+  job.bag_ids32 = args.bag_ids32;
   job.first_bag = first_bag;
   job.count = count;
   job.out = args.out + feature.out_col;
@@ -964,8 +987,8 @@ __global__ void __launch_bounds__(kStageThreads)
     const DeviceTable& table = args.tables[t];
     if (table.host == 0 || table.dim <= 0) continue;
     const int64_t first_bag = feature.bag_begin + (slot - feature_first);
-    const int64_t id_begin = __ldg(args.bag_ids + first_bag);
-    const int64_t id_end = __ldg(args.bag_ids + first_bag + count);
+    const int64_t id_begin = BagIdAt(args, first_bag);
+    const int64_t id_end = BagIdAt(args, first_bag + count);
     const int32_t row_bytes =
         table.dim * (table.row_type == RowType::kFp32 ? 4 : 2);
     const char* host_rows = static_cast<const char*>(table.rows);
@@ -977,7 +1000,7 @@ __global__ void __launch_bounds__(kStageThreads)
       int64_t row = kMissingRow;
       int64_t loc = 0;
       if (active) {
-        row = ResolveTableRow(table, __ldg(args.ids + pos));
+        row = ResolveTableRow(table, IdAt(args, pos));
         if (row != kMissingRow) {
           const int32_t cached = table.cache_slot != nullptr ? __ldg(table.cache_slot + row) : -1;
           if (cached >= 0) {
@@ -1210,7 +1233,8 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
                                cudaStream_t stream) {
   if (args.total_bags <= 0 || args.num_features <= 0) return cudaSuccess;
   if (bag_prefix == nullptr || args.tables == nullptr || args.features == nullptr ||
-      args.bag_ids == nullptr || args.bag_rows == nullptr || args.out == nullptr ||
+      (args.bag_ids == nullptr && args.bag_ids32 == nullptr) || args.bag_rows == nullptr ||
+      args.out == nullptr ||
       args.out_stride <= 0) {
     return cudaErrorInvalidValue;
   }

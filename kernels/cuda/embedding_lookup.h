@@ -142,6 +142,13 @@ struct PooledLookupArgs {
   const float* weights = nullptr;           // parallel to ids (read only where weighted)
   const int64_t* bag_ids = nullptr;         // see above
   const int32_t* bag_rows = nullptr;        // see above
+  // 32-bit ids and bag offsets (half the bytes to copy in): when set, read
+  // instead of `ids` / `bag_ids` (which may then be null). For tables whose
+  // keys are row indices below 2^31 only (no DYNAMIC table may be read
+  // through ids32): an id outside [0, 2^31) is passed as -1, which resolves
+  // to no row like every out-of-range id.
+  const int32_t* ids32 = nullptr;
+  const int32_t* bag_ids32 = nullptr;
   // Total bags over all features (sum of num_bags), an upper bound is fine:
   // the launch covers this many bag slots.
   int64_t total_bags = 0;

@@ -165,6 +165,10 @@ struct Scenario {
   // feature (never overflows). Smaller values send the overflow to direct
   // host reads.
   int64_t staging_capacity = -1;
+  // Pass ids and bag offsets as int32 (PooledLookupArgs::ids32), ids
+  // outside [0, 2^31) as -1, as the CUDA worker's compact layout does; the
+  // expected values stay those of the int64 ids. Static tables only.
+  bool ids32 = false;
 };
 
 std::string Describe(const Scenario& s) {
@@ -496,9 +500,20 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   args.tables = arena.Copy(tables);
   args.features = arena.Copy(features);
   args.num_features = num_features;
-  args.ids = arena.Copy(ids);
+  if (sc.ids32) {
+    for (const TableSpec& ts : sc.tables) ASSERT_FALSE(ts.dynamic) << "ids32: static tables only";
+    std::vector<int32_t> ids32(ids.size()), bag_ids32(bag_ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids32[i] = (ids[i] >= 0 && ids[i] <= INT32_MAX) ? static_cast<int32_t>(ids[i]) : -1;
+    }
+    for (size_t i = 0; i < bag_ids.size(); ++i) bag_ids32[i] = static_cast<int32_t>(bag_ids[i]);
+    args.ids32 = arena.Copy(ids32);
+    args.bag_ids32 = arena.Copy(bag_ids32);
+  } else {
+    args.ids = arena.Copy(ids);
+    args.bag_ids = arena.Copy(bag_ids);
+  }
   args.weights = arena.Copy(weights);
-  args.bag_ids = arena.Copy(bag_ids);
   args.bag_rows = arena.Copy(bag_rows);
   args.total_bags = bag_prefix.back() + sc.extra_bag_slots;
   args.out = arena.Copy(std::vector<float>(out_size, kNaN));
@@ -900,6 +915,51 @@ TEST(PooledLookupGpuTest, RandomScenarios) {
       fs.table = static_cast<int>(rng() % num_tables);
       fs.weighted = rng() % 2;
       fs.miss_rate = (rng() % 4) * 0.1;
+      fs.bag_row_counts =
+          (rng() % 3 == 0) ? SharedRows(sc.batch, 50, rng) : PerCandidateRows(sc.batch);
+      fs.bag_sizes =
+          RandomBagSizes(fs.bag_row_counts.size(), 1 + static_cast<int>(rng() % 200), rng);
+      sc.features.push_back(fs);
+    }
+    LayOutColumns(&sc, rng);
+    sc.extra_bag_slots = static_cast<int64_t>(rng() % 10);
+    sc.staging_capacity = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 50);
+    RunScenario(sc, seed);
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+// 32-bit ids and bag offsets (the CUDA worker's compact layout): random
+// static-table scenarios, HBM and HOST tables, every row type and pooling,
+// out-of-range ids (int64 extremes among them) narrowed to -1.
+TEST(PooledLookupGpuTest, ThirtyTwoBitIdsAndOffsets) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t base_seed = TestSeed();
+  for (int iter = 0; iter < 12; ++iter) {
+    const uint64_t seed = base_seed + 100 + iter;
+    std::mt19937_64 rng(seed);
+    Scenario sc;
+    sc.ids32 = true;
+    sc.batch = 1 + static_cast<int>(rng() % 300);
+    const int num_tables = 1 + static_cast<int>(rng() % 5);
+    for (int t = 0; t < num_tables; ++t) {
+      TableSpec ts;
+      ts.type = static_cast<RowType>((iter + t) % 3);
+      ts.pooling = static_cast<Pooling>((iter / 3 + t) % 3);
+      ts.dim = 1 + static_cast<int>(rng() % 300);
+      if (rng() % 2) ts.dim = (ts.dim + 3) / 4 * 4;
+      ts.num_rows = 1 + static_cast<int64_t>(rng() % 2000);
+      ts.default_vector = rng() % 2;
+      ts.host = rng() % 3 == 0;
+      ts.cache_fraction = (rng() % 5) * 0.25;
+      sc.tables.push_back(ts);
+    }
+    const int num_features = 1 + static_cast<int>(rng() % 8);
+    for (int f = 0; f < num_features; ++f) {
+      FeatureSpec fs;
+      fs.table = static_cast<int>(rng() % num_tables);
+      fs.weighted = rng() % 2;
+      fs.miss_rate = 0.1 + (rng() % 3) * 0.1;
       fs.bag_row_counts =
           (rng() % 3 == 0) ? SharedRows(sc.batch, 50, rng) : PerCandidateRows(sc.batch);
       fs.bag_sizes =
