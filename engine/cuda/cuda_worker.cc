@@ -308,6 +308,9 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l) {
   args.weights = reinterpret_cast<const float*>(arena + l.weights_offset);
   args.bag_rows = reinterpret_cast<const int32_t*>(arena + l.bag_rows_offset);
   args.total_bags = l.max_bags;  // upper bound: the same launch for every batch of the bucket
+  // A feature has at most one bag a row: warps laid out per feature, so the
+  // few bags of a small batch are pooled in parallel.
+  args.max_bags_per_feature = l.padded_rows;
   args.out = feats_.as<float>();
   args.out_stride = feat_width_;
   args.unresolved = counters + counters_.unresolved_per_table;

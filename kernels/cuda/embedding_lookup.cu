@@ -4,7 +4,10 @@
 //
 // PooledLookupKernel: warp w takes bag slots [8w, 8w + 8) of the global slot
 // space (all features' bags in one launch), splits them at feature
-// boundaries (binary search over bag_prefix) and pools each run ("segment"):
+// boundaries (binary search over bag_prefix) and pools each run ("segment");
+// with PooledLookupArgs::max_bags_per_feature the warps are laid out per
+// feature instead (warp w: feature w / W, its bags from 8 (w % W), W warps a
+// feature), one segment per warp. Each segment:
 //   * A row is split into 16-byte chunks (4 fp32 or 8 fp16/bf16 values; 8-,
 //     4- or 2-byte chunks when the dim or the table's alignment forbids 16),
 //     one chunk per lane. A "group" of G lanes (G = chunks rounded up to a
@@ -785,8 +788,14 @@ __device__ __forceinline__ void PoolSegmentOfTable(const SegmentJob& job, const 
   }
 }
 
+// This warp's index in the launch.
+__device__ __forceinline__ int64_t WarpChunk() {
+  return static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock + threadIdx.x / kWarpSize;
+}
+
 // Warp w pools bag slots [w * kSlotsPerWarp, (w + 1) * kSlotsPerWarp), split
-// into segments at feature boundaries.
+// into segments at feature boundaries, or (max_bags_per_feature) up to
+// kSlotsPerWarp bags of one feature.
 // kAllowIndirect: the batch has HOST tables. A separate instantiation, so
 // the all-in-HBM kernel keeps its registers (the indirect path spills a
 // little at the 128-register bound).
@@ -806,47 +815,73 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
     __syncthreads();
   }
   const int num_features = args.num_features;
-  const int64_t num_bags = min(args.total_bags, __ldg(bag_prefix + num_features));
   __shared__ SegmentJob segment_jobs[kPoolWarpsPerBlock];
-  const int64_t chunk =
-      static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock + threadIdx.x / kWarpSize;
-  const int64_t chunk_first = chunk * kSlotsPerWarp;
-  // One chunk per warp (the launcher sizes the grid for all of them).
-  const int chunk_count = static_cast<int>(
-      max(int64_t{0}, min(static_cast<int64_t>(kSlotsPerWarp), num_bags - chunk_first)));
-  // Kept in shared memory too: the pooling loops need every register, and a
-  // value live across them would otherwise be spilled to local memory.
-  __shared__ int64_t chunk_firsts[kPoolWarpsPerBlock];
-  volatile int64_t& chunk_first_shared = chunk_firsts[threadIdx.x / kWarpSize];
-  chunk_first_shared = chunk_first;  // every lane writes the same value
+  // The warp's bag range [next, end): slots of all features' bags in order,
+  // or bags of one feature (max_bags_per_feature). Kept in shared memory:
+  // the pooling loops need every register, and a value live across them
+  // would otherwise be spilled to local memory (the warp's chunk and feature
+  // are recomputed from the thread index instead, for the same reason).
+  __shared__ int64_t ranges[kPoolWarpsPerBlock][2];
+  volatile int64_t* range = ranges[threadIdx.x / kWarpSize];
+  const bool per_feature = args.max_bags_per_feature > 0;
   {
-    for (int done = 0; done < chunk_count;) {
-      const int64_t slot = chunk_first_shared + done;
-      const int lo = FeatureOfBagSlot(bag_prefix, num_features, slot);
-      const int64_t feature_first = __ldg(bag_prefix + lo);
-      const int count = static_cast<int>(
-          min(static_cast<int64_t>(chunk_count - done), __ldg(bag_prefix + lo + 1) - slot));
-      const DeviceFeature& feature = args.features[lo];
-      const DeviceTable& table = args.tables[feature.table];
-
-      // The segment's description lives in shared memory and is read where it
-      // is used, so that its ~20 pointer and size registers are not held
-      // through the pooling loops (fewer registers, more warps per SM).
-      __syncwarp();  // every lane is done with the previous segment
-      SegmentJob& job = segment_jobs[threadIdx.x / kWarpSize];
-      const int dim = table.dim;
-      const int64_t first_bag = feature.bag_begin + (slot - feature_first);
-      if (count <= 0) break;  // bag_prefix not non-decreasing: stop rather than spin
-      done += count;
-      if (dim <= 0) continue;
-      if (lane == 0) {
-        FillSegmentJob(job, args, feature, table, dim, first_bag, count, prefetch,
-                       aggregate ? &touch_agg : nullptr);
+    const int64_t chunk = WarpChunk();
+    int64_t first = 0, last = 0;
+    if (per_feature) {
+      const int64_t warps_per_feature =
+          (args.max_bags_per_feature + kSlotsPerWarp - 1) / kSlotsPerWarp;
+      const int64_t f = chunk / warps_per_feature;
+      if (f < num_features) {
+        const int64_t c = chunk - f * warps_per_feature;
+        const int64_t bags = args.features[f].num_bags;
+        first = c * kSlotsPerWarp;
+        // The feature's last warp also takes any bags past the bound.
+        last = c + 1 == warps_per_feature ? bags : min(first + kSlotsPerWarp, bags);
       }
-      __syncwarp();
-
-      PoolSegmentOfTable<kAllowIndirect>(job, table, dim, lane);
+    } else {
+      const int64_t num_bags = min(args.total_bags, __ldg(bag_prefix + num_features));
+      first = chunk * kSlotsPerWarp;
+      last = min(first + kSlotsPerWarp, num_bags);
     }
+    range[0] = first;  // every lane writes the same values
+    range[1] = last;
+  }
+  while (true) {
+    const int64_t next = range[0];
+    const int64_t last = range[1];
+    if (next >= last) break;
+    int lo;
+    int64_t first_bag;
+    int count;
+    if (per_feature) {
+      lo = static_cast<int>(WarpChunk() / ((args.max_bags_per_feature + kSlotsPerWarp - 1) /
+                                           kSlotsPerWarp));
+      first_bag = args.features[lo].bag_begin + next;
+      count = static_cast<int>(min(static_cast<int64_t>(kSlotsPerWarp), last - next));
+    } else {
+      lo = FeatureOfBagSlot(bag_prefix, num_features, next);
+      const int64_t feature_first = __ldg(bag_prefix + lo);
+      count = static_cast<int>(min(last - next, __ldg(bag_prefix + lo + 1) - next));
+      if (count <= 0) break;  // bag_prefix not non-decreasing: stop rather than spin
+      first_bag = args.features[lo].bag_begin + (next - feature_first);
+    }
+    __syncwarp();  // every lane has read the range
+    range[0] = next + count;
+    const DeviceFeature& feature = args.features[lo];
+    const DeviceTable& table = args.tables[feature.table];
+    const int dim = table.dim;
+    // The segment's description lives in shared memory and is read where it
+    // is used, so that its ~20 pointer and size registers are not held
+    // through the pooling loops (fewer registers, more warps per SM).
+    SegmentJob& job = segment_jobs[threadIdx.x / kWarpSize];
+    if (dim <= 0) continue;
+    if (lane == 0) {
+      FillSegmentJob(job, args, feature, table, dim, first_bag, count, prefetch,
+                     aggregate ? &touch_agg : nullptr);
+    }
+    __syncwarp();
+    PoolSegmentOfTable<kAllowIndirect>(job, table, dim, lane);
+    __syncwarp();  // every lane is done with the segment before the next fill
   }
   if (aggregate) {
     __syncthreads();
@@ -1246,7 +1281,11 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
   // Score touches are possible (a scored table reads its clock from one of
   // these): LFU counts are then summed per block first.
   const bool aggregate = args.score_now_ptr != nullptr || args.score_now != 0;
-  const int64_t warps = (args.total_bags + kSlotsPerWarp - 1) / kSlotsPerWarp;
+  if (args.max_bags_per_feature < 0) return cudaErrorInvalidValue;
+  const int64_t warps =
+      args.max_bags_per_feature > 0
+          ? args.num_features * ((args.max_bags_per_feature + kSlotsPerWarp - 1) / kSlotsPerWarp)
+          : (args.total_bags + kSlotsPerWarp - 1) / kSlotsPerWarp;
   const int64_t blocks = (warps + kPoolWarpsPerBlock - 1) / kPoolWarpsPerBlock;
   if (blocks > INT_MAX) return cudaErrorInvalidValue;  // 6.9e10 bags
   if (args.any_host) {

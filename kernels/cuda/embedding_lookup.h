@@ -152,6 +152,15 @@ struct PooledLookupArgs {
   // Total bags over all features (sum of num_bags), an upper bound is fine:
   // the launch covers this many bag slots.
   int64_t total_bags = 0;
+  // > 0: every feature has at most this many bags (the CUDA worker passes
+  // its padded rows), and warps are laid out feature by feature: each takes
+  // up to 8 consecutive bags of one feature (the last warp of a feature any
+  // bags past the bound too, so an understated bound costs time, never
+  // bags). A batch of a few rows then pools its features in parallel, where
+  // the slot order below would hand one warp the single bags of up to 8
+  // features in turn. 0: warps take 8 consecutive slots of all features'
+  // bags in order (bag_prefix), total_bags sizing the launch.
+  int64_t max_bags_per_feature = 0;
   float* out = nullptr;                     // [rows, out_stride]
   int64_t out_stride = 0;                   // floats
   // Device counters [num_tables]: unresolved ids per table are added here

@@ -169,6 +169,9 @@ struct Scenario {
   // outside [0, 2^31) as -1, as the CUDA worker's compact layout does; the
   // expected values stay those of the int64 ids. Static tables only.
   bool ids32 = false;
+  // PooledLookupArgs::max_bags_per_feature: 0 = the slot layout; > 0 as
+  // given (smaller than a feature's bags exercises the last warp's rest).
+  int64_t max_bags_per_feature = 0;
 };
 
 std::string Describe(const Scenario& s) {
@@ -516,6 +519,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   args.weights = arena.Copy(weights);
   args.bag_rows = arena.Copy(bag_rows);
   args.total_bags = bag_prefix.back() + sc.extra_bag_slots;
+  args.max_bags_per_feature = sc.max_bags_per_feature;
   args.out = arena.Copy(std::vector<float>(out_size, kNaN));
   args.out_stride = sc.out_stride;
   std::vector<unsigned long long> unresolved_start(num_tables);
@@ -969,6 +973,42 @@ TEST(PooledLookupGpuTest, ThirtyTwoBitIdsAndOffsets) {
     LayOutColumns(&sc, rng);
     sc.extra_bag_slots = static_cast<int64_t>(rng() % 10);
     sc.staging_capacity = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 50);
+    RunScenario(sc, seed);
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+// Warps laid out per feature (PooledLookupArgs::max_bags_per_feature, as the
+// CUDA worker launches): the bound equal to the most bags of a feature,
+// larger, and smaller (the feature's last warp pools the rest), on random
+// scenarios of every table kind, and batches of one row.
+TEST(PooledLookupGpuTest, WarpsPerFeature) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t base_seed = TestSeed();
+  for (int iter = 0; iter < 12; ++iter) {
+    const uint64_t seed = base_seed + 200 + iter;
+    std::mt19937_64 rng(seed);
+    Scenario sc = MixedScenario(rng);
+    if (iter % 2 == 1) {  // HOST tables behind caches too (the resolve pass)
+      for (size_t t = 0; t < sc.tables.size(); t += 2) {
+        sc.tables[t].host = true;
+        sc.tables[t].cache_fraction = 0.3;
+      }
+    }
+    if (iter % 4 == 3) {  // one row: one bag a feature
+      sc.batch = 1;
+      for (FeatureSpec& f : sc.features) {
+        f.bag_row_counts = {1};
+        f.bag_sizes = {1 + static_cast<int>(rng() % 5)};
+      }
+      LayOutColumns(&sc, rng);
+    }
+    int64_t most = 0;
+    for (const FeatureSpec& f : sc.features) {
+      most = std::max<int64_t>(most, static_cast<int64_t>(f.bag_sizes.size()));
+    }
+    const int64_t bounds[] = {most, most + 13, std::max<int64_t>(1, most / 3)};
+    sc.max_bags_per_feature = bounds[iter % 3];
     RunScenario(sc, seed);
     if (::testing::Test::HasFailure()) break;
   }
