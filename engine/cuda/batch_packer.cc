@@ -98,13 +98,25 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
 }
 
 bool CompactIdsFit(const Model& model, int64_t ids_capacity) {
-  if (ids_capacity > INT32_MAX) return false;
-  for (const SparseFeature& f : model.features) {
-    const EmbeddingTable& t = model.tables[f.table];
-    if (t.dynamic || t.num_rows > INT32_MAX) return false;
-  }
-  return true;
+  (void)model;  // every model: features that cannot narrow keep int64 ids
+  return ids_capacity <= INT32_MAX;
 }
+
+bool NarrowIds(const Model& model, size_t feature) {
+  const EmbeddingTable& t = model.tables[model.features[feature].table];
+  return !t.dynamic && t.num_rows <= INT32_MAX;
+}
+
+namespace {
+
+bool AnyWideIds(const Model& model) {
+  for (size_t f = 0; f < model.features.size(); ++f) {
+    if (!NarrowIds(model, f)) return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 int64_t BagIdAt(const PackedLayout& l, const uint8_t* arena, int64_t i) {
   if (l.compact) return reinterpret_cast<const int32_t*>(arena + l.bag_ids_offset)[i];
@@ -134,6 +146,8 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
   at = Align16(at + sizeof(int64_t) * (nf + 1));
   l.ids_offset = at;
   at = Align16(at + l.id_bytes() * ids_capacity);
+  l.wide_ids_offset = at;
+  if (compact && AnyWideIds(model)) at = Align16(at + sizeof(int64_t) * ids_capacity);
   l.weights_offset = at;
   at = Align16(at + sizeof(float) * ids_capacity);
   l.bytes = at;
@@ -147,18 +161,25 @@ namespace {
 struct SlicePlan {
   std::vector<Segment> segments;
   std::vector<int64_t> entry_begin;  // [F + 1]: bags plus one sentinel each
-  std::vector<int64_t> id_begin;     // [F + 1]
+  // [F]: where each feature's ids start. In feature order; in the compact
+  // layout the narrow features' ids first, then the wide ones'.
+  std::vector<int64_t> id_begin;
+  std::vector<uint8_t> wide;         // [F]: compact layout, ids kept int64
   std::vector<uint8_t> weighted;     // [F]: some request of the slice sent weights
+  int64_t total_ids = 0;
+  int64_t narrow_ids = 0;            // compact layout: ids [0, narrow_ids) are int32
 };
 
 SlicePlan PlanSlice(const Model& model, absl::Span<const Request* const> requests,
-                    const RequestOffsets& o, int64_t row_begin, int64_t row_end) {
+                    const RequestOffsets& o, int64_t row_begin, int64_t row_end, bool compact) {
   SlicePlan p;
   p.segments = Segments(o, row_begin, row_end);
   const size_t nf = model.features.size();
   p.entry_begin.assign(nf + 1, 0);
-  p.id_begin.assign(nf + 1, 0);
+  p.id_begin.assign(nf, 0);
+  p.wide.assign(nf, 0);
   p.weighted.assign(nf, 0);
+  std::vector<int64_t> ids_of(nf, 0);
   for (size_t f = 0; f < nf; ++f) {
     int64_t entries = 1, ids = 0;  // the sentinel
     for (const Segment& s : p.segments) {
@@ -169,7 +190,16 @@ SlicePlan PlanSlice(const Model& model, absl::Span<const Request* const> request
       if (!in.weights.empty()) p.weighted[f] = 1;
     }
     p.entry_begin[f + 1] = p.entry_begin[f] + entries;
-    p.id_begin[f + 1] = p.id_begin[f] + ids;
+    ids_of[f] = ids;
+    p.wide[f] = compact && !NarrowIds(model, f);
+  }
+  for (int pass = 0; pass < 2; ++pass) {  // narrow features first, then wide
+    for (size_t f = 0; f < nf; ++f) {
+      if (p.wide[f] != pass) continue;
+      p.id_begin[f] = p.total_ids;
+      p.total_ids += ids_of[f];
+    }
+    if (pass == 0) p.narrow_ids = p.total_ids;
   }
   return p;
 }
@@ -220,13 +250,13 @@ void CopyIds(const int64_t* from, int64_t n, int32_t* to) {
 
 // Feature f's descriptor, bags (entries and sentinel), ids and weights;
 // IdT is int64_t, or int32_t for the compact layout.
-template <typename IdT>
+template <typename IdT, typename OffsetT>
 void PackFeature(const Model& model, absl::Span<const Request* const> requests,
                  const RequestOffsets& o, const SlicePlan& p, size_t f, int feat_col,
                  const PackedLayout& l, uint8_t* arena) {
-  IdT* ids = reinterpret_cast<IdT*>(arena + l.ids_offset);
+  IdT* ids = reinterpret_cast<IdT*>(arena + (p.wide[f] ? l.wide_ids_offset : l.ids_offset));
   float* weights = reinterpret_cast<float*>(arena + l.weights_offset);
-  IdT* bag_ids = reinterpret_cast<IdT*>(arena + l.bag_ids_offset);
+  OffsetT* bag_ids = reinterpret_cast<OffsetT*>(arena + l.bag_ids_offset);
   int32_t* bag_rows = reinterpret_cast<int32_t*>(arena + l.bag_rows_offset);
   auto& df = reinterpret_cast<kernels::cuda::DeviceFeature*>(arena + l.features_offset)[f];
   df.table = model.features[f].table;
@@ -234,6 +264,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
   df.bag_begin = p.entry_begin[f];
   df.num_bags = p.entry_begin[f + 1] - p.entry_begin[f] - 1;
   df.weighted = p.weighted[f];
+  df.wide_ids = p.wide[f];
   // Bags of the features before: their entries less one sentinel each.
   reinterpret_cast<int64_t*>(arena + l.bag_prefix_offset)[f] =
       p.entry_begin[f] - static_cast<int64_t>(f);
@@ -254,7 +285,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
       }
     };
     if (Shared(in)) {
-      bag_ids[entry_at] = static_cast<IdT>(id_at);
+      bag_ids[entry_at] = static_cast<OffsetT>(id_at);
       bag_rows[entry_at] = static_cast<int32_t>(s.local_row);
       ++entry_at;
     } else {
@@ -262,7 +293,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
       const int32_t* lengths = in.lengths.data() + s.first_candidate;
       int64_t at = id_at;
       for (int64_t c = 0; c < s.count; ++c) {
-        bag_ids[entry_at] = static_cast<IdT>(at);
+        bag_ids[entry_at] = static_cast<OffsetT>(at);
         bag_rows[entry_at] = static_cast<int32_t>(s.local_row + c);
         at += lengths[c];
         ++entry_at;
@@ -272,7 +303,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
     id_at += range.end - range.first;
   }
   // Sentinel: end of the last bag's ids and rows.
-  bag_ids[entry_at] = static_cast<IdT>(id_at);
+  bag_ids[entry_at] = static_cast<OffsetT>(id_at);
   bag_rows[entry_at] = static_cast<int32_t>(l.rows);
 }
 
@@ -287,16 +318,19 @@ void PackSlice(const Model& model, absl::Span<const Request* const> requests,
                const ParallelFor& parallel) {
   PackedLayout& l = *layout;
   l.rows = row_end - row_begin;
-  const SlicePlan p = PlanSlice(model, requests, o, row_begin, row_end);
+  const SlicePlan p = PlanSlice(model, requests, o, row_begin, row_end, l.compact);
   const size_t nf = model.features.size();
   float* dense = reinterpret_cast<float*>(arena + l.dense_offset);
   const int64_t dense_tasks = (l.padded_rows + kDenseRowsPerTask - 1) / kDenseRowsPerTask;
   auto task = [&](int64_t t) {
     if (t < static_cast<int64_t>(nf)) {
-      if (l.compact) {
-        PackFeature<int32_t>(model, requests, o, p, static_cast<size_t>(t), feat_col[t], l, arena);
+      const size_t f = static_cast<size_t>(t);
+      if (!l.compact) {
+        PackFeature<int64_t, int64_t>(model, requests, o, p, f, feat_col[t], l, arena);
+      } else if (p.wide[f]) {
+        PackFeature<int64_t, int32_t>(model, requests, o, p, f, feat_col[t], l, arena);
       } else {
-        PackFeature<int64_t>(model, requests, o, p, static_cast<size_t>(t), feat_col[t], l, arena);
+        PackFeature<int32_t, int32_t>(model, requests, o, p, f, feat_col[t], l, arena);
       }
     } else {
       const int64_t a = (t - static_cast<int64_t>(nf)) * kDenseRowsPerTask;
@@ -312,7 +346,8 @@ void PackSlice(const Model& model, absl::Span<const Request* const> requests,
   }
   reinterpret_cast<int64_t*>(arena + l.bag_prefix_offset)[nf] =
       p.entry_begin[nf] - static_cast<int64_t>(nf);
-  l.total_ids = p.id_begin[nf];
+  l.total_ids = p.total_ids;
+  l.narrow_ids = l.compact ? p.narrow_ids : 0;
   l.total_bags = p.entry_begin[nf] - static_cast<int64_t>(nf);
   l.any_weighted = false;
   for (uint8_t w : p.weighted) l.any_weighted |= w != 0;

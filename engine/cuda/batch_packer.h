@@ -14,21 +14,28 @@
 //   features  kernels::cuda::DeviceFeature [F]
 //   bag_prefix int64  [F + 1]
 //   ids       int64   [ids_capacity]            all features' ids (total_ids used)
-//             (int32 when compact: an id outside [0, 2^31) is written as -1,
-//             which resolves to no row like every out-of-range row index)
+//             (int32 when compact: the narrow features' ids, [0, narrow_ids)
+//             used; an id outside [0, 2^31) is written as -1, which resolves
+//             to no row like every out-of-range row index)
+//   wide_ids  int64   [ids_capacity]            compact only, and only when some
+//                                               feature is wide: its ids, at
+//                                               [narrow_ids, total_ids)
 //   weights   float   [ids_capacity]            written only for weighted features
 //                                               (DeviceFeature::weighted): their
 //                                               ids' weights, 1.0 where a request
 //                                               of the slice sent none; the
 //                                               kernels read no other entry
-// The used bytes are two ranges: [0, ids_end()) and the weights' first
-// 4 * total_ids bytes (only needed when some feature is weighted).
+// The used bytes are [0, ids_end()), the wide ids' range (compact layout,
+// wide_ids_begin() to wide_ids_end(), empty without wide features) and the
+// weights' first 4 * total_ids bytes (only needed when some feature is
+// weighted).
 //
-// Compact layout (MakeLayout's `compact`): ids and bag offsets as int32,
-// which halves the largest regions of the copy to the GPU. Only for models
-// whose features all read tables keyed by row index with fewer than 2^31
-// rows (CompactIdsFit: DYNAMIC tables need their 64-bit keys), and arenas
-// of fewer than 2^31 ids.
+// Compact layout (MakeLayout's `compact`): bag offsets as int32, and the ids
+// of every feature whose table is keyed by row index with fewer than 2^31
+// rows (NarrowIds) as int32, which halves the largest regions of the copy to
+// the GPU. The other ("wide") features' ids (DYNAMIC tables: 64-bit keys)
+// stay int64 in their own region; their DeviceFeature::wide_ids is set.
+// Arenas of fewer than 2^31 ids only (CompactIdsFit).
 //
 // Packing can be split over threads (a ParallelFor): each feature's bags and
 // ids, and each chunk of dense rows, are written by one task into a region
@@ -69,15 +76,28 @@ struct PackedLayout {
   size_t bytes = 0;         // arena size for this (padded_rows, ids_capacity)
   // Upper bound of bags: every row one bag per feature.
   int64_t max_bags = 0;
-  bool compact = false;     // ids and bag_ids as int32
+  bool compact = false;     // bag_ids and the narrow features' ids as int32
+  size_t wide_ids_offset = 0;  // compact: the wide features' int64 ids
+  int64_t narrow_ids = 0;   // set by PackSlice: compact, ids [0, narrow_ids) are int32
   size_t id_bytes() const { return compact ? sizeof(int32_t) : sizeof(int64_t); }
-  // End of the first used range (set once PackSlice has set total_ids).
-  size_t ids_end() const { return ids_offset + id_bytes() * static_cast<size_t>(total_ids); }
+  // End of the first used range (set once PackSlice has set the id counts).
+  size_t ids_end() const {
+    return ids_offset + id_bytes() * static_cast<size_t>(compact ? narrow_ids : total_ids);
+  }
+  // The wide ids' used range (empty unless compact with wide features).
+  size_t wide_ids_begin() const { return wide_ids_offset + 8 * static_cast<size_t>(narrow_ids); }
+  size_t wide_ids_end() const {
+    return compact ? wide_ids_offset + 8 * static_cast<size_t>(total_ids) : wide_ids_begin();
+  }
 };
 
-// Whether `model` can use the compact layout with arenas of up to
-// `ids_capacity` ids (see above).
+// Whether the compact layout can hold arenas of up to `ids_capacity` ids
+// (its bag offsets are int32). Any model: features that cannot narrow keep
+// int64 ids.
 bool CompactIdsFit(const Model& model, int64_t ids_capacity);
+// Whether feature `feature`'s ids are int32 in the compact layout: its table
+// is keyed by row index (not DYNAMIC) and has fewer than 2^31 rows.
+bool NarrowIds(const Model& model, size_t feature);
 
 // Bag offset i of a packed arena (either layout).
 int64_t BagIdAt(const PackedLayout& layout, const uint8_t* arena, int64_t i);

@@ -297,19 +297,141 @@ TEST(BatchPackerTest, CompactLayoutCarriesTheSameBags) {
   }
 }
 
-TEST(BatchPackerTest, CompactLayoutOnlyWhereEveryIdFits) {
+// Each feature's bags as lists of ids, read from a packed arena of either
+// layout (narrow features from the int32 region, wide ones from their own).
+std::vector<std::vector<std::vector<int64_t>>> BagIdLists(const Model& m, const PackedLayout& l,
+                                                           const uint8_t* arena) {
+  const auto* feats =
+      reinterpret_cast<const kernels::cuda::DeviceFeature*>(arena + l.features_offset);
+  std::vector<std::vector<std::vector<int64_t>>> out(m.features.size());
+  for (size_t f = 0; f < m.features.size(); ++f) {
+    const auto& df = feats[f];
+    for (int64_t b = df.bag_begin; b < df.bag_begin + df.num_bags; ++b) {
+      std::vector<int64_t> ids;
+      for (int64_t i = BagIdAt(l, arena, b); i < BagIdAt(l, arena, b + 1); ++i) {
+        if (!l.compact) {
+          ids.push_back(reinterpret_cast<const int64_t*>(arena + l.ids_offset)[i]);
+        } else if (df.wide_ids) {
+          ids.push_back(reinterpret_cast<const int64_t*>(arena + l.wide_ids_offset)[i]);
+        } else {
+          ids.push_back(reinterpret_cast<const int32_t*>(arena + l.ids_offset)[i]);
+        }
+      }
+      out[f].push_back(std::move(ids));
+    }
+  }
+  return out;
+}
+
+// A model with DYNAMIC tables: their features keep int64 keys (in the wide
+// region, after the narrow features' ids), the others narrow; every bag
+// carries the ids of the int64 layout (narrowed where narrow).
+TEST(BatchPackerTest, CompactLayoutKeepsDynamicKeysWide) {
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90, 40};
+  spec.dynamic_tables = {1, 3};
+  spec.request_level_features = {3};
+  spec.id_policy = rankd::v1::ZERO;
+  auto model = MakeRandomModel(spec);
+  std::vector<OwnedRequest> owned;
+  for (int i = 0; i < 3; ++i) {
+    testing::RandomRequestSpec rs;
+    rs.num_candidates = 6 + 9 * i;
+    rs.max_bag = 4;
+    rs.weighted = i == 1;
+    rs.unresolved_fraction = 0.2;
+    rs.seed = 500 + i;
+    owned.push_back(MakeRandomRequest(*model, rs));
+  }
+  std::vector<Request> views;
+  for (auto& o : owned) views.push_back(o.view());
+  std::vector<const Request*> reqs;
+  for (auto& v : views) reqs.push_back(&v);
+  RequestOffsets o;
+  ComputeRequestOffsets(*model, reqs, &o);
+  const int64_t total = o.row_start.back();
+  const int64_t ids = CountSliceIds(*model, reqs, o, 0, total);
+  const int64_t padded = (total + 15) / 16 * 16;
+  EXPECT_TRUE(NarrowIds(*model, 0));
+  EXPECT_FALSE(NarrowIds(*model, 1));
+  ASSERT_TRUE(CompactIdsFit(*model, ids));
+  std::vector<int> feat_col = {8, 16, 24, 32};
+  PackedLayout w = MakeLayout(*model, padded, ids, 8, /*compact=*/false);
+  PackedLayout c = MakeLayout(*model, padded, ids, 8, /*compact=*/true);
+  std::vector<uint8_t> wide(w.bytes, 0xAB), narrow(c.bytes, 0xAB);
+  PackSlice(*model, reqs, o, 0, total, feat_col, &w, wide.data());
+  PackSlice(*model, reqs, o, 0, total, feat_col, &c, narrow.data());
+  ASSERT_EQ(c.total_ids, w.total_ids);
+  // Features 0 and 2 are narrow: their ids come first.
+  int64_t narrow_count = 0;
+  const auto* cf =
+      reinterpret_cast<const kernels::cuda::DeviceFeature*>(narrow.data() + c.features_offset);
+  for (size_t f = 0; f < 4; ++f) {
+    EXPECT_EQ(cf[f].wide_ids, NarrowIds(*model, f) ? 0 : 1) << "feature " << f;
+    if (NarrowIds(*model, f)) {
+      narrow_count += BagIdAt(c, narrow.data(), cf[f].bag_begin + cf[f].num_bags) -
+                      BagIdAt(c, narrow.data(), cf[f].bag_begin);
+    }
+  }
+  EXPECT_EQ(c.narrow_ids, narrow_count);
+  EXPECT_GT(c.narrow_ids, 0);
+  EXPECT_LT(c.narrow_ids, c.total_ids);
+  EXPECT_EQ(c.ids_end(), c.ids_offset + 4 * c.narrow_ids);
+  EXPECT_EQ(c.wide_ids_begin(), c.wide_ids_offset + 8 * c.narrow_ids);
+  EXPECT_EQ(c.wide_ids_end(), c.wide_ids_offset + 8 * c.total_ids);
+  EXPECT_EQ(w.wide_ids_end(), w.wide_ids_begin()) << "the int64 layout has no wide region";
+  const auto want = BagIdLists(*model, w, wide.data());
+  const auto got = BagIdLists(*model, c, narrow.data());
+  ASSERT_EQ(got.size(), want.size());
+  bool any_big_key = false;
+  for (size_t f = 0; f < want.size(); ++f) {
+    ASSERT_EQ(got[f].size(), want[f].size()) << "feature " << f;
+    for (size_t b = 0; b < want[f].size(); ++b) {
+      ASSERT_EQ(got[f][b].size(), want[f][b].size()) << "feature " << f << " bag " << b;
+      for (size_t i = 0; i < want[f][b].size(); ++i) {
+        const int64_t id = want[f][b][i];
+        const bool fits = id >= 0 && id <= INT32_MAX;
+        any_big_key |= !NarrowIds(*model, f) && !fits;
+        ASSERT_EQ(got[f][b][i], NarrowIds(*model, f) ? (fits ? id : -1) : id)
+            << "feature " << f << " bag " << b << " id " << i;
+      }
+    }
+  }
+  EXPECT_TRUE(any_big_key) << "the DYNAMIC features must carry keys no int32 holds";
+  // Weights follow the ids' positions in both layouts.
+  if (w.any_weighted) {
+    const auto* wf =
+        reinterpret_cast<const kernels::cuda::DeviceFeature*>(wide.data() + w.features_offset);
+    for (size_t f = 0; f < 4; ++f) {
+      if (!wf[f].weighted) continue;
+      const int64_t a = BagIdAt(w, wide.data(), wf[f].bag_begin);
+      const int64_t b = BagIdAt(c, narrow.data(), cf[f].bag_begin);
+      const int64_t n = BagIdAt(w, wide.data(), wf[f].bag_begin + wf[f].num_bags) - a;
+      EXPECT_EQ(0, std::memcmp(wide.data() + w.weights_offset + 4 * a,
+                               narrow.data() + c.weights_offset + 4 * b, 4 * n))
+          << "feature " << f;
+    }
+  }
+}
+
+TEST(BatchPackerTest, CompactLayoutBounds) {
   testing::RandomModelSpec spec;
   spec.table_rows = {50, 70, 90};
   auto model = MakeRandomModel(spec);
   EXPECT_TRUE(CompactIdsFit(*model, 1000));
   EXPECT_TRUE(CompactIdsFit(*model, INT32_MAX));
   EXPECT_FALSE(CompactIdsFit(*model, int64_t{INT32_MAX} + 1));  // bag offsets
+  for (size_t f = 0; f < 3; ++f) EXPECT_TRUE(NarrowIds(*model, f));
   Model big = *model;
   big.tables[1].num_rows = int64_t{INT32_MAX} + 1;  // metadata only: nothing reads the rows
-  EXPECT_FALSE(CompactIdsFit(big, 1000));
+  EXPECT_FALSE(NarrowIds(big, 1));
+  EXPECT_TRUE(NarrowIds(big, 0));
   testing::RandomModelSpec dyn = spec;
   dyn.dynamic_tables = {2};
-  EXPECT_FALSE(CompactIdsFit(*MakeRandomModel(dyn), 1000)) << "DYNAMIC keys need 64 bits";
+  auto dm = MakeRandomModel(dyn);
+  EXPECT_FALSE(NarrowIds(*dm, 2)) << "DYNAMIC keys need 64 bits";
+  // The wide region exists only for models with wide features.
+  EXPECT_GT(MakeLayout(*dm, 64, 1000, 0, true).bytes, MakeLayout(*model, 64, 1000, 0, true).bytes);
 }
 
 TEST(BatchPackerTest, LayoutDependsOnlyOnBucketAndCapacity) {

@@ -300,6 +300,7 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l) {
   args.num_features = static_cast<int32_t>(m.features.size());
   if (l.compact) {
     args.ids32 = reinterpret_cast<const int32_t*>(arena + l.ids_offset);
+    args.ids = reinterpret_cast<const int64_t*>(arena + l.wide_ids_offset);  // wide features'
     args.bag_ids32 = reinterpret_cast<const int32_t*>(arena + l.bag_ids_offset);
   } else {
     args.ids = reinterpret_cast<const int64_t*>(arena + l.ids_offset);
@@ -558,6 +559,13 @@ absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
       cudaMemcpyAsync(dev, host, layout.ids_end(),
                       cudaMemcpyHostToDevice, stream_),
       "batch host -> device");
+  if (layout.wide_ids_end() > layout.wide_ids_begin()) {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(dev + layout.wide_ids_begin(), host + layout.wide_ids_begin(),
+                        layout.wide_ids_end() - layout.wide_ids_begin(), cudaMemcpyHostToDevice,
+                        stream_),
+        "wide ids host -> device");
+  }
   if (layout.any_weighted) {
     RANKD_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(dev + layout.weights_offset, host + layout.weights_offset,

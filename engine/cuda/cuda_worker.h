@@ -62,10 +62,11 @@ class CudaWorker final : public Worker {
     bool use_graphs = true;
     // Use the single fused kernel for models small enough (mini and its sweep).
     bool allow_fused_tiny = true;
-    // Pack ids and bag offsets as int32 where the model allows it
-    // (batch_packer.h, CompactIdsFit: no DYNAMIC table, every table below
-    // 2^31 rows; not with the fused tiny kernel): fewer bytes to pack and to
-    // copy to the GPU per batch. false: always int64.
+    // Pack bag offsets as int32, and the ids of every feature whose table
+    // is keyed by row index below 2^31 rows (batch_packer.h, the compact
+    // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
+    // kernel): fewer bytes to pack and to copy to the GPU per batch. false:
+    // always int64.
     bool compact_ids = true;
     // Device-memory budget per GPU for the model (CreateCudaWorkers; unset:
     // the GPU's free memory minus the workers' reserve). Tables that do not

@@ -116,9 +116,10 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
   }
 }
 
-// The compact layout (Options::compact_ids: int32 ids and bag offsets) gives
-// the scores of the int64 layout bit for bit, ids no int32 holds included
-// (they name no row either way), and the CPU engine's.
+// The compact layout (Options::compact_ids: int32 bag offsets, int32 ids but
+// for the DYNAMIC table's 64-bit keys) gives the scores of the int64 layout
+// bit for bit, ids no int32 holds included (static tables: they name no row
+// either way), and the CPU engine's.
 TEST(CudaWorkerGpuTest, CompactIdsGiveTheScoresOfWideIds) {
   if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
   testing::RandomModelSpec spec;
@@ -129,6 +130,7 @@ TEST(CudaWorkerGpuTest, CompactIdsGiveTheScoresOfWideIds) {
   spec.top = {12};
   spec.id_policy = rankd::v1::ZERO;  // unresolved ids pool the default vector
   spec.default_vector = true;
+  spec.dynamic_tables = {1};  // its features keep their int64 keys
   auto model = MakeRandomModel(spec);
   auto cpu = CpuEngine::Create(model, CpuEngine::Options());
   ASSERT_TRUE(cpu.ok()) << cpu.status();

@@ -224,8 +224,10 @@ __device__ __forceinline__ int64_t BagIdAt(const volatile SegmentJob& job, int64
   return bag_ids32 != nullptr ? static_cast<int64_t>(__ldg(bag_ids32 + b))
                               : __ldg(job.bag_ids + b);
 }
-__device__ __forceinline__ int64_t IdAt(const PooledLookupArgs& args, int64_t i) {
-  return args.ids32 != nullptr ? static_cast<int64_t>(__ldg(args.ids32 + i)) : __ldg(args.ids + i);
+__device__ __forceinline__ int64_t IdAt(const PooledLookupArgs& args,
+                                        const DeviceFeature& feature, int64_t i) {
+  return args.ids32 != nullptr && feature.wide_ids == 0 ? static_cast<int64_t>(__ldg(args.ids32 + i))
+                                                        : __ldg(args.ids + i);
 }
 __device__ __forceinline__ int64_t BagIdAt(const PooledLookupArgs& args, int64_t b) {
   return args.bag_ids32 != nullptr ? static_cast<int64_t>(__ldg(args.bag_ids32 + b))
@@ -733,7 +735,7 @@ __device__ __forceinline__ void FillSegmentJob(SegmentJob& job, const PooledLook
   job.weights = (feature.weighted && args.weights != nullptr) ? args.weights : nullptr;
   job.bag_ids = args.bag_ids;
   job.bag_rows = args.bag_rows;
-  job.ids32 = args.ids32;
+  job.ids32 = feature.wide_ids == 0 ? args.ids32 : nullptr;
   job.bag_ids32 = args.bag_ids32;
   job.first_bag = first_bag;
   job.count = count;
@@ -1035,7 +1037,7 @@ __global__ void __launch_bounds__(kStageThreads)
       int64_t row = kMissingRow;
       int64_t loc = 0;
       if (active) {
-        row = ResolveTableRow(table, IdAt(args, pos));
+        row = ResolveTableRow(table, IdAt(args, feature, pos));
         if (row != kMissingRow) {
           const int32_t cached = table.cache_slot != nullptr ? __ldg(table.cache_slot + row) : -1;
           if (cached >= 0) {

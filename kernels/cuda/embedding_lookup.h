@@ -79,6 +79,9 @@ struct DeviceFeature {
   int64_t bag_begin = 0;   // first entry of this feature in bag_ids / bag_rows
   int64_t num_bags = 0;
   int32_t weighted = 0;    // 1: weights[] holds one weight per id of this feature
+  // 1: this feature's ids are read from PooledLookupArgs::ids (int64) even
+  // when ids32 is set (DYNAMIC tables' 64-bit keys).
+  int32_t wide_ids = 0;
 };
 
 // Per-launch scratch of the HOST-table path (device memory owned by the
@@ -143,10 +146,11 @@ struct PooledLookupArgs {
   const int64_t* bag_ids = nullptr;         // see above
   const int32_t* bag_rows = nullptr;        // see above
   // 32-bit ids and bag offsets (half the bytes to copy in): when set, read
-  // instead of `ids` / `bag_ids` (which may then be null). For tables whose
-  // keys are row indices below 2^31 only (no DYNAMIC table may be read
-  // through ids32): an id outside [0, 2^31) is passed as -1, which resolves
-  // to no row like every out-of-range id.
+  // instead of `ids` / `bag_ids`, except that features with
+  // DeviceFeature::wide_ids read `ids` (both index the same id positions).
+  // For tables whose keys are row indices below 2^31 only (a DYNAMIC table's
+  // features must be wide_ids): an id outside [0, 2^31) is passed as -1,
+  // which resolves to no row like every out-of-range id.
   const int32_t* ids32 = nullptr;
   const int32_t* bag_ids32 = nullptr;
   // Total bags over all features (sum of num_bags), an upper bound is fine:

@@ -167,7 +167,8 @@ struct Scenario {
   int64_t staging_capacity = -1;
   // Pass ids and bag offsets as int32 (PooledLookupArgs::ids32), ids
   // outside [0, 2^31) as -1, as the CUDA worker's compact layout does; the
-  // expected values stay those of the int64 ids. Static tables only.
+  // expected values stay those of the int64 ids. DYNAMIC tables' features
+  // are wide_ids (their int64 keys in PooledLookupArgs::ids).
   bool ids32 = false;
   // PooledLookupArgs::max_bags_per_feature: 0 = the slot layout; > 0 as
   // given (smaller than a feature's bags exercises the last warp's rest).
@@ -504,13 +505,18 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   args.features = arena.Copy(features);
   args.num_features = num_features;
   if (sc.ids32) {
-    for (const TableSpec& ts : sc.tables) ASSERT_FALSE(ts.dynamic) << "ids32: static tables only";
+    // DYNAMIC tables' features read the int64 keys (DeviceFeature::wide_ids).
+    for (int f = 0; f < num_features; ++f) {
+      features[f].wide_ids = sc.tables[sc.features[f].table].dynamic ? 1 : 0;
+    }
+    args.features = arena.Copy(features);
     std::vector<int32_t> ids32(ids.size()), bag_ids32(bag_ids.size());
     for (size_t i = 0; i < ids.size(); ++i) {
       ids32[i] = (ids[i] >= 0 && ids[i] <= INT32_MAX) ? static_cast<int32_t>(ids[i]) : -1;
     }
     for (size_t i = 0; i < bag_ids.size(); ++i) bag_ids32[i] = static_cast<int32_t>(bag_ids[i]);
     args.ids32 = arena.Copy(ids32);
+    args.ids = arena.Copy(ids);
     args.bag_ids32 = arena.Copy(bag_ids32);
   } else {
     args.ids = arena.Copy(ids);
@@ -934,8 +940,9 @@ TEST(PooledLookupGpuTest, RandomScenarios) {
 }
 
 // 32-bit ids and bag offsets (the CUDA worker's compact layout): random
-// static-table scenarios, HBM and HOST tables, every row type and pooling,
-// out-of-range ids (int64 extremes among them) narrowed to -1.
+// scenarios, HBM and HOST tables, static ones with their out-of-range ids
+// (int64 extremes among them) narrowed to -1 and DYNAMIC ones reading their
+// int64 keys (wide_ids), every row type and pooling.
 TEST(PooledLookupGpuTest, ThirtyTwoBitIdsAndOffsets) {
   SKIP_WITHOUT_GPU();
   const uint64_t base_seed = TestSeed();
@@ -954,6 +961,7 @@ TEST(PooledLookupGpuTest, ThirtyTwoBitIdsAndOffsets) {
       if (rng() % 2) ts.dim = (ts.dim + 3) / 4 * 4;
       ts.num_rows = 1 + static_cast<int64_t>(rng() % 2000);
       ts.default_vector = rng() % 2;
+      ts.dynamic = rng() % 3 == 0;
       ts.host = rng() % 3 == 0;
       ts.cache_fraction = (rng() % 5) * 0.25;
       sc.tables.push_back(ts);
