@@ -217,6 +217,23 @@ TEST(BatchPackerTest, ReusedOffsetsMatchFreshOnes) {
   EXPECT_EQ(reused.row_start.back(), 10);
 }
 
+// `n` requests of first + i * step candidates (request i), bags of up to 4
+// ids, request 1 weighted, `unresolved` of the ids naming no row.
+std::vector<OwnedRequest> MakeRequests(const Model& m, int n, int first, int step,
+                                       double unresolved, uint64_t seed) {
+  std::vector<OwnedRequest> owned;
+  for (int i = 0; i < n; ++i) {
+    testing::RandomRequestSpec rs;
+    rs.num_candidates = first + step * i;
+    rs.max_bag = 4;
+    rs.weighted = i == 1;
+    rs.unresolved_fraction = unresolved;
+    rs.seed = seed + i;
+    owned.push_back(MakeRandomRequest(m, rs));
+  }
+  return owned;
+}
+
 // The compact layout (int32 ids and bag offsets) carries the bags of the
 // int64 layout: the same dense rows, bag rows, descriptors and prefix, the
 // same bag offsets and ids, except that ids outside [0, 2^31) become -1 (no
@@ -226,16 +243,7 @@ TEST(BatchPackerTest, CompactLayoutCarriesTheSameBags) {
   spec.table_rows = {50, 70, 90};
   spec.request_level_features = {1};
   auto model = MakeRandomModel(spec);
-  std::vector<OwnedRequest> owned;
-  for (int i = 0; i < 4; ++i) {
-    testing::RandomRequestSpec rs;
-    rs.num_candidates = 5 + 7 * i;
-    rs.max_bag = 4;
-    rs.weighted = i == 2;
-    rs.unresolved_fraction = 0.1;
-    rs.seed = 300 + i;
-    owned.push_back(MakeRandomRequest(*model, rs));
-  }
+  std::vector<OwnedRequest> owned = MakeRequests(*model, 4, 5, 7, 0.1, 300);
   // Ids no int32 holds, and edges that it does.
   const int64_t odd[] = {-5, int64_t{1} << 40, int64_t{INT32_MAX} + 1, INT32_MAX, -1, 0};
   int k = 0;
@@ -333,16 +341,7 @@ TEST(BatchPackerTest, CompactLayoutKeepsDynamicKeysWide) {
   spec.request_level_features = {3};
   spec.id_policy = rankd::v1::ZERO;
   auto model = MakeRandomModel(spec);
-  std::vector<OwnedRequest> owned;
-  for (int i = 0; i < 3; ++i) {
-    testing::RandomRequestSpec rs;
-    rs.num_candidates = 6 + 9 * i;
-    rs.max_bag = 4;
-    rs.weighted = i == 1;
-    rs.unresolved_fraction = 0.2;
-    rs.seed = 500 + i;
-    owned.push_back(MakeRandomRequest(*model, rs));
-  }
+  std::vector<OwnedRequest> owned = MakeRequests(*model, 3, 6, 9, 0.2, 500);
   std::vector<Request> views;
   for (auto& o : owned) views.push_back(o.view());
   std::vector<const Request*> reqs;

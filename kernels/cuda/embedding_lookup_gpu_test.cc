@@ -895,6 +895,44 @@ TEST(PooledLookupGpuTest, AllIdsUnresolved) {
   RunScenario(sc, seed);
 }
 
+// A random scenario: dims 1..300, bags up to 200 ids, batches 1..300, every
+// row type, pooling and table kind.
+Scenario RandomScenario(std::mt19937_64& rng) {
+  Scenario sc;
+  sc.batch = 1 + static_cast<int>(rng() % 300);
+  const int num_tables = 1 + static_cast<int>(rng() % 5);
+  for (int t = 0; t < num_tables; ++t) {
+    TableSpec ts;
+    ts.type = static_cast<RowType>(rng() % 3);
+    ts.pooling = static_cast<Pooling>(rng() % 3);
+    ts.dim = 1 + static_cast<int>(rng() % 300);
+    if (rng() % 2) ts.dim = (ts.dim + 3) / 4 * 4;
+    ts.num_rows = 1 + static_cast<int64_t>(rng() % 2000);
+    ts.dynamic = rng() % 2;
+    ts.default_vector = rng() % 2;
+    ts.load_factor = 0.3 + 0.69 * (rng() % 100) / 100.0;
+    ts.host = rng() % 3 == 0;
+    ts.cache_fraction = (rng() % 5) * 0.25;
+    sc.tables.push_back(ts);
+  }
+  const int num_features = 1 + static_cast<int>(rng() % 8);
+  for (int f = 0; f < num_features; ++f) {
+    FeatureSpec fs;
+    fs.table = static_cast<int>(rng() % num_tables);
+    fs.weighted = rng() % 2;
+    fs.miss_rate = (rng() % 4) * 0.1;
+    fs.bag_row_counts =
+        (rng() % 3 == 0) ? SharedRows(sc.batch, 50, rng) : PerCandidateRows(sc.batch);
+    fs.bag_sizes =
+        RandomBagSizes(fs.bag_row_counts.size(), 1 + static_cast<int>(rng() % 200), rng);
+    sc.features.push_back(fs);
+  }
+  LayOutColumns(&sc, rng);
+  sc.extra_bag_slots = static_cast<int64_t>(rng() % 10);
+  sc.staging_capacity = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 50);
+  return sc;
+}
+
 // Random shapes: dims 1..300, bags up to 200 ids, batches 1..300.
 TEST(PooledLookupGpuTest, RandomScenarios) {
   SKIP_WITHOUT_GPU();
@@ -902,85 +940,24 @@ TEST(PooledLookupGpuTest, RandomScenarios) {
   for (int iter = 0; iter < 12; ++iter) {
     const uint64_t seed = base_seed + iter;
     std::mt19937_64 rng(seed);
-    Scenario sc;
-    sc.batch = 1 + static_cast<int>(rng() % 300);
-    const int num_tables = 1 + static_cast<int>(rng() % 5);
-    for (int t = 0; t < num_tables; ++t) {
-      TableSpec ts;
-      ts.type = static_cast<RowType>(rng() % 3);
-      ts.pooling = static_cast<Pooling>(rng() % 3);
-      ts.dim = 1 + static_cast<int>(rng() % 300);
-      if (rng() % 2) ts.dim = (ts.dim + 3) / 4 * 4;
-      ts.num_rows = 1 + static_cast<int64_t>(rng() % 2000);
-      ts.dynamic = rng() % 2;
-      ts.default_vector = rng() % 2;
-      ts.load_factor = 0.3 + 0.69 * (rng() % 100) / 100.0;
-      ts.host = rng() % 3 == 0;
-      ts.cache_fraction = (rng() % 5) * 0.25;
-      sc.tables.push_back(ts);
-    }
-    const int num_features = 1 + static_cast<int>(rng() % 8);
-    for (int f = 0; f < num_features; ++f) {
-      FeatureSpec fs;
-      fs.table = static_cast<int>(rng() % num_tables);
-      fs.weighted = rng() % 2;
-      fs.miss_rate = (rng() % 4) * 0.1;
-      fs.bag_row_counts =
-          (rng() % 3 == 0) ? SharedRows(sc.batch, 50, rng) : PerCandidateRows(sc.batch);
-      fs.bag_sizes =
-          RandomBagSizes(fs.bag_row_counts.size(), 1 + static_cast<int>(rng() % 200), rng);
-      sc.features.push_back(fs);
-    }
-    LayOutColumns(&sc, rng);
-    sc.extra_bag_slots = static_cast<int64_t>(rng() % 10);
-    sc.staging_capacity = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 50);
+    Scenario sc = RandomScenario(rng);
     RunScenario(sc, seed);
     if (::testing::Test::HasFailure()) break;
   }
 }
 
-// 32-bit ids and bag offsets (the CUDA worker's compact layout): random
-// scenarios, HBM and HOST tables, static ones with their out-of-range ids
-// (int64 extremes among them) narrowed to -1 and DYNAMIC ones reading their
-// int64 keys (wide_ids), every row type and pooling.
+// 32-bit ids and bag offsets (the CUDA worker's compact layout) on random
+// scenarios: static tables' out-of-range ids (int64 extremes among them)
+// narrowed to -1, DYNAMIC tables' features reading their int64 keys
+// (wide_ids), HBM and HOST tables.
 TEST(PooledLookupGpuTest, ThirtyTwoBitIdsAndOffsets) {
   SKIP_WITHOUT_GPU();
   const uint64_t base_seed = TestSeed();
   for (int iter = 0; iter < 12; ++iter) {
     const uint64_t seed = base_seed + 100 + iter;
     std::mt19937_64 rng(seed);
-    Scenario sc;
+    Scenario sc = RandomScenario(rng);
     sc.ids32 = true;
-    sc.batch = 1 + static_cast<int>(rng() % 300);
-    const int num_tables = 1 + static_cast<int>(rng() % 5);
-    for (int t = 0; t < num_tables; ++t) {
-      TableSpec ts;
-      ts.type = static_cast<RowType>((iter + t) % 3);
-      ts.pooling = static_cast<Pooling>((iter / 3 + t) % 3);
-      ts.dim = 1 + static_cast<int>(rng() % 300);
-      if (rng() % 2) ts.dim = (ts.dim + 3) / 4 * 4;
-      ts.num_rows = 1 + static_cast<int64_t>(rng() % 2000);
-      ts.default_vector = rng() % 2;
-      ts.dynamic = rng() % 3 == 0;
-      ts.host = rng() % 3 == 0;
-      ts.cache_fraction = (rng() % 5) * 0.25;
-      sc.tables.push_back(ts);
-    }
-    const int num_features = 1 + static_cast<int>(rng() % 8);
-    for (int f = 0; f < num_features; ++f) {
-      FeatureSpec fs;
-      fs.table = static_cast<int>(rng() % num_tables);
-      fs.weighted = rng() % 2;
-      fs.miss_rate = 0.1 + (rng() % 3) * 0.1;
-      fs.bag_row_counts =
-          (rng() % 3 == 0) ? SharedRows(sc.batch, 50, rng) : PerCandidateRows(sc.batch);
-      fs.bag_sizes =
-          RandomBagSizes(fs.bag_row_counts.size(), 1 + static_cast<int>(rng() % 200), rng);
-      sc.features.push_back(fs);
-    }
-    LayOutColumns(&sc, rng);
-    sc.extra_bag_slots = static_cast<int64_t>(rng() % 10);
-    sc.staging_capacity = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 50);
     RunScenario(sc, seed);
     if (::testing::Test::HasFailure()) break;
   }
