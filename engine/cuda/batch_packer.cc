@@ -97,10 +97,7 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
   return total;
 }
 
-bool CompactIdsFit(const Model& model, int64_t ids_capacity) {
-  (void)model;  // every model: features that cannot narrow keep int64 ids
-  return ids_capacity <= INT32_MAX;
-}
+bool CompactIdsFit(int64_t ids_capacity) { return ids_capacity <= INT32_MAX; }
 
 bool NarrowIds(const Model& model, size_t feature) {
   const EmbeddingTable& t = model.tables[model.features[feature].table];
@@ -179,7 +176,6 @@ SlicePlan PlanSlice(const Model& model, absl::Span<const Request* const> request
   p.id_begin.assign(nf, 0);
   p.wide.assign(nf, 0);
   p.weighted.assign(nf, 0);
-  std::vector<int64_t> ids_of(nf, 0);
   for (size_t f = 0; f < nf; ++f) {
     int64_t entries = 1, ids = 0;  // the sentinel
     for (const Segment& s : p.segments) {
@@ -190,14 +186,15 @@ SlicePlan PlanSlice(const Model& model, absl::Span<const Request* const> request
       if (!in.weights.empty()) p.weighted[f] = 1;
     }
     p.entry_begin[f + 1] = p.entry_begin[f] + entries;
-    ids_of[f] = ids;
+    p.id_begin[f] = ids;  // the feature's id count until the pass below
     p.wide[f] = compact && !NarrowIds(model, f);
   }
   for (int pass = 0; pass < 2; ++pass) {  // narrow features first, then wide
     for (size_t f = 0; f < nf; ++f) {
       if (p.wide[f] != pass) continue;
+      const int64_t count = p.id_begin[f];
       p.id_begin[f] = p.total_ids;
-      p.total_ids += ids_of[f];
+      p.total_ids += count;
     }
     if (pass == 0) p.narrow_ids = p.total_ids;
   }
@@ -236,8 +233,8 @@ void PackDense(const Model& model, absl::Span<const Request* const> requests,
 }
 
 // n ids from `from` to `to`: copied, or narrowed to int32 with the ids
-// outside [0, 2^31) written as -1 (no row: CompactIdsFit tables have fewer
-// than 2^31 rows, so none of them names a row either).
+// outside [0, 2^31) written as -1 (no row: a NarrowIds feature's table has
+// fewer than 2^31 rows, so none of them names a row either).
 void CopyIds(const int64_t* from, int64_t n, int64_t* to) {
   std::memcpy(to, from, sizeof(int64_t) * n);
 }

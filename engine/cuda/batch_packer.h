@@ -94,7 +94,7 @@ struct PackedLayout {
 // Whether the compact layout can hold arenas of up to `ids_capacity` ids
 // (its bag offsets are int32). Any model: features that cannot narrow keep
 // int64 ids.
-bool CompactIdsFit(const Model& model, int64_t ids_capacity);
+bool CompactIdsFit(int64_t ids_capacity);
 // Whether feature `feature`'s ids are int32 in the compact layout: its table
 // is keyed by row index (not DYNAMIC) and has fewer than 2^31 rows.
 bool NarrowIds(const Model& model, size_t feature);

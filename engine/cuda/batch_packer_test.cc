@@ -264,7 +264,7 @@ TEST(BatchPackerTest, CompactLayoutCarriesTheSameBags) {
        std::vector<std::pair<int64_t, int64_t>>{{0, total}, {3, total - 4}}) {
     const int64_t ids = CountSliceIds(*model, reqs, o, begin, end);
     const int64_t padded = (end - begin + 15) / 16 * 16;
-    ASSERT_TRUE(CompactIdsFit(*model, ids));
+    ASSERT_TRUE(CompactIdsFit(ids));
     PackedLayout w = MakeLayout(*model, padded, ids, 8, /*compact=*/false);
     PackedLayout c = MakeLayout(*model, padded, ids, 8, /*compact=*/true);
     EXPECT_LT(c.bytes, w.bytes);
@@ -353,7 +353,7 @@ TEST(BatchPackerTest, CompactLayoutKeepsDynamicKeysWide) {
   const int64_t padded = (total + 15) / 16 * 16;
   EXPECT_TRUE(NarrowIds(*model, 0));
   EXPECT_FALSE(NarrowIds(*model, 1));
-  ASSERT_TRUE(CompactIdsFit(*model, ids));
+  ASSERT_TRUE(CompactIdsFit(ids));
   std::vector<int> feat_col = {8, 16, 24, 32};
   PackedLayout w = MakeLayout(*model, padded, ids, 8, /*compact=*/false);
   PackedLayout c = MakeLayout(*model, padded, ids, 8, /*compact=*/true);
@@ -417,9 +417,9 @@ TEST(BatchPackerTest, CompactLayoutBounds) {
   testing::RandomModelSpec spec;
   spec.table_rows = {50, 70, 90};
   auto model = MakeRandomModel(spec);
-  EXPECT_TRUE(CompactIdsFit(*model, 1000));
-  EXPECT_TRUE(CompactIdsFit(*model, INT32_MAX));
-  EXPECT_FALSE(CompactIdsFit(*model, int64_t{INT32_MAX} + 1));  // bag offsets
+  EXPECT_TRUE(CompactIdsFit(1000));
+  EXPECT_TRUE(CompactIdsFit(INT32_MAX));
+  EXPECT_FALSE(CompactIdsFit(int64_t{INT32_MAX} + 1));  // bag offsets
   for (size_t f = 0; f < 3; ++f) EXPECT_TRUE(NarrowIds(*model, f));
   Model big = *model;
   big.tables[1].num_rows = int64_t{INT32_MAX} + 1;  // metadata only: nothing reads the rows

@@ -201,7 +201,7 @@ absl::Status CudaWorker::Init() {
 absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {
   if (ids > ids_capacity_ || host_arenas_[0].bytes() == 0) {
     const int64_t capacity = std::max(ids, 2 * ids_capacity_);
-    compact_ = options_.compact_ids && !fused_tiny_ && CompactIdsFit(dm_->model(), capacity);
+    compact_ = options_.compact_ids && !fused_tiny_ && CompactIdsFit(capacity);
     const PackedLayout biggest = MakeLayout(dm_->model(), kernels::RoundUpRows(options_.max_rows),
                                             capacity, dm_->dense_ld(), compact_);
     RANKD_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
