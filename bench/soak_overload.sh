@@ -40,6 +40,8 @@ Options (defaults in brackets):
   --backend B             rankd serve --backend: cpu | cuda | auto [cpu]
   --preset P              rankd gen-model --preset [kaggle]
   --scale F               gen-model --scale [0.01]
+  --gen_flags "F..."      more gen-model flags, word-split, e.g. "--top_mlp 4096,4096,1"
+                          for a model whose GPU work outweighs its host work [""]
   --candidates N          candidates per request [256]
   --work DIR              model and request files [a temporary directory]
   --parts P               any of soak,overload [soak,overload]
@@ -68,11 +70,12 @@ rankd="" rankload="" out="" backend=cpu preset=kaggle scale=0.01 candidates=256 
 parts="soak,overload" capacity_conc="8,32" capacity_s=15 soak_min=30 warm_min=5 soak_load=0.7
 max_rss_growth=0.01 overload=3 overload_s=60 min_goodput=0.8 max_reject_p99_ms=1 rss_every_s=10
 connections=4 threads=0 deadline_ms=1000 serve_extra="" server_cpus="" client_cpus="" label=""
+gen_extra=""
 # --option VALUE sets the variable of the same name ("option:variable" otherwise).
 options="rankd rankload out backend preset scale candidates work parts capacity_conc capacity_s
   soak_min warm_min soak_load max_rss_growth overload overload_s min_goodput max_reject_p99_ms
   rss_every_s connections threads deadline_ms serve_flags:serve_extra server_cpus client_cpus
-  label"
+  label gen_flags:gen_extra"
 bench_parse_options "$options" "$@"
 bench_require_binaries "$rankd" "$rankload" "$out"
 bench_check_backend "$backend"
@@ -105,8 +108,9 @@ bench_dirs "$out" "$work"
 # --- the model, the requests and the server -------------------------------------------
 model_dir="$work/models/$preset/1"
 if [ ! -f "$model_dir/model.pbtxt" ]; then
-  say "gen-model --preset $preset --scale $scale"
-  "$rankd" gen-model --preset "$preset" --scale "$scale" --out "$model_dir" >&2
+  say "gen-model --preset $preset --scale $scale $gen_extra"
+  # shellcheck disable=SC2086  # word-split on purpose: several flags
+  "$rankd" gen-model --preset "$preset" --scale "$scale" $gen_extra --out "$model_dir" >&2
 fi
 reqs="$work/requests_$candidates.jsonl"
 if [ ! -s "$reqs" ]; then
@@ -188,7 +192,7 @@ pid=""
 # --- the summary ------------------------------------------------------------------------------
 set +e
 python3 - "$out" "$capacity" "$parts" "$warm_min" "$max_rss_growth" "$min_goodput" \
-  "$max_reject_p99_ms" "$backend $preset scale=$scale candidates=$candidates $label" \
+  "$max_reject_p99_ms" "$backend $preset scale=$scale $gen_extra candidates=$candidates $label" \
   >"$out/summary.txt" <<'PY'
 import csv, json, os, sys
 out, cap, parts, warm_min, max_growth, min_goodput, max_rej_ms, what = sys.argv[1:9]

@@ -171,6 +171,23 @@ void AddLinear(const LinearTensors& l, uint64_t seed, std::vector<TensorToWrite>
   }));
 }
 
+// Checks an MLP override (`flag` names it in errors): widths in
+// [1, kMaxGeneratedWidth], the last equal to `last` (the embedding dim for the
+// bottom MLP, 1 for the top MLP).
+absl::Status CheckMlpOverride(const char* flag, const std::vector<int>& widths, int last) {
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (widths[i] < 1 || widths[i] > kMaxGeneratedWidth) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": width ", i, " must be in [1, ", kMaxGeneratedWidth, "], got ", widths[i]));
+    }
+  }
+  if (!widths.empty() && widths.back() != last) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": the last width must be ", last, " for this preset, got ", widths.back()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> PresetNames() { return {"mini", "kaggle", "terabyte", "mlperf"}; }
@@ -178,6 +195,11 @@ std::vector<std::string> PresetNames() { return {"mini", "kaggle", "terabyte", "
 absl::StatusOr<ModelConfig> PresetConfig(const GenerateOptions& o) {
   absl::StatusOr<Preset> preset = FindPreset(o);
   if (!preset.ok()) return preset.status();
+  absl::Status mlp = CheckMlpOverride("--bottom_mlp", o.bottom_mlp, preset->dim);
+  if (mlp.ok()) mlp = CheckMlpOverride("--top_mlp", o.top_mlp, 1);
+  if (!mlp.ok()) return mlp;
+  if (!o.bottom_mlp.empty()) preset->bottom = o.bottom_mlp;
+  if (!o.top_mlp.empty()) preset->top = o.top_mlp;
   if (!(o.scale > 0.0 && o.scale <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--scale: must be in (0, 1], got ", o.scale));

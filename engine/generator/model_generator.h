@@ -38,7 +38,18 @@ struct GenerateOptions {
   // holds only the dense weights, so a full-size preset (mlperf: 52 GB of
   // fp16 rows) is written in seconds; the loader generates the rows.
   rankd::v1::TableInitKind init = rankd::v1::FILE;
+  // Layer widths of the bottom / top MLP in place of the preset's (empty =
+  // the preset's). The bottom MLP's last width must be the preset's embedding
+  // dim, the top MLP's last 1; the top MLP's input width follows from the
+  // interaction as always. Each width is in [1, kMaxGeneratedWidth]. For
+  // models heavier on the GPU than the presets (overload tests of a GPU-bound
+  // server, wide-MLP rankers).
+  std::vector<int> bottom_mlp;
+  std::vector<int> top_mlp;
 };
+
+// Largest MLP width GenerateOptions::bottom_mlp / top_mlp take.
+inline constexpr int kMaxGeneratedWidth = 65536;
 
 // The preset's config (validated, defaults not yet filled).
 absl::StatusOr<rankd::v1::ModelConfig> PresetConfig(const GenerateOptions& options);

@@ -182,5 +182,46 @@ TEST(ModelGeneratorTest, RejectsBadOptions) {
   EXPECT_THAT(std::string(PresetConfig(o).status().message()), HasSubstr("--dynamic_tables"));
 }
 
+// --bottom_mlp / --top_mlp replace the preset's widths; the top MLP's input
+// is still the interaction's width.
+TEST(ModelGeneratorTest, MlpWidthOverrides) {
+  GenerateOptions o;
+  o.preset = "kaggle";
+  o.scale = 1e-4;
+  o.bottom_mlp = {32, 16};
+  o.top_mlp = {64, 48, 1};
+  const std::string dir = TmpDir("gen_wide/1");
+  ASSERT_TRUE(GenerateModel(o, dir).ok());
+  auto model = LoadModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Model& m = **model;
+  ASSERT_EQ(m.bottom.size(), 2u);
+  EXPECT_EQ(m.bottom[0].in, 13);
+  EXPECT_EQ(m.bottom[0].out, 32);
+  EXPECT_EQ(m.bottom[1].out, 16);
+  ASSERT_EQ(m.top.size(), 3u);
+  EXPECT_EQ(m.top[0].in, 367);
+  EXPECT_EQ(m.top[0].out, 64);
+  EXPECT_EQ(m.top[1].out, 48);
+  EXPECT_EQ(m.top[2].out, 1);
+}
+
+TEST(ModelGeneratorTest, RejectsBadMlpWidths) {
+  GenerateOptions o;
+  o.preset = "kaggle";
+  o.bottom_mlp = {64, 32};  // kaggle's dim is 16
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()),
+              HasSubstr("--bottom_mlp: the last width must be 16"));
+  o.bottom_mlp = {0, 16};
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()),
+              HasSubstr("--bottom_mlp: width 0 must be in [1, 65536], got 0"));
+  o.bottom_mlp.clear();
+  o.top_mlp = {512, 2};
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()),
+              HasSubstr("--top_mlp: the last width must be 1"));
+  o.top_mlp = {kMaxGeneratedWidth + 1, 1};
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()), HasSubstr("--top_mlp: width 0"));
+}
+
 }  // namespace
 }  // namespace rankd::engine

@@ -3,10 +3,13 @@
 #include <chrono>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "engine/generator/model_generator.h"
 #include "server/tools/commands.h"
 
@@ -22,8 +25,34 @@ ABSL_FLAG(std::string, init, "file",
           "gen-model: file = write every table's rows to weights.safetensors; random = tables "
           "get `init { kind: RANDOM seed: --seed }` and are generated at load (the file holds "
           "only the dense weights: full-size presets in seconds)");
+ABSL_FLAG(std::string, bottom_mlp, "",
+          "gen-model: bottom MLP widths in place of the preset's, comma-separated (the last is "
+          "the embedding dim); empty = the preset's");
+ABSL_FLAG(std::string, top_mlp, "",
+          "gen-model: top MLP widths in place of the preset's, comma-separated (the last is 1); "
+          "empty = the preset's");
 
 namespace rankd::server {
+namespace {
+
+// "512,256,1" -> {512, 256, 1}; empty text -> {}. False (with a message
+// naming `flag`) for an item that is not a whole number.
+bool ParseWidths(const char* flag, const std::string& text, std::vector<int>* out) {
+  out->clear();
+  if (text.empty()) return true;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    int w = 0;
+    if (!absl::SimpleAtoi(item, &w)) {
+      std::cerr << "rankd gen-model: " << flag << ": expected comma-separated whole numbers, got \""
+                << text.substr(0, 128) << "\"\n";
+      return false;
+    }
+    out->push_back(w);
+  }
+  return true;
+}
+
+}  // namespace
 
 int RunGenModel() {
   engine::GenerateOptions o;
@@ -33,6 +62,10 @@ int RunGenModel() {
   o.name = absl::GetFlag(FLAGS_name);
   o.num_tables = absl::GetFlag(FLAGS_num_tables);
   o.dynamic_tables = absl::GetFlag(FLAGS_dynamic_tables);
+  if (!ParseWidths("--bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp), &o.bottom_mlp) ||
+      !ParseWidths("--top_mlp", absl::GetFlag(FLAGS_top_mlp), &o.top_mlp)) {
+    return 2;
+  }
   const std::string dtype = absl::AsciiStrToLower(absl::GetFlag(FLAGS_dtype));
   if (dtype == "fp32") {
     o.dtype = rankd::v1::FP32;
