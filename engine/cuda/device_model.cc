@@ -109,6 +109,7 @@ DeviceModel::~DeviceModel() {
     cudaStreamDestroy(refresh_stream_);
   }
   if (updates_done_ != nullptr) cudaEventDestroy(updates_done_);
+  if (update_sync_ != nullptr) cudaEventDestroy(update_sync_);
 }
 
 std::vector<DeviceModel::CacheInfo> DeviceModel::cache_info() const {
@@ -485,6 +486,9 @@ absl::Status DeviceModel::StartMaintenance(const Options& options) {
                              "cache refresh stream");
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&updates_done_, cudaEventDisableTiming),
                              "updates event");
+  RANKD_RETURN_IF_CUDA_ERROR(
+      cudaEventCreateWithFlags(&update_sync_, cudaEventDisableTiming | cudaEventBlockingSync),
+      "update wait event");
   if (!caches_.empty() && options.refresh_interval_ms > 0) {
     const int interval = options.refresh_interval_ms;
     const int device = options.device;

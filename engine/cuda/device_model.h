@@ -156,12 +156,15 @@ class DeviceModel {
   // rather than by draining its workers:
   //   Stage*: takes this GPU's maintenance lock (held until the Update is
   //     destroyed: no cache refresh or other update meanwhile) and copies the
-  //     inputs to device staging on the maintenance stream.
+  //     inputs to device staging on the maintenance stream, and waits for the
+  //     copies, so that what batches enqueued after the commit wait for is
+  //     only the writes, not a copy still crossing PCIe.
   //   Commit, while the version's gate is held exclusively (no worker is
   //     enqueueing): the maintenance stream waits on every worker's last
   //     batch (AddBatchEvent), the writes are enqueued after it, and
   //     updates_done() is recorded after them.
-  //   Wait: waits for the writes and reads the kernels' counts.
+  //   Wait: waits for the writes and reads the kernels' counts. Host waits
+  //     sleep on a blocking-sync event (no core spins through a batch).
   // Workers, under the shared gate, make each batch's stream wait on
   // updates_done() before its first read and record their batch event after
   // its last. So a batch enqueued before a commit never sees its writes and
@@ -297,6 +300,12 @@ class DeviceModel {
   // Grows update_staging_ to `bytes` (refresh_mu_ held).
   absl::Status EnsureUpdateStaging(size_t bytes) const;
   cudaEvent_t updates_done_ = nullptr;
+  // Host waits on the maintenance stream for online updates: a blocking-sync
+  // event, so the updating thread sleeps instead of spinning a core while the
+  // stream waits for the workers' batches (refresh_mu_ held).
+  cudaEvent_t update_sync_ = nullptr;
+  // Waits (sleeping) for everything enqueued on refresh_stream_ so far.
+  absl::Status SyncUpdateStream(const char* what) const;
   mutable absl::Mutex events_mu_;
   mutable std::vector<cudaEvent_t> batch_events_ ABSL_GUARDED_BY(events_mu_);
   absl::Notification stop_;

@@ -22,9 +22,14 @@ DeviceModel::Update::~Update() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // update may reuse it.
   if (committed_ && !waited_) {
     cudaSetDevice(dm_->device_);
-    cudaStreamSynchronize(dm_->refresh_stream_);
+    (void)dm_->SyncUpdateStream("finish an update");  // nothing to report it to
   }
   dm_->refresh_mu_.Unlock();
+}
+
+absl::Status DeviceModel::SyncUpdateStream(const char* what) const {
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(update_sync_, refresh_stream_), what);
+  return CudaStatus(cudaEventSynchronize(update_sync_), what);
 }
 
 void DeviceModel::AddBatchEvent(cudaEvent_t event) const {
@@ -56,6 +61,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel::Update>> DeviceModel::StageStaticRow
     RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging + u->off_rows_, rows.data(), rows.size(),
                                                cudaMemcpyHostToDevice, refresh_stream_),
                                "copy update rows");
+    if (absl::Status s = SyncUpdateStream("copy update rows"); !s.ok()) return s;
   }
   return u;
 }
@@ -105,6 +111,7 @@ absl::StatusOr<std::unique_ptr<DeviceModel::Update>> DeviceModel::StageDynamic(
   RANKD_RETURN_IF_CUDA_ERROR(
       cudaMemsetAsync(base + u->off_stats_, 0, 2 * sizeof(kernels::DynamicStats), st),
       "zero update stats");
+  if (absl::Status s = SyncUpdateStream("copy update keys and rows"); !s.ok()) return s;
   return u;
 }
 
@@ -191,9 +198,9 @@ absl::Status DeviceModel::Update::Wait(kernels::DynamicStats* erased,
   *upserted = {};
   if (!committed_) return absl::FailedPreconditionError("update waited on before its commit");
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device_), "cudaSetDevice");
-  const cudaError_t e = cudaStreamSynchronize(dm_->refresh_stream_);
+  const absl::Status s = dm_->SyncUpdateStream("apply an update");
   waited_ = true;
-  RANKD_RETURN_IF_CUDA_ERROR(e, "apply an update");
+  if (!s.ok()) return s;
   if (dynamic_) {
     const auto* counts = dm_->update_counts_.as<kernels::DynamicStats>();
     *erased = counts[0];
