@@ -37,7 +37,12 @@ ABSL_FLAG(std::optional<int64_t>, start_sequence, std::nullopt,
           "update: the first message's sequence number, for every table (>= 1); default: "
           "resume after the server's last sequence of this producer and table (ListModels)");
 ABSL_FLAG(int64_t, rows_per_message, 4096,
-          "update: at most this many rows per message (and at most ~3 MiB of rows)");
+          "update: at most this many rows per message (and at most --max_payload_bytes)");
+ABSL_FLAG(int64_t, max_payload_bytes, 3 << 20,
+          "update: at most about this many bytes of rows, ids and delete keys per message "
+          "(>= 64). The default fits gRPC's default 4 MiB receive limit; rankd's admin "
+          "listener takes up to its --max_message_bytes. Each message is one ordered write "
+          "on the server's GPUs, so fewer, larger messages cost serving less");
 ABSL_FLAG(int, retries, 3,
           "update: times a stream that failed with UNAVAILABLE or DEADLINE_EXCEEDED is sent "
           "again (same sequence numbers: the server skips what it already applied)");
@@ -87,6 +92,7 @@ struct UpdateFlags {
   int64_t version = 0;
   std::optional<int64_t> start_sequence;
   int64_t rows_per_message = 0;
+  int64_t max_payload_bytes = 0;
   int retries = 0;
   double max_rows_per_second = 0;
   int64_t repeat = 1;
@@ -109,6 +115,7 @@ UpdateFlags ReadUpdateFlags() {
   f.version = VersionFlag().value_or(0);
   f.start_sequence = absl::GetFlag(FLAGS_start_sequence);
   f.rows_per_message = absl::GetFlag(FLAGS_rows_per_message);
+  f.max_payload_bytes = absl::GetFlag(FLAGS_max_payload_bytes);
   f.retries = absl::GetFlag(FLAGS_retries);
   f.max_rows_per_second = absl::GetFlag(FLAGS_max_rows_per_second);
   f.repeat = absl::GetFlag(FLAGS_repeat);
@@ -131,6 +138,10 @@ absl::Status CheckUpdateFlags(const UpdateFlags& f) {
   }
   if (f.rows_per_message < 1) {
     return bad(absl::StrCat("--rows_per_message: must be >= 1, got ", f.rows_per_message));
+  }
+  if (f.max_payload_bytes < 64 || f.max_payload_bytes > (int64_t{1} << 30)) {
+    return bad(absl::StrCat("--max_payload_bytes: must be in [64, 2^30], got ",
+                            f.max_payload_bytes));
   }
   if (f.retries < 0) return bad(absl::StrCat("--retries: must be >= 0, got ", f.retries));
   if (auto pacer = client::RowPacer::Create(f.pacing()); !pacer.ok()) {
@@ -216,6 +227,7 @@ std::optional<int> SplitIntoMessages(const UpdateFlags& f,
                                ? static_cast<uint64_t>(*f.start_sequence)
                                : (*last)[delta.table] + 1;
     split.rows_per_message = f.rows_per_message;
+    split.max_payload_bytes = f.max_payload_bytes;
     auto table_messages = client::SplitTableDelta(delta, split);
     if (!table_messages.ok()) {
       std::cerr << "rankctl update: " << f.input << ": " << table_messages.status().message()

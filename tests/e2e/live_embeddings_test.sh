@@ -13,7 +13,10 @@
 #     and `rankd score` on the snapshot directory gives the same bits;
 #   - bad updates: an unknown table is NOT_FOUND, a static id out of range
 #     INVALID_ARGUMENT naming the table, the message and the position; the
-#     metrics count the rows.
+#     metrics count the rows;
+#   - one message larger than gRPC's default 4 MiB receive limit (rankctl
+#     --max_payload_bytes) is taken by the admin listener (its limit is
+#     --max_message_bytes); a bad --max_payload_bytes is refused by name.
 source "$(dirname "$0")/lib.sh"
 UTIL="$E2E_DIR/live_embeddings_util.py"
 
@@ -23,6 +26,8 @@ DYN=$(grep -B2 'kind: DYNAMIC' "$MODELS/k/1/model.pbtxt" | sed -n 's/.*name: "\(
 [[ -n "$DYN" ]] || die "no DYNAMIC table in the generated model"
 "$PY" "$UTIL" grow "$MODELS/k/1" "$DYN" 100 || die "grow"
 cp -r "$MODELS/k/1" "$TMP/original"
+# A second model with a table big enough for a message over 4 MiB.
+gen_model "$MODELS" big --preset kaggle --scale 0.01 --seed 4
 "$PY" "$UTIL" make-delta "$TMP/original" "$TMP/delta.safetensors" "$TMP/touched.json" 5 ||
   die "make-delta"
 "$PY" "$UTIL" apply-delta "$TMP/original" "$TMP/delta.safetensors" "$TMP/expected_model" ||
@@ -110,4 +115,19 @@ expect_grep "out of range: INVALID_ARGUMENT naming message, table, position" "$T
 rankctl score --input "$TMP/req.jsonl" --output "$TMP/got3.jsonl" --concurrency 4 2>"$TMP/s4.err" ||
   fail "score after bad updates: $(cat "$TMP/s4.err")"
 compare_scores "bad updates changed nothing" "$TMP/want.jsonl" "$TMP/got3.jsonl"
+
+# One 80,000-row message (about 5.8 MB of rows and ids) into the big model.
+"$PY" "$UTIL" make-delta-static "$MODELS/big/1" "$TMP/big.safetensors" "$TMP/big.json" 5 80000 1 ||
+  die "make-delta-static"
+admin update --model big --input "$TMP/big.safetensors" --producer_id e2e-big \
+  --rows_per_message 100000 --max_payload_bytes 8000000 >"$TMP/big.out" 2>&1 ||
+  fail "a message over 4 MiB: $(cat "$TMP/big.out")"
+expect_grep "one message of 80000 rows applied" "$TMP/big.out" '^ +1 +t2 +1 +0 +80000 '
+scrape "$TMP/metrics_big.txt"
+rows=$(metric_int "$TMP/metrics_big.txt" rankd_embedding_updates_total "model=\"big\"" "table=\"t2\"")
+expect_eq "rankd_embedding_updates_total of big/t2" "$rows" 80000
+admin update --model big --input "$TMP/big.safetensors" --producer_id e2e-big \
+  --max_payload_bytes 10 >"$TMP/big_bad.out" 2>&1
+expect_eq "--max_payload_bytes 10: exit" "$?" 2
+expect_grep "--max_payload_bytes named" "$TMP/big_bad.out" 'max_payload_bytes: must be in \[64, 2\^30\], got 10'
 finish
