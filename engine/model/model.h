@@ -85,6 +85,8 @@ struct EmbeddingTable {
   int64_t row_bytes() const {
     return static_cast<int64_t>(dim) * kernels::RowTypeBytes(row_type);
   }
+  // Rows stored as fp32 (fp32 values are the rows' bytes as they are).
+  bool fp32_rows() const { return row_type == kernels::RowType::kFp32; }
   // The kernel's view; `hash_view` must outlive the returned struct's use.
   // With `live` state, lookups touch the keys' eviction scores at logical
   // time `score_now` (Model::score_clock).

@@ -47,7 +47,7 @@ absl::StatusOr<engine::LiveTables::Applied> ApplyUpdateMessage(
   if (!msg.raw_rows().empty()) {
     delta.rows = absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(msg.raw_rows().data()),
                                      msg.raw_rows().size());
-  } else if (table.row_type == kernels::RowType::kFp32) {
+  } else if (table.fp32_rows()) {
     // In int64: ids x dim overflows int for a message of ~2^31 values.
     if (msg.rows_size() != int64_t{msg.ids_size()} * table.dim) {
       return absl::InvalidArgumentError(absl::StrCat(
