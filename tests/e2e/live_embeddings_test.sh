@@ -26,8 +26,14 @@ DYN=$(grep -B2 'kind: DYNAMIC' "$MODELS/k/1/model.pbtxt" | sed -n 's/.*name: "\(
 [[ -n "$DYN" ]] || die "no DYNAMIC table in the generated model"
 "$PY" "$UTIL" grow "$MODELS/k/1" "$DYN" 100 || die "grow"
 cp -r "$MODELS/k/1" "$TMP/original"
-# A second model with a table big enough for a message over 4 MiB.
-gen_model "$MODELS" big --preset kaggle --scale 0.01 --seed 4
+# A second model with a table big enough for a message over 4 MiB (its MLPs
+# narrowed through gen-model's width flags; a bad width list is refused).
+gen_model "$MODELS" big --preset kaggle --scale 0.01 --seed 4 --bottom_mlp 32,16 --top_mlp 64,1
+grep -q 'top_mlp: 64' "$MODELS/big/1/model.pbtxt" || die "--top_mlp not in big's model.pbtxt"
+"$RANKD" gen-model --preset kaggle --top_mlp 64,x --out "$TMP/bad_widths/1" 2>"$TMP/bad_widths.err"
+expect_eq "gen-model --top_mlp 64,x: exit" "$?" 2
+expect_grep "gen-model names the bad flag" "$TMP/bad_widths.err" \
+  'top_mlp: expected comma-separated whole numbers, got "64,x"'
 "$PY" "$UTIL" make-delta "$TMP/original" "$TMP/delta.safetensors" "$TMP/touched.json" 5 ||
   die "make-delta"
 "$PY" "$UTIL" apply-delta "$TMP/original" "$TMP/delta.safetensors" "$TMP/expected_model" ||
