@@ -118,7 +118,9 @@ ABSL_FLAG(int64_t, worker_spin_us, 0,
           "trades CPU for the wake-up latency of a sleeping thread (0 = sleep at once; at most "
           "10000)");
 ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
-ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "serve: largest gRPC message accepted or sent (the admin listener's update messages too)");
+ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
+          "serve: largest gRPC message accepted or sent (the admin listener's update "
+          "messages too)");
 ABSL_FLAG(int64_t, max_inflight_request_bytes, int64_t{256} << 20,
           "serve: most bytes of Score requests held at once, server-wide (each counted at its "
           "wire size, then at the memory its parsed message and response take); a request "
@@ -484,8 +486,8 @@ std::unique_ptr<grpc::Server> StartListener(const char* port_flag, const std::st
 // The admin listener: ModelControl, health and reflection (the process-wide
 // plugins the public server enabled apply here too). Null after logging why.
 // The listener uses the public port's TLS settings (mTLS included) and its
-// --max_message_bytes (update messages larger than gRPC's default 4 MiB: fewer
-// ordered writes on the GPUs for the same rows).
+// --max_message_bytes, so producers may send update messages larger than
+// gRPC's default 4 MiB.
 std::unique_ptr<grpc::Server> StartAdminServer(ModelControlService* control, int* port) {
   return StartListener(
       "--admin_port",

@@ -41,8 +41,8 @@ ABSL_FLAG(int64_t, rows_per_message, 4096,
 ABSL_FLAG(int64_t, max_payload_bytes, 3 << 20,
           "update: at most about this many bytes of rows, ids and delete keys per message "
           "(>= 64). The default fits gRPC's default 4 MiB receive limit; rankd's admin "
-          "listener takes up to its --max_message_bytes. Each message is one ordered write "
-          "on the server's GPUs, so fewer, larger messages cost serving less");
+          "listener takes up to its --max_message_bytes. Each message is applied atomically "
+          "(docs/client.md, \"Messages\")");
 ABSL_FLAG(int, retries, 3,
           "update: times a stream that failed with UNAVAILABLE or DEADLINE_EXCEEDED is sent "
           "again (same sequence numbers: the server skips what it already applied)");

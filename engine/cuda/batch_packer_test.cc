@@ -17,6 +17,19 @@ using testing::MakeRandomModel;
 using testing::MakeRandomRequest;
 using testing::OwnedRequest;
 
+// Views of owned requests and the pointer list the packer takes (`reqs`
+// points into `views`, whose buffer a move keeps).
+struct RequestViews {
+  std::vector<Request> views;
+  std::vector<const Request*> reqs;
+};
+RequestViews ViewsOf(std::vector<OwnedRequest>& owned) {
+  RequestViews r;
+  for (auto& o : owned) r.views.push_back(o.view());
+  for (auto& v : r.views) r.reqs.push_back(&v);
+  return r;
+}
+
 // Unpacks the arena and checks that every row of every feature gets exactly
 // the ids (and weights) of its request's bag, and the dense rows match.
 void CheckSlice(const Model& m, const std::vector<const Request*>& reqs, int64_t begin,
@@ -111,10 +124,8 @@ TEST(BatchPackerTest, SlicesOfMixedRequestsRoundTrip) {
     rs.seed = 10 + i;
     owned.push_back(MakeRandomRequest(*model, rs));
   }
-  std::vector<Request> views;
-  for (auto& o : owned) views.push_back(o.view());
-  std::vector<const Request*> reqs;
-  for (auto& v : views) reqs.push_back(&v);
+  const RequestViews batch = ViewsOf(owned);
+  const std::vector<const Request*>& reqs = batch.reqs;
   const int64_t total = 1 + 8 + 15 + 22 + 29;
   CheckSlice(*model, reqs, 0, total, 80);
   CheckSlice(*model, reqs, 0, 16, 16);
@@ -139,10 +150,8 @@ TEST(BatchPackerTest, ParallelPackingWritesTheSameBytes) {
     rs.seed = 40 + i;
     owned.push_back(MakeRandomRequest(*model, rs));
   }
-  std::vector<Request> views;
-  std::vector<const Request*> reqs;
-  for (auto& o : owned) views.push_back(o.view());
-  for (auto& v : views) reqs.push_back(&v);
+  const RequestViews batch = ViewsOf(owned);
+  const std::vector<const Request*>& reqs = batch.reqs;
   std::vector<int> feat_col(model->features.size(), 0);
   const ParallelFor reversed = [](int64_t n, const std::function<void(int64_t)>& task) {
     for (int64_t i = n - 1; i >= 0; --i) task(i);
@@ -252,10 +261,8 @@ TEST(BatchPackerTest, CompactLayoutCarriesTheSameBags) {
       for (size_t j = 0; j < ids.size(); j += 5) ids[j] = odd[k++ % 6];
     }
   }
-  std::vector<Request> views;
-  for (auto& o : owned) views.push_back(o.view());
-  std::vector<const Request*> reqs;
-  for (auto& v : views) reqs.push_back(&v);
+  const RequestViews batch = ViewsOf(owned);
+  const std::vector<const Request*>& reqs = batch.reqs;
   RequestOffsets o;
   ComputeRequestOffsets(*model, reqs, &o);
   const int64_t total = o.row_start.back();
@@ -342,10 +349,8 @@ TEST(BatchPackerTest, CompactLayoutKeepsDynamicKeysWide) {
   spec.id_policy = rankd::v1::ZERO;
   auto model = MakeRandomModel(spec);
   std::vector<OwnedRequest> owned = MakeRequests(*model, 3, 6, 9, 0.2, 500);
-  std::vector<Request> views;
-  for (auto& o : owned) views.push_back(o.view());
-  std::vector<const Request*> reqs;
-  for (auto& v : views) reqs.push_back(&v);
+  const RequestViews batch = ViewsOf(owned);
+  const std::vector<const Request*>& reqs = batch.reqs;
   RequestOffsets o;
   ComputeRequestOffsets(*model, reqs, &o);
   const int64_t total = o.row_start.back();
