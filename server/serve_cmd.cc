@@ -98,6 +98,11 @@ ABSL_FLAG(int, cpu_compute_nice, 10,
           "serve: CPU backend: nice increment (0-19) of the threads that compute batches, so "
           "the threads that receive, refuse and answer requests run first when the cores are "
           "saturated (0 = same priority as the rest of the server)");
+ABSL_FLAG(std::string, update_cpu_priority, "idle",
+          "serve: CPU priority of the validation and staging of embedding update messages: "
+          "idle (a helper thread at the SCHED_IDLE policy: a stream takes only cores serving "
+          "leaves idle; on a saturated host updates slow down) | normal (the stream's own "
+          "thread, competing with serving)");
 ABSL_FLAG(bool, completion_inline_when_idle, true,
           "serve: with --completion_threads, a batch of under 8 requests that leaves the queue "
           "empty is answered by its worker (one thread wake-up less per request at low load)");
@@ -271,6 +276,12 @@ absl::Status CheckWorkerFlags() {
         "--max_candidates, --max_ids_per_feature, --workers, --cpu_threads and "
         "--completion_threads must be >= 0");
   }
+  const std::string update_priority = absl::GetFlag(FLAGS_update_cpu_priority);
+  if (update_priority != "idle" && update_priority != "normal") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--update_cpu_priority: must be idle or normal, got \"",
+        engine::TruncateForError(update_priority), "\""));
+  }
   return FirstError({
       CheckRange("--cpu_compute_nice", absl::GetFlag(FLAGS_cpu_compute_nice), 0, 19),
       CheckRange("--gpu_pack_threads", absl::GetFlag(FLAGS_gpu_pack_threads), -1, 64,
@@ -427,6 +438,7 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.completion_threads = absl::GetFlag(FLAGS_completion_threads);
   o.complete_inline_when_idle = absl::GetFlag(FLAGS_completion_inline_when_idle);
   o.cpu_compute_nice = absl::GetFlag(FLAGS_cpu_compute_nice);
+  o.idle_priority_update_staging = absl::GetFlag(FLAGS_update_cpu_priority) == "idle";
   o.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
   o.backend = backend;
   // Each value was checked by ValidateFlags.

@@ -26,6 +26,13 @@
 // applied only if the sequence is above the last one applied for that
 // (producer, table); otherwise it is reported as a duplicate and skipped.
 //
+// CPU priority: validation and staging, where a message's rows are scanned
+// and copied, run on a helper thread at the SCHED_IDLE policy
+// (idle_priority_runner.h; Options::idle_priority_staging), so a steady
+// stream takes cores serving leaves idle instead of preempting it; the
+// commit (under the gate) and the wait run on the calling thread at its own
+// priority, so batches never wait behind a starved thread.
+//
 // Ownership: shares the model and the stores; the stores must be the ones
 // the version's workers read. Threading: every method is thread-safe; Apply
 // calls run one at a time (apply_mu_, from staging to the result).
@@ -41,9 +48,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/model/model.h"
+#include "engine/updates/idle_priority_runner.h"
 #include "engine/updates/table_delta.h"
 #include "engine/updates/table_store.h"
 
@@ -66,8 +75,17 @@ struct UpdateOrigin {
 
 class LiveTables {
  public:
+  struct Options {
+    // Validate and stage each message on a helper thread at the SCHED_IDLE
+    // CPU policy (see above); false: on the calling thread, at its priority
+    // (a saturated host then shares its cores between updates and serving).
+    bool idle_priority_staging = true;
+  };
   // `stores`: at least one, each holding the version's tables.
-  LiveTables(std::shared_ptr<const Model> model, std::vector<std::shared_ptr<TableStore>> stores);
+  LiveTables(std::shared_ptr<const Model> model, std::vector<std::shared_ptr<TableStore>> stores,
+             Options options);
+  LiveTables(std::shared_ptr<const Model> model, std::vector<std::shared_ptr<TableStore>> stores)
+      : LiveTables(std::move(model), std::move(stores), Options()) {}
 
   // Held by a worker for one batch, or while it enqueues one (shared gate).
   class BatchScope {
@@ -125,8 +143,16 @@ class LiveTables {
   const TableStore& primary_store() const { return *stores_[0]; }
 
  private:
+  // Validates `delta`, refuses it once closed, marks a duplicate in
+  // `applied`, else prepares it in every store (on error: none kept).
+  absl::Status Stage(const TableDelta& delta, const UpdateOrigin& origin, Applied* applied,
+                     std::vector<std::unique_ptr<TableStore::Update>>* updates);
+  // Runs `fn` on the staging thread (on this one without it).
+  void OnStagingThread(absl::FunctionRef<void()> fn);
+
   const std::shared_ptr<const Model> model_;
   const std::vector<std::shared_ptr<TableStore>> stores_;
+  const std::unique_ptr<IdlePriorityRunner> staging_;  // null: stage on the caller
   bool validation_reads_tables_ = false;
 
   absl::Mutex apply_mu_;  // one Apply or Close at a time

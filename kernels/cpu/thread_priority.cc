@@ -1,5 +1,6 @@
 #include "kernels/cpu/thread_priority.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,6 +29,19 @@ int LowerThisThreadPriority(int increment) {
   const int target = std::min(kMaxNice, now + std::min(increment, 2 * kMaxNice + 1));
   if (setpriority(PRIO_PROCESS, tid, target) != 0) return errno;
   return 0;
+}
+
+int MakeThisThreadIdle() {
+  struct sched_param param = {};
+  param.sched_priority = 0;  // the only priority SCHED_IDLE takes
+  if (sched_setscheduler(static_cast<pid_t>(ThisThreadId()), SCHED_IDLE, &param) != 0) {
+    return errno;
+  }
+  return 0;
+}
+
+bool ThisThreadIsIdle() {
+  return sched_getscheduler(static_cast<pid_t>(ThisThreadId())) == SCHED_IDLE;
 }
 
 }  // namespace rankd::kernels

@@ -1,4 +1,5 @@
-// Lowering the scheduling priority (raising the nice value) of one thread.
+// Lowering the scheduling priority of one thread: its nice value, or the
+// SCHED_IDLE policy.
 //
 // Why: on a saturated host the CPU backend's compute threads would otherwise
 // compete on equal terms with the threads that receive requests and answer
@@ -27,6 +28,18 @@ int LowerThisThreadPriority(int increment);
 
 // The calling thread's nice value.
 int ThisThreadNice();
+
+// Moves the calling thread to the SCHED_IDLE policy (man 7 sched): it runs
+// on a core only when no thread of the normal policy wants that core, and
+// never preempts one when it wakes; on a saturated core it still gets a small
+// share, so it is slowed, not stopped. Entering it needs no privilege;
+// leaving it does (CAP_SYS_NICE), so only threads that stay background for
+// their whole life should call this. Returns 0, or the errno of the failed
+// sched_setscheduler call.
+int MakeThisThreadIdle();
+
+// Whether the calling thread has the SCHED_IDLE policy.
+bool ThisThreadIsIdle();
 
 }  // namespace rankd::kernels
 

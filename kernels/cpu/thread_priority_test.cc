@@ -55,5 +55,16 @@ TEST(ThreadPriority, ThreadsStartWithTheirCreatorsValue) {
   EXPECT_EQ(child, std::min(kMaxNice, before + 2));
 }
 
+TEST(ThreadPriority, IdlePolicyIsTheCallingThreadsOnly) {
+  ASSERT_FALSE(ThisThreadIsIdle());
+  const std::pair<int, bool> got = OnNewThread([] {
+    const int rc = MakeThisThreadIdle();
+    return std::make_pair(rc, ThisThreadIsIdle());
+  });
+  ASSERT_EQ(got.first, 0);
+  EXPECT_TRUE(got.second);
+  EXPECT_FALSE(ThisThreadIsIdle());  // the caller keeps its policy
+}
+
 }  // namespace
 }  // namespace rankd::kernels

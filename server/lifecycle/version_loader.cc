@@ -58,7 +58,9 @@ absl::StatusOr<std::vector<std::unique_ptr<engine::Worker>>> EngineVersionLoader
 absl::StatusOr<std::shared_ptr<engine::LiveTables>> EngineVersionLoader::MakeLiveTables(
     const std::shared_ptr<const engine::Model>& model,
     std::vector<std::shared_ptr<engine::TableStore>> stores, const std::string& directory) {
-  auto live = std::make_shared<engine::LiveTables>(model, std::move(stores));
+  engine::LiveTables::Options live_options;
+  live_options.idle_priority_staging = options_.idle_priority_update_staging;
+  auto live = std::make_shared<engine::LiveTables>(model, std::move(stores), live_options);
   // A snapshot directory carries its producers' positions: resumed streams
   // skip what it already holds.
   absl::StatusOr<std::vector<engine::ProducerPosition>> positions =

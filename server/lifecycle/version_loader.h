@@ -73,6 +73,10 @@ class EngineVersionLoader final : public VersionLoader {
     // saturated host. 0 = same priority as the server. Not applied to CUDA
     // workers, whose host work feeds the GPU.
     int cpu_compute_nice = 0;
+    // engine::LiveTables::Options::idle_priority_staging: embedding update
+    // messages are validated and staged on a helper thread at the SCHED_IDLE
+    // policy.
+    bool idle_priority_update_staging = true;
     // ModelInstance::Options::complete_inline_when_idle.
     bool complete_inline_when_idle = true;
     // DynamicBatcher::Options::idle_spin_us of every model version.

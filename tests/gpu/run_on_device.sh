@@ -826,8 +826,8 @@ fi
 # pauses the version's batches once). LIVELOAD_CLIENT_CPUS (e.g. 12-15) runs
 # rankload and rankctl under taskset (rankd keeps every core); LIVELOAD_UPDATE_CPUS
 # puts rankctl (the producer: a training job elsewhere in production) on cores of
-# its own. Raw outputs:
-# $out/liveload_*.
+# its own. LIVELOAD_SERVE_FLAGS: more rankd serve flags (e.g.
+# "--update_cpu_priority normal"). Raw outputs: $out/liveload_*.
 if want liveload; then
   util=tests/e2e/live_embeddings_util.py
   ll="$work/liveload"
@@ -846,7 +846,8 @@ if want liveload; then
   run rankd gen-requests --model "$ll/root/m/1" --count "${LIVELOAD_REQUESTS:-200}" \
     --candidates "${LIVELOAD_CANDIDATES:-64}" --zipf 1.05 --seed 21 --output "$ll/req.jsonl" \
     >> "$out/liveload_gen.txt" 2>&1
-  if serve_up liveload "$ll/root" --log_level info; then
+  # shellcheck disable=SC2086  # LIVELOAD_SERVE_FLAGS: several flags, word-split on purpose
+  if serve_up liveload "$ll/root" --log_level info ${LIVELOAD_SERVE_FLAGS:-}; then
     # One step of rankload (flags after the tag), its JSON and report under $out.
     ll_rankload() {  # tag [flags]
       local tag=$1; shift

@@ -1,0 +1,58 @@
+#include "engine/updates/idle_priority_runner.h"
+
+#include <pthread.h>
+
+#include "kernels/cpu/thread_priority.h"
+
+namespace rankd::engine {
+
+IdlePriorityRunner::~IdlePriorityRunner() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) return;
+    stop_ = true;
+    wake_ = true;
+  }
+  thread_.join();
+}
+
+void IdlePriorityRunner::Run(absl::FunctionRef<void()> fn) {
+  absl::MutexLock one_at_a_time(&run_mu_);
+  absl::MutexLock lock(&mu_);
+  if (!started_) {
+    started_ = true;
+    thread_ = std::thread([this] { Loop(); });
+  }
+  job_ = &fn;
+  has_job_ = true;
+  job_done_ = false;
+  wake_ = true;
+  mu_.Await(absl::Condition(&job_done_));
+}
+
+bool IdlePriorityRunner::idle_policy() const {
+  absl::MutexLock lock(&mu_);
+  return idle_policy_;
+}
+
+void IdlePriorityRunner::Loop() {
+  pthread_setname_np(pthread_self(), thread_name_.substr(0, 15).c_str());
+  const bool idle = kernels::MakeThisThreadIdle() == 0;
+  if (!idle) kernels::LowerThisThreadPriority(kernels::kMaxNice);
+  absl::MutexLock lock(&mu_);
+  idle_policy_ = idle;
+  for (;;) {
+    mu_.Await(absl::Condition(&wake_));
+    if (!has_job_) return;  // woken to stop
+    absl::FunctionRef<void()>* job = job_;
+    mu_.Unlock();
+    (*job)();
+    mu_.Lock();
+    job_ = nullptr;
+    has_job_ = false;
+    wake_ = stop_;
+    job_done_ = true;
+  }
+}
+
+}  // namespace rankd::engine
