@@ -16,7 +16,9 @@
 #     metrics count the rows;
 #   - one message larger than gRPC's default 4 MiB receive limit (rankctl
 #     --max_payload_bytes) is taken by the admin listener (its limit is
-#     --max_message_bytes); a bad --max_payload_bytes is refused by name.
+#     --max_message_bytes); a bad --max_payload_bytes is refused by name;
+#   - a bad --update_cpu_priority is refused by name (its two values are run
+#     by this test, idle by default, and by update_log_test.sh, normal).
 source "$(dirname "$0")/lib.sh"
 UTIL="$E2E_DIR/live_embeddings_util.py"
 
@@ -136,4 +138,8 @@ admin update --model big --input "$TMP/big.safetensors" --producer_id e2e-big \
   --max_payload_bytes 10 >"$TMP/big_bad.out" 2>&1
 expect_eq "--max_payload_bytes 10: exit" "$?" 2
 expect_grep "--max_payload_bytes named" "$TMP/big_bad.out" 'max_payload_bytes: must be in \[64, 2\^30\], got 10'
+run_bounded 60 "$RANKD" serve --model_root "$MODELS" --update_cpu_priority low >"$TMP/prio.out" 2>&1
+expect_eq "rankd serve --update_cpu_priority low: exit" "$?" 2
+expect_grep "--update_cpu_priority named" "$TMP/prio.out" \
+  '--update_cpu_priority: must be idle or normal, got "low"'
 finish
