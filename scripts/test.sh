@@ -31,7 +31,8 @@ jobs_flag=(--jobs=2)
 
 # The concurrent parts run under TSan: batcher, model instance, completion
 # executor, the CPU engine's pool, the CUDA workers' packing pool, live
-# tables (the NoTornRows update stress test) and the model manager. Not the server end-to-end tests:
+# tables (the NoTornRows update stress test) and their idle-priority staging
+# thread, and the model manager. Not the server end-to-end tests:
 # Debian's gRPC is not instrumented, and TSan then reports races inside
 # gRPC (its recvmsg / memcpy / free against its own lock-free hand-offs,
 # which TSan cannot see) that only broad suppressions would silence, and
@@ -43,6 +44,7 @@ TSAN_TESTS=(
   //engine/cpu:cpu_engine_test
   //engine/cuda:pack_pool_test
   //engine/updates:live_tables_test
+  //engine/updates:idle_priority_runner_test
   //server/lifecycle:model_manager_test
 )
 
@@ -53,7 +55,7 @@ total_failed=0
 # suite at 90 minutes; the suite should take at most 60 there. A stage starts
 # only while at least its share of the budget is left: asan (a second build of
 # every C++ file, with clang, and every test again) needs about 30 minutes,
-# tsan (abseil for TSan once, then seven tests) about 10, fuzz (a build and four
+# tsan (abseil for TSan once, then eight tests) about 10, fuzz (a build and four
 # 60 s runs) about 10. A stage that does not fit is reported as not run, by
 # name, and counted neither way. A sanitizer stage still running 15 minutes
 # past the budget is stopped (Bazel interrupted): what it finished counts,
