@@ -10,7 +10,9 @@ LiveTables::LiveTables(std::shared_ptr<const Model> model,
                        std::vector<std::shared_ptr<TableStore>> stores, Options options)
     : model_(std::move(model)),
       stores_(std::move(stores)),
-      staging_(options.idle_priority_staging ? std::make_unique<IdlePriorityRunner>("rankd-update") : nullptr) {
+      staging_(options.idle_priority_staging
+                   ? std::make_unique<IdlePriorityRunner>("rankd-update")
+                   : nullptr) {
   for (const EmbeddingTable& t : model_->tables) {
     validation_reads_tables_ |= t.dynamic && t.id_policy == rankd::v1::ERROR;
     dynamic_.push_back({t.name, t.dynamic ? t.num_rows : 0, t.dynamic ? t.max_keys : 0, 0});
