@@ -172,9 +172,13 @@ void AddLinear(const LinearTensors& l, uint64_t seed, std::vector<TensorToWrite>
 }
 
 // Checks an MLP override (`flag` names it in errors): widths in
-// [1, kMaxGeneratedWidth], the last equal to `last` (the embedding dim for the
-// bottom MLP, 1 for the top MLP).
+// [1, kMaxGeneratedWidth], at most kMaxGeneratedLayers of them, the last equal
+// to `last` (the embedding dim for the bottom MLP, 1 for the top MLP).
 absl::Status CheckMlpOverride(const char* flag, const std::vector<int>& widths, int last) {
+  if (widths.size() > kMaxGeneratedLayers) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", widths.size(),
+                                                   " layers; at most ", kMaxGeneratedLayers));
+  }
   for (size_t i = 0; i < widths.size(); ++i) {
     if (widths[i] < 1 || widths[i] > kMaxGeneratedWidth) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -41,15 +41,18 @@ struct GenerateOptions {
   // Layer widths of the bottom / top MLP in place of the preset's (empty =
   // the preset's). The bottom MLP's last width must be the preset's embedding
   // dim, the top MLP's last 1; the top MLP's input width follows from the
-  // interaction as always. Each width is in [1, kMaxGeneratedWidth]. For
+  // interaction as always. Each width is in [1, kMaxGeneratedWidth], at most
+  // kMaxGeneratedLayers of them. For
   // models heavier on the GPU than the presets (overload tests of a GPU-bound
   // server, wide-MLP rankers).
   std::vector<int> bottom_mlp;
   std::vector<int> top_mlp;
 };
 
-// Largest MLP width GenerateOptions::bottom_mlp / top_mlp take.
+// Largest MLP width GenerateOptions::bottom_mlp / top_mlp take, and most
+// layers of each.
 inline constexpr int kMaxGeneratedWidth = 65536;
+inline constexpr size_t kMaxGeneratedLayers = 64;
 
 // The preset's config (validated, defaults not yet filled).
 absl::StatusOr<rankd::v1::ModelConfig> PresetConfig(const GenerateOptions& options);

@@ -221,6 +221,9 @@ TEST(ModelGeneratorTest, RejectsBadMlpWidths) {
               HasSubstr("--top_mlp: the last width must be 1"));
   o.top_mlp = {kMaxGeneratedWidth + 1, 1};
   EXPECT_THAT(std::string(PresetConfig(o).status().message()), HasSubstr("--top_mlp: width 0"));
+  o.top_mlp.assign(kMaxGeneratedLayers + 1, 1);
+  EXPECT_THAT(std::string(PresetConfig(o).status().message()),
+              HasSubstr("--top_mlp: 65 layers; at most 64"));
 }
 
 }  // namespace
