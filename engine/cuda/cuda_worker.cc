@@ -11,6 +11,7 @@
 #include "kernels/cuda/dense_layers.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/interaction.h"
+#include "kernels/cuda/small_rows_linear.h"
 #include "kernels/cuda/split_bf16.h"
 #include "kernels/cuda/split_tf32.h"
 
@@ -280,8 +281,8 @@ absl::Status CudaWorker::BottomMlp(const PackedLayout& l) {
     const bool last = i + 1 == dm_->bottom().size();
     float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
     const int64_t out_ld = last ? fw : dm_->bottom()[i].out;
-    absl::Status s = linear_->Run(dm_->bottom()[i], in, in_ld, rows, Activation::kRelu, out,
-                                  out_ld, stream_);
+    // The first layer follows the batch's copy, not a kernel: not chained.
+    absl::Status s = RunLinear(dm_->bottom()[i], in, in_ld, rows, out, out_ld, /*chained=*/i > 0);
     if (!s.ok()) return s;
     in = out;
     in_ld = out_ld;
@@ -365,19 +366,43 @@ absl::Status CudaWorker::Interaction(int64_t rows, const float** top_in, int64_t
 
 absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
   // The last (1-wide) layer fused with the sigmoid.
+  // Every layer here follows a kernel (interaction, cross combine, lookup or
+  // the layer before), so each may be chained after it.
   const auto& top = dm_->top();
   for (size_t i = 0; i + 1 < top.size(); ++i) {
     float* out = (in == ping_.as<float>()) ? pong_.as<float>() : ping_.as<float>();
-    absl::Status s =
-        linear_->Run(top[i], in, in_ld, rows, Activation::kRelu, out, top[i].out, stream_);
+    absl::Status s = RunLinear(top[i], in, in_ld, rows, out, top[i].out, /*chained=*/true);
     if (!s.ok()) return s;
     in = out;
     in_ld = top[i].out;
   }
   return LaunchStatus(kc::LaunchFinalLogitSigmoid(in, in_ld, rows, top.back().weight,
                                                   top.back().bias, top.back().in,
-                                                  out_.as<float>(), stream_),
+                                                  out_.as<float>(), stream_, SmallRows(rows)),
                       "final layer + sigmoid");
+}
+
+bool CudaWorker::SmallRows(int64_t rows) const {
+  return options_.small_rows_mlp && rows <= kc::kSmallRowsMax;
+}
+
+absl::Status CudaWorker::RunLinear(const kc::DeviceLinear& layer, const float* in, int64_t in_ld,
+                                   int64_t rows, float* out, int64_t out_ld, bool chained) {
+  if (!SmallRows(rows)) {
+    return linear_->Run(layer, in, in_ld, rows, Activation::kRelu, out, out_ld, stream_);
+  }
+  kc::SmallRowsLinearArgs a;
+  a.weight = layer.weight;
+  a.bias = layer.bias;
+  a.in = layer.in;
+  a.out = layer.out;
+  a.x = in;
+  a.x_ld = in_ld;
+  a.rows = static_cast<int>(rows);
+  a.act = Activation::kRelu;
+  a.y = out;
+  a.y_ld = out_ld;
+  return LaunchStatus(kc::LaunchSmallRowsLinear(a, chained, stream_), "small-rows linear layer");
 }
 
 absl::Status CudaWorker::CrossGemm(const kc::DeviceLinear& layer, const kc::DeviceLinear& tf32x3,

@@ -62,6 +62,13 @@ class CudaWorker final : public Worker {
     bool use_graphs = true;
     // Use the single fused kernel for models small enough (mini and its sweep).
     bool allow_fused_tiny = true;
+    // Batches (slices) of at most kernels::cuda::kSmallRowsMax padded rows
+    // (one-candidate requests and other small ones) run their MLP layers on
+    // the small-rows kernel (kernels/cuda/small_rows_linear.h: fp32, each
+    // layer launched as a programmatic dependent of the one before) instead
+    // of cuBLASLt, whose GEMMs at that size are mostly launch and prologue.
+    // false: cuBLASLt at every size.
+    bool small_rows_mlp = true;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
@@ -168,6 +175,13 @@ class CudaWorker final : public Worker {
   // Sets the top MLP's input and its row stride.
   absl::Status Interaction(int64_t rows, const float** top_in, int64_t* top_ld);
   absl::Status TopMlp(int64_t rows, const float* in, int64_t in_ld);
+  // Whether a slice of `rows` padded rows runs its MLP on the small-rows
+  // kernel (Options::small_rows_mlp).
+  bool SmallRows(int64_t rows) const;
+  // One ReLU layer of either MLP on the small-rows kernel or cuBLASLt;
+  // chained: the previous work on the stream is a kernel (small_rows_linear.h).
+  absl::Status RunLinear(const kernels::cuda::DeviceLinear& layer, const float* in, int64_t in_ld,
+                         int64_t rows, float* out, int64_t out_ld, bool chained);
   void MarkStage();  // an event between stages, inside a probe's profile only
   // out = in . layer^T (+ bias) for a cross layer, in cross_math_: `tf32x3`
   // and `bf16x3` are the same layer's split weights for those modes.

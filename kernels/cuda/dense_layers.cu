@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/dense_layers.h"
+#include "kernels/cuda/grid_dependency.cuh"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -23,6 +24,8 @@ __global__ void __launch_bounds__(kBlockThreads)
     FinalLogitSigmoidKernel(const float* __restrict__ in, int64_t in_stride, int64_t rows,
                             const float* __restrict__ w, const float* __restrict__ b, int in_dim,
                             float* __restrict__ scores) {
+  // After a chained launch of the layer before (small_rows_linear.h).
+  WaitForPrerequisiteGrid();
   constexpr int kRowsPerWarp = 32 / G;
   const int lane = threadIdx.x & 31;
   const int sub = lane & (G - 1);
@@ -72,15 +75,18 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 template <int G>
-void Launch(bool vec, int blocks, const float* in, int64_t in_stride, int64_t rows, const float* w,
-            const float* b, int in_dim, float* scores, cudaStream_t stream) {
+cudaError_t Launch(bool vec, int blocks, const float* in, int64_t in_stride, int64_t rows,
+                   const float* w, const float* b, int in_dim, float* scores, bool chained,
+                   cudaStream_t stream) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t config =
+      ChainableConfig(dim3(blocks), dim3(kBlockThreads), stream, chained, &attr);
   if (vec) {
-    FinalLogitSigmoidKernel<G, true>
-        <<<blocks, kBlockThreads, 0, stream>>>(in, in_stride, rows, w, b, in_dim, scores);
-  } else {
-    FinalLogitSigmoidKernel<G, false>
-        <<<blocks, kBlockThreads, 0, stream>>>(in, in_stride, rows, w, b, in_dim, scores);
+    return cudaLaunchKernelEx(&config, FinalLogitSigmoidKernel<G, true>, in, in_stride, rows, w,
+                              b, in_dim, scores);
   }
+  return cudaLaunchKernelEx(&config, FinalLogitSigmoidKernel<G, false>, in, in_stride, rows, w, b,
+                            in_dim, scores);
 }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -89,7 +95,7 @@ bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 cudaError_t LaunchFinalLogitSigmoid(const float* in, int64_t in_stride, int64_t rows,
                                     const float* w, const float* b, int in_dim, float* scores,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, bool chained) {
   if (rows < 0 || in_dim <= 0 || in_stride < in_dim) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   // b may be null (no bias), like LinearForward's.
@@ -105,25 +111,18 @@ cudaError_t LaunchFinalLogitSigmoid(const float* in, int64_t in_stride, int64_t 
   const int blocks = static_cast<int>(want < kMaxBlocks ? want : kMaxBlocks);
   switch (g) {
     case 1:
-      Launch<1>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, stream);
-      break;
+      return Launch<1>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, chained, stream);
     case 2:
-      Launch<2>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, stream);
-      break;
+      return Launch<2>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, chained, stream);
     case 4:
-      Launch<4>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, stream);
-      break;
+      return Launch<4>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, chained, stream);
     case 8:
-      Launch<8>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, stream);
-      break;
+      return Launch<8>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, chained, stream);
     case 16:
-      Launch<16>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, stream);
-      break;
+      return Launch<16>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, chained, stream);
     default:
-      Launch<32>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, stream);
-      break;
+      return Launch<32>(vec, blocks, in, in_stride, rows, w, b, in_dim, scores, chained, stream);
   }
-  return cudaGetLastError();
 }
 
 }  // namespace rankd::kernels::cuda

@@ -12,9 +12,12 @@
 namespace rankd::kernels::cuda {
 
 // scores[r] = sigmoid(dot(in[r, 0:in_dim], w) + b[0]) for r in [0, rows).
+// chained: launched as a programmatic dependent of the previous kernel on
+// `stream` (small_rows_linear.h); the kernel waits for that kernel's grid
+// before it reads `in`.
 cudaError_t LaunchFinalLogitSigmoid(const float* in, int64_t in_stride, int64_t rows,
                                     const float* w, const float* b, int in_dim, float* scores,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream, bool chained = false);
 
 }  // namespace rankd::kernels::cuda
 
