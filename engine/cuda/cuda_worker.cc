@@ -167,10 +167,10 @@ absl::Status CudaWorker::Init() {
       }
     }
   }
-  counters_offset_ = (sizeof(float) * rows + 15) & ~size_t{15};
   counters_ = CounterLayout(m.tables.size(), m.features.size());
   last_counts_.assign(counters_.total, 0);
-  const size_t out_bytes = counters_offset_ + 8 * counters_.total;
+  scores_offset_ = (8 * counters_.total + 15) & ~size_t{15};
+  const size_t out_bytes = scores_offset_ + sizeof(float) * rows;
   if (!(s = out_.Allocate(out_bytes, "scores")).ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(out_.get(), 0, out_bytes), "zero counters");
   if (!(s = host_out_.Allocate(out_bytes, "scores (host)")).ok()) return s;
@@ -378,7 +378,7 @@ absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
   }
   return LaunchStatus(kc::LaunchFinalLogitSigmoid(in, in_ld, rows, top.back().weight,
                                                   top.back().bias, top.back().in,
-                                                  out_.as<float>(), stream_, SmallRows(rows)),
+                                                  device_scores(), stream_, SmallRows(rows)),
                       "final layer + sigmoid");
 }
 
@@ -533,7 +533,7 @@ absl::Status CudaWorker::ForwardTiny(const PackedLayout& l) {
   args.dense = reinterpret_cast<const float*>(arena + l.dense_offset);
   args.weights = tiny_weights_.as<float>();
   args.rows = l.rows;
-  args.scores = out_.as<float>();
+  args.scores = device_scores();
   args.unresolved = device_counters() + counters_.unresolved_per_feature;
   const auto* bag_ids = reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset);
   for (size_t f = 0; f < m.features.size(); ++f) {
@@ -644,16 +644,10 @@ absl::Status CudaWorker::EnqueueSlice(int64_t padded) {
     s = Forward(layout);
     if (!s.ok()) return s;
   }
-  const size_t score_bytes = sizeof(float) * layout.rows;
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(host_out_.as<uint8_t>(), out_.get(), score_bytes,
-                                             cudaMemcpyDeviceToHost, stream_),
-                             "scores device -> host");
   RANKD_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(host_out_.as<uint8_t>() + counters_offset_,
-                      out_.as<uint8_t>() + counters_offset_,
-                      8 * last_counts_.size(),
+      cudaMemcpyAsync(host_out_.as<void>(), out_.get(), scores_offset_ + sizeof(float) * layout.rows,
                       cudaMemcpyDeviceToHost, stream_),
-      "counters device -> host");
+      "counters and scores device -> host");
   return absl::OkStatus();
 }
 
@@ -751,7 +745,7 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
   const Model& m = dm_->model();
   const PackedLayout& layout = layouts_[cur_];
   const auto* counts =
-      reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>() + counters_offset_);
+      reinterpret_cast<const unsigned long long*>(host_out_.as<uint8_t>());
   // This slice's count of counter i.
   auto delta = [&](size_t i) -> int64_t { return counts[i] - last_counts_[i]; };
   if (dm_->any_host()) {
@@ -777,7 +771,7 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
     }
     staging_on_ = StageNextSlice(misses, host_lookups, options_.staging_min_miss_rate, staging_on_);
   }
-  const float* host_scores = host_out_.as<float>();
+  const float* host_scores = reinterpret_cast<const float*>(host_out_.as<uint8_t>() + scores_offset_);
   size_t& r = *request;
   for (int64_t row = begin; row < end;) {
     while (offsets.row_start[r + 1] <= row) ++r;

@@ -251,15 +251,19 @@ class CudaWorker final : public Worker {
           host_rows_read(2 * tables + features),
           total(3 * tables + features) {}
   };
-  // Scores [max_rows], then (16-byte aligned, at counters_offset_ bytes)
-  // the counters.
+  // The counters, then (16-byte aligned, at scores_offset_ bytes) the
+  // scores [max_rows]: a slice's counters and scores come back in one copy
+  // of its first scores_offset_ + 4 * rows bytes.
   DeviceBuffer out_;
   PinnedBuffer host_out_;
-  size_t counters_offset_ = 0;
+  size_t scores_offset_ = 0;
   CounterLayout counters_;
   std::vector<unsigned long long> last_counts_;
   unsigned long long* device_counters() const {
-    return reinterpret_cast<unsigned long long*>(out_.as<uint8_t>() + counters_offset_);
+    return reinterpret_cast<unsigned long long*>(out_.as<uint8_t>());
+  }
+  float* device_scores() const {
+    return reinterpret_cast<float*>(out_.as<uint8_t>() + scores_offset_);
   }
 
   // HOST tables: this worker's slot in the DeviceModel's ReaderGate (-1: none).
