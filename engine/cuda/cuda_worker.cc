@@ -68,6 +68,12 @@ CudaWorker::~CudaWorker() {
     cudaEventDestroy(batch_done_);
   }
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (side_stream_ != nullptr) {
+    cudaStreamSynchronize(side_stream_);
+    cudaStreamDestroy(side_stream_);
+  }
+  if (fork_ != nullptr) cudaEventDestroy(fork_);
+  if (join_ != nullptr) cudaEventDestroy(join_);
 }
 
 void CudaWorker::DropGraphs() {
@@ -108,6 +114,14 @@ absl::Status CudaWorker::Init() {
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&batch_done_, cudaEventDisableTiming),
                              "batch event");
   dm_->AddBatchEvent(batch_done_);
+  if (options_.small_rows_mlp) {
+    RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
+                               "cudaStreamCreate (lookup beside the bottom MLP)");
+    RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming),
+                               "fork event");
+    RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming),
+                               "join event");
+  }
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
@@ -239,11 +253,21 @@ absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {
 }
 
 absl::Status CudaWorker::Forward(const PackedLayout& l) {
-  absl::Status s = BottomMlp(l);
-  if (!s.ok()) return s;
-  MarkStage();
-  s = PooledLookup(l);
-  if (!s.ok()) return s;
+  absl::Status s;
+  // Small slices are latency-bound: the lookup overlaps the bottom MLP's
+  // chain of layers (not while a probe times the stages one by one, nor with
+  // HOST tables, whose staging passes stay on the worker's stream).
+  if (SmallRows(l.padded_rows) && side_stream_ != nullptr && !dm_->bottom().empty() &&
+      !dm_->any_host() && stage_events_ == nullptr) {
+    s = BottomMlpBesideLookup(l);
+    if (!s.ok()) return s;
+  } else {
+    s = BottomMlp(l);
+    if (!s.ok()) return s;
+    MarkStage();
+    s = PooledLookup(l, stream_);
+    if (!s.ok()) return s;
+  }
   MarkStage();
   const float* top_in = nullptr;
   int64_t top_ld = 0;
@@ -290,7 +314,19 @@ absl::Status CudaWorker::BottomMlp(const PackedLayout& l) {
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::PooledLookup(const PackedLayout& l) {
+absl::Status CudaWorker::BottomMlpBesideLookup(const PackedLayout& l) {
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(fork_, stream_), "fork the lookup");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(side_stream_, fork_, 0), "fork the lookup");
+  absl::Status s = PooledLookup(l, side_stream_);
+  if (!s.ok()) return s;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(join_, side_stream_), "join the lookup");
+  s = BottomMlp(l);
+  if (!s.ok()) return s;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, join_, 0), "join the lookup");
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream) {
   // All features' pooled embeddings, one launch, into their columns.
   const Model& m = dm_->model();
   uint8_t* arena = device_arena_.as<uint8_t>();
@@ -323,7 +359,7 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l) {
   args.score_now_ptr = score_now_.as<unsigned long long>();  // null without scored tables
   return LaunchStatus(
       kc::LaunchPooledLookup(args, reinterpret_cast<const int64_t*>(arena + l.bag_prefix_offset),
-                             stream_),
+                             stream),
       "pooled embedding lookup");
 }
 

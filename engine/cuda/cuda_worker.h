@@ -171,7 +171,9 @@ class CudaWorker final : public Worker {
   // stages (CudaWorkerProbe::ProfileLastForward times each).
   absl::Status Forward(const PackedLayout& layout);
   absl::Status BottomMlp(const PackedLayout& layout);
-  absl::Status PooledLookup(const PackedLayout& layout);
+  absl::Status PooledLookup(const PackedLayout& layout, cudaStream_t stream);
+  // The bottom MLP on stream_ and the pooled lookup on side_stream_ at once.
+  absl::Status BottomMlpBesideLookup(const PackedLayout& layout);
   // Sets the top MLP's input and its row stride.
   absl::Status Interaction(int64_t rows, const float** top_in, int64_t* top_ld);
   absl::Status TopMlp(int64_t rows, const float* in, int64_t in_ld);
@@ -200,6 +202,12 @@ class CudaWorker final : public Worker {
   const Options options_;
   const std::string name_;
   cudaStream_t stream_ = nullptr;
+  // Small-rows slices (SmallRows) pool their embeddings on side_stream_
+  // while the bottom MLP runs on stream_: fork_ and join_ order the two
+  // branches (in the captured graph they become parallel branches).
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr;
+  cudaEvent_t join_ = nullptr;
   // Recorded after each enqueued slice (DeviceModel::AddBatchEvent).
   cudaEvent_t batch_done_ = nullptr;
   LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate
