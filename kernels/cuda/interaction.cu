@@ -12,8 +12,13 @@
 //   4-byte path:  row pitch = dim made odd.
 // Rows whose staging would need more than 48 KB per group read global memory
 // directly (no staging); no DLRM shape comes near that (27 x 64 = 7 KB).
+// Few rows (a one-candidate batch): a row's pairs are split over `slices`
+// groups (slice q takes pairs g + qG, g + qG + sG, ...; each group stages the
+// row itself), so a batch of 16 rows still spreads over enough warps to hide
+// the shared-memory and FMA latency instead of 16 warps each walking 351 pairs.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/interaction.h"
@@ -23,6 +28,9 @@ namespace {
 
 constexpr int kDotBlockThreads = 128;
 constexpr int kStageLimitBytes = 48 * 1024;
+// Work items (row slices) the dot interaction aims for before it splits a
+// row's pairs: a few groups per SM on the GPUs rankd targets.
+constexpr int64_t kSpreadGroups = 512;
 
 // Lower-triangle position of pair p: pairs (1,0), (2,0), (2,1), (3,0), ...
 // or, with self interaction (offset 1), (0,0), (1,0), (1,1), (2,0), ...
@@ -57,8 +65,8 @@ template <bool kVec4>
 __global__ void __launch_bounds__(kDotBlockThreads)
     DotInteractionStagedKernel(const float* __restrict__ feats, int64_t feats_stride,
                                int64_t rows, int n, int dim, int offset, int num_pairs,
-                               int pitch, int group_shift, float* __restrict__ out,
-                               int64_t out_stride) {
+                               int pitch, int group_shift, int slices,
+                               float* __restrict__ out, int64_t out_stride) {
   extern __shared__ float4 smem4[];
   const int group_size = 1 << group_shift;
   const int g = threadIdx.x & (group_size - 1);
@@ -68,12 +76,14 @@ __global__ void __launch_bounds__(kDotBlockThreads)
   // pitch is in float4s (kVec4) or floats.
   float* s = reinterpret_cast<float*>(smem4) +
              static_cast<int64_t>(group) * n * pitch * (kVec4 ? 4 : 1);
-  // The first pair of this lane; it moves by group_size per step.
-  int i0 = 0, j0 = 0;
-  PairOf(g, offset, &i0, &j0);
+  // Work item w = row * slices + slice; the grid strides over items.
+  const int64_t items = rows * slices;
+  const int step = group_size * slices;  // pairs between a lane's consecutive pairs
 
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * groups_per_block + group; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * groups_per_block) {
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * groups_per_block + group; w < items;
+       w += static_cast<int64_t>(gridDim.x) * groups_per_block) {
+    const int64_t r = w / slices;
+    const int first = g + static_cast<int>(w - r * slices) * group_size;  // this lane's first pair
     const float* src = feats + r * feats_stride;
     if (kVec4) {
       const int dim4 = dim >> 2;
@@ -94,10 +104,13 @@ __global__ void __launch_bounds__(kDotBlockThreads)
     __syncwarp(mask);
 
     float* o = out + r * out_stride;
-    for (int k = g; k < dim; k += group_size) o[k] = s[k];  // x = T_0
+    if (first < group_size) {  // slice 0 copies x = T_0
+      for (int k = g; k < dim; k += group_size) o[k] = s[k];
+    }
     o += dim;
-    int i = i0, j = j0;
-    for (int p = g; p < num_pairs; p += group_size) {
+    int i = 0, j = 0;
+    PairOf(first, offset, &i, &j);
+    for (int p = first; p < num_pairs; p += step) {
       float acc;
       if (kVec4) {
         const float4* a = reinterpret_cast<const float4*>(s) + i * pitch;
@@ -121,7 +134,7 @@ __global__ void __launch_bounds__(kDotBlockThreads)
         for (int k = 0; k < dim; ++k) acc = fmaf(a[k], b[k], acc);
       }
       o[p] = acc;
-      AdvancePair(group_size, offset, &i, &j);
+      AdvancePair(step, offset, &i, &j);
     }
     __syncwarp(mask);  // the next row overwrites s
   }
@@ -222,14 +235,19 @@ cudaError_t LaunchDotInteraction(const float* feats, int64_t feats_stride, int64
   while (groups > 1 && groups * group_bytes > kStageLimitBytes) --groups;
   const int threads = groups * group_size;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
-  const unsigned grid = GridFor(rows, groups);
+  // Slices per row: enough work items for kSpreadGroups groups, at most one
+  // pass of pairs per lane.
+  const int64_t max_slices = std::max<int64_t>(1, (num_pairs + group_size - 1) / group_size);
+  const int slices =
+      static_cast<int>(std::clamp<int64_t>((kSpreadGroups + rows - 1) / rows, 1, max_slices));
+  const unsigned grid = GridFor(rows * slices, groups);
   if (vec4) {
     DotInteractionStagedKernel<true><<<grid, threads, smem, stream>>>(
-        feats, feats_stride, rows, n, dim, offset, num_pairs, pitch, group_shift, out,
+        feats, feats_stride, rows, n, dim, offset, num_pairs, pitch, group_shift, slices, out,
         out_stride);
   } else {
     DotInteractionStagedKernel<false><<<grid, threads, smem, stream>>>(
-        feats, feats_stride, rows, n, dim, offset, num_pairs, pitch, group_shift, out,
+        feats, feats_stride, rows, n, dim, offset, num_pairs, pitch, group_shift, slices, out,
         out_stride);
   }
   return cudaGetLastError();
