@@ -19,6 +19,7 @@
 #include "kernels/cpu/dense.h"
 #include "kernels/cpu/types.h"
 #include "kernels/cuda/dense_layers.h"
+#include "kernels/cuda/gpu_test_util.h"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -47,14 +48,7 @@ float PoisonFloat() {
 }
 
 std::vector<float> Uniform(size_t n, float lo, float hi, std::mt19937* rng) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) {
-    do {
-      f = dist(*rng);
-    } while (f == 0.0f);
-  }
-  return v;
+  return testing::NonZeroUniform(n, lo, hi, rng);
 }
 
 struct SigCase {

@@ -31,6 +31,20 @@ inline uint64_t TestSeed() {
   return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
 }
 
+// n floats uniform in [lo, hi), none of them zero (a zero input or weight
+// would hide a product the kernel under test skipped).
+template <typename Rng>
+std::vector<float> NonZeroUniform(size_t n, float lo, float hi, Rng* rng) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) {
+    do {
+      f = dist(*rng);
+    } while (f == 0.0f);
+  }
+  return v;
+}
+
 // Device memory for n floats, freed on scope exit; a failed allocation
 // leaves get() null (the launch under test then reports it).
 class DeviceFloats {

@@ -38,14 +38,7 @@ bool IsPoison(float v) {
 }
 
 std::vector<float> NonZero(size_t n, float scale, std::mt19937_64* rng) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& f : v) {
-    do {
-      f = dist(*rng);
-    } while (f == 0.0f);
-  }
-  return v;
+  return testing::NonZeroUniform(n, -scale, scale, rng);
 }
 
 // One layer's shapes and placement.
