@@ -218,6 +218,7 @@ void PooledBench(rk::RowType type, bool zipf, double copy_bw, cudaStream_t strea
   feature.num_bags = batch;
   rkc::PooledLookupArgs args;
   args.tables = ToDevice(std::vector<rkc::DeviceTable>{table});
+  args.fp32_tables_only = rkc::TablesFitFp32Kernel(&table, 1);  // as the worker sets it
   args.features = ToDevice(std::vector<rkc::DeviceFeature>{feature});
   args.num_features = 1;
   args.ids = ToDevice(ids);

@@ -333,6 +333,9 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream
   unsigned long long* counters = device_counters();
   kc::PooledLookupArgs args;
   args.tables = dm_->device_tables();
+  args.fp32_tables_only =
+      !dm_->any_host() && kc::TablesFitFp32Kernel(dm_->table_descriptors().data(),
+                                                  static_cast<int>(dm_->table_descriptors().size()));
   args.features = reinterpret_cast<const kc::DeviceFeature*>(arena + l.features_offset);
   args.num_features = static_cast<int32_t>(m.features.size());
   if (l.compact) {

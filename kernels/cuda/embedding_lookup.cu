@@ -754,9 +754,15 @@ __device__ __forceinline__ void FillSegmentJob(SegmentJob& job, const PooledLook
 
 // Pools the segment in `job` with the kernel variant for its table's row
 // type, vector width and alignment.
-template <bool kAllowIndirect>
+// kFp32Only: every table fits TablesFitFp32Kernel, so only the fp32, 16-byte,
+// SUM / MEAN variant is compiled in (fewer registers and instructions).
+template <bool kAllowIndirect, bool kFp32Only>
 __device__ __forceinline__ void PoolSegmentOfTable(const SegmentJob& job, const DeviceTable& table,
                                                    int dim, int lane) {
+  if (kFp32Only) {
+    PoolSegment<RowType::kFp32, 4, /*kMax=*/false, /*kIndirect=*/false>(job, lane);
+    return;
+  }
   const Pooling pooling = table.pooling;
   const bool indirect = table.host != 0;
   const bool rows16 = Aligned16(table.rows);
@@ -801,7 +807,8 @@ __device__ __forceinline__ int64_t WarpChunk() {
 // kAllowIndirect: the batch has HOST tables. A separate instantiation, so
 // the all-in-HBM kernel keeps its registers (the indirect path spills a
 // little at the 128-register bound).
-template <bool kAllowIndirect>
+// kFp32Only: PooledLookupArgs::fp32_tables_only (PoolSegmentOfTable).
+template <bool kAllowIndirect, bool kFp32Only>
 __global__ void __launch_bounds__(kPoolThreads, 4)
     PooledLookupKernel(const PooledLookupArgs args, const int64_t* __restrict__ bag_prefix,
                        bool prefetch, bool aggregate) {
@@ -882,7 +889,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
                      aggregate ? &touch_agg : nullptr);
     }
     __syncwarp();
-    PoolSegmentOfTable<kAllowIndirect>(job, table, dim, lane);
+    PoolSegmentOfTable<kAllowIndirect, kFp32Only>(job, table, dim, lane);
     __syncwarp();  // every lane is done with the segment before the next fill
   }
   if (aggregate) {
@@ -1342,13 +1349,28 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
       GatherStagedRowsKernel<<<static_cast<unsigned int>(gather_blocks), kStageThreads, 0, stream>>>(
           st, ordered);
     }
-    PooledLookupKernel<true><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
+    PooledLookupKernel<true, false><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
+        args, bag_prefix, prefetch, aggregate);
+  } else if (args.fp32_tables_only) {
+    PooledLookupKernel<false, true><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
         args, bag_prefix, prefetch, aggregate);
   } else {
-    PooledLookupKernel<false><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
+    PooledLookupKernel<false, false><<<static_cast<unsigned int>(blocks), kPoolThreads, 0, stream>>>(
         args, bag_prefix, prefetch, aggregate);
   }
   return cudaGetLastError();
+}
+
+bool TablesFitFp32Kernel(const DeviceTable* tables, int num_tables) {
+  for (int t = 0; t < num_tables; ++t) {
+    const DeviceTable& d = tables[t];
+    if (d.row_type != RowType::kFp32 || d.dim % 4 != 0 ||
+        (reinterpret_cast<uintptr_t>(d.rows) & 15u) != 0 ||
+        d.pooling == Pooling::kMax || d.host != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 cudaError_t LaunchHashLookup(const HashTableView& table, const int64_t* keys, int64_t n,

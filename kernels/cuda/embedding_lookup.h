@@ -139,6 +139,11 @@ HostStaging CarveHostStaging(void* block, int64_t ids, int64_t capacity, int64_t
 
 struct PooledLookupArgs {
   const DeviceTable* tables = nullptr;      // device array [num_tables]
+  // Set only when TablesFitFp32Kernel holds for the tables (and no HOST
+  // table is read): the launch then uses a kernel compiled for fp32 rows with
+  // 16-byte loads and SUM / MEAN pooling only, with fewer registers and less
+  // code; its results are the same. Wrong when set otherwise.
+  bool fp32_tables_only = false;
   const DeviceFeature* features = nullptr;  // device array [num_features]
   int32_t num_features = 0;
   const int64_t* ids = nullptr;             // all features' ids
@@ -195,6 +200,11 @@ struct PooledLookupArgs {
 // entries: bag_prefix[f] = sum of num_bags of features before f).
 cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_prefix,
                                cudaStream_t stream);
+
+// Whether every table (host copies of the descriptors the launch reads) has
+// fp32 rows, a dim that is a multiple of 4, 16-byte aligned rows, SUM or
+// MEAN pooling and no HOST placement (PooledLookupArgs::fp32_tables_only).
+bool TablesFitFp32Kernel(const DeviceTable* tables, int num_tables);
 
 // keys -> rows through a device hash table (kMissingRow when absent). Twin of
 // kernels::HashLookupBatch.

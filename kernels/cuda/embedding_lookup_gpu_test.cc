@@ -502,6 +502,8 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     }
   }
   args.tables = arena.Copy(tables);
+  // As the worker sets it: all-fp32 cases run the fp32-only kernel.
+  args.fp32_tables_only = !any_host && TablesFitFp32Kernel(tables.data(), num_tables);
   args.features = arena.Copy(features);
   args.num_features = num_features;
   if (sc.ids32) {
@@ -640,6 +642,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     dev.host_rows_read = nullptr;
     dev.unresolved = nullptr;
     dev.tables = arena.Copy(all_device);
+    dev.fp32_tables_only = TablesFitFp32Kernel(all_device.data(), num_tables);
     dev.out = arena.Copy(std::vector<float>(out_size, kNaN));
     ASSERT_CUDA(arena.error());
     ASSERT_CUDA(cudaDeviceSynchronize());  // the uploads, as above
