@@ -122,6 +122,10 @@ absl::Status CudaWorker::Init() {
     RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming),
                                "join event");
   }
+  // The table descriptors never change after the DeviceModel is made.
+  fp32_tables_only_ =
+      !dm_->any_host() && kc::TablesFitFp32Kernel(dm_->table_descriptors().data(),
+                                                  static_cast<int>(dm_->table_descriptors().size()));
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
@@ -333,9 +337,7 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream
   unsigned long long* counters = device_counters();
   kc::PooledLookupArgs args;
   args.tables = dm_->device_tables();
-  args.fp32_tables_only =
-      !dm_->any_host() && kc::TablesFitFp32Kernel(dm_->table_descriptors().data(),
-                                                  static_cast<int>(dm_->table_descriptors().size()));
+  args.fp32_tables_only = fp32_tables_only_;
   args.features = reinterpret_cast<const kc::DeviceFeature*>(arena + l.features_offset);
   args.num_features = static_cast<int32_t>(m.features.size());
   if (l.compact) {

@@ -208,6 +208,9 @@ class CudaWorker final : public Worker {
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t fork_ = nullptr;
   cudaEvent_t join_ = nullptr;
+  // kernels::cuda::PooledLookupArgs::fp32_tables_only for every lookup of
+  // this worker (set by Init).
+  bool fp32_tables_only_ = false;
   // Recorded after each enqueued slice (DeviceModel::AddBatchEvent).
   cudaEvent_t batch_done_ = nullptr;
   LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate
