@@ -93,6 +93,11 @@ absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(
         "CudaWorker: pack_threads must be >= -1 (-1 = default, 0 = none), got ",
         options.pack_threads));
   }
+  if (options.lookup_beside_mlp_max_rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CudaWorker: lookup_beside_mlp_max_rows must be >= 0 (0 = never), got ",
+        options.lookup_beside_mlp_max_rows));
+  }
   std::unique_ptr<CudaWorker> w(
       new CudaWorker(std::move(model), options, std::move(name), std::move(pack_pool)));
   absl::Status s = w->Init();
@@ -114,7 +119,7 @@ absl::Status CudaWorker::Init() {
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&batch_done_, cudaEventDisableTiming),
                              "batch event");
   dm_->AddBatchEvent(batch_done_);
-  if (options_.small_rows_mlp) {
+  if (options_.lookup_beside_mlp_max_rows > 0) {
     RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking),
                                "cudaStreamCreate (lookup beside the bottom MLP)");
     RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming),
@@ -259,10 +264,8 @@ absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {
 absl::Status CudaWorker::Forward(const PackedLayout& l) {
   absl::Status s;
   // Small slices are latency-bound: the lookup overlaps the bottom MLP's
-  // chain of layers (not while a probe times the stages one by one, nor with
-  // HOST tables, whose staging passes stay on the worker's stream).
-  if (SmallRows(l.padded_rows) && side_stream_ != nullptr && !dm_->bottom().empty() &&
-      !dm_->any_host() && stage_events_ == nullptr) {
+  // chain of layers (not while a probe times the stages one by one).
+  if (LookupBesideMlp(l.padded_rows) && stage_events_ == nullptr) {
     s = BottomMlpBesideLookup(l);
     if (!s.ok()) return s;
   } else {
@@ -425,6 +428,12 @@ absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
 
 bool CudaWorker::SmallRows(int64_t rows) const {
   return options_.small_rows_mlp && rows <= kc::kSmallRowsMax;
+}
+
+bool CudaWorker::LookupBesideMlp(int64_t rows) const {
+  // HOST tables' staging passes stay on the worker's stream.
+  return rows <= options_.lookup_beside_mlp_max_rows && side_stream_ != nullptr &&
+         !dm_->bottom().empty() && !dm_->any_host();
 }
 
 absl::Status CudaWorker::RunLinear(const kc::DeviceLinear& layer, const float* in, int64_t in_ld,

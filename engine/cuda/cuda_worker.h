@@ -69,6 +69,15 @@ class CudaWorker final : public Worker {
     // of cuBLASLt, whose GEMMs at that size are mostly launch and prologue.
     // false: cuBLASLt at every size.
     bool small_rows_mlp = true;
+    // Slices of at most this many padded rows run the pooled lookup on a
+    // second stream beside the bottom MLP (two branches of the captured
+    // graph; they write different columns of the interaction input). Worth
+    // it where both are chains of latency that leave most SMs idle, as in
+    // the small-rows bucket; at larger buckets the branches contend for the
+    // SMs and gain little or lose (docs/benchmarks.md, "Small MLPs"). 0:
+    // never. Not with HOST tables, whose staging passes stay on the
+    // worker's stream.
+    int64_t lookup_beside_mlp_max_rows = 16;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
@@ -180,6 +189,9 @@ class CudaWorker final : public Worker {
   // Whether a slice of `rows` padded rows runs its MLP on the small-rows
   // kernel (Options::small_rows_mlp).
   bool SmallRows(int64_t rows) const;
+  // Whether a slice of `rows` padded rows pools beside the bottom MLP
+  // (Options::lookup_beside_mlp_max_rows).
+  bool LookupBesideMlp(int64_t rows) const;
   // One ReLU layer of either MLP on the small-rows kernel or cuBLASLt;
   // chained: the previous work on the stream is a kernel (small_rows_linear.h).
   absl::Status RunLinear(const kernels::cuda::DeviceLinear& layer, const float* in, int64_t in_ld,
@@ -202,9 +214,10 @@ class CudaWorker final : public Worker {
   const Options options_;
   const std::string name_;
   cudaStream_t stream_ = nullptr;
-  // Small-rows slices (SmallRows) pool their embeddings on side_stream_
-  // while the bottom MLP runs on stream_: fork_ and join_ order the two
-  // branches (in the captured graph they become parallel branches).
+  // Slices of at most Options::lookup_beside_mlp_max_rows rows pool their
+  // embeddings on side_stream_ while the bottom MLP runs on stream_: fork_
+  // and join_ order the two branches (in the captured graph they become
+  // parallel branches).
   cudaStream_t side_stream_ = nullptr;
   cudaEvent_t fork_ = nullptr;
   cudaEvent_t join_ = nullptr;

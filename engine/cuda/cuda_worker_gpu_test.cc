@@ -3,7 +3,8 @@
 // k, slices cutting through requests), packing split over the pool or not,
 // arenas that grow between batches. Every score must match the CPU engine
 // and the one-slice, single-threaded worker; the output is poisoned with NaN
-// before each batch. Needs a CUDA device (tags "manual", "gpu"); skips
+// before each batch. The two workers also differ in where the lookup runs
+// (beside the bottom MLP or after it). Needs a CUDA device (tags "manual", "gpu"); skips
 // without.
 #include <algorithm>
 #include <cmath>
@@ -79,10 +80,13 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
   whole.max_rows = 4096;
   whole.pack_threads = 0;
   whole.allow_fused_tiny = false;
+  // The lookup beside the bottom MLP at every size (cuBLASLt layers too).
+  whole.lookup_beside_mlp_max_rows = 4096;
   CudaWorker::Options sliced = whole;  // 48-row slices, packed on 3 pool threads
   sliced.max_rows = 48;
   sliced.pack_threads = 3;
   sliced.parallel_pack_min_rows = 1;
+  sliced.lookup_beside_mlp_max_rows = 0;  // never beside, even the 16-row bucket
   auto one = CudaWorker::Create(*dm, whole, "whole");
   auto many = CudaWorker::Create(*dm, sliced, "sliced");
   ASSERT_TRUE(one.ok()) << one.status();

@@ -3,8 +3,10 @@
 #include "engine/cuda/cuda_worker.h"
 
 #include <set>
+#include <string>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/small_rows_linear.h"
 
 namespace rankd::engine::cuda {
 namespace {
@@ -63,6 +65,19 @@ TEST(CudaWorkerHostTest, CrossMathParsesItsFiveNamesOnly) {
     EXPECT_FALSE(ParseCrossMath(bad, &m)) << bad;
     EXPECT_EQ(m, CM::kFp32) << "a refused name leaves the mode alone";
   }
+}
+
+// Bad options are refused before the worker touches the GPU or the model.
+TEST(CudaWorkerHostTest, CreateRefusesBadOptionsNamingTheField) {
+  CudaWorker::Options o;
+  o.lookup_beside_mlp_max_rows = -1;
+  auto w = CudaWorker::Create(nullptr, o, "bad");
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(w.status().message().find("lookup_beside_mlp_max_rows"), std::string::npos)
+      << w.status();
+  EXPECT_EQ(CudaWorker::Options().lookup_beside_mlp_max_rows, kc::kSmallRowsMax)
+      << "by default only the small-rows bucket pools beside the bottom MLP";
 }
 
 }  // namespace
