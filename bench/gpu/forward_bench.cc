@@ -60,6 +60,12 @@ ABSL_FLAG(bool, small_rows_mlp, true,
 ABSL_FLAG(int64_t, lookup_beside_mlp_max_rows, -1,
           "CudaWorker::Options::lookup_beside_mlp_max_rows: slices of at most this many padded "
           "rows pool beside the bottom MLP (-1 = the worker's default, 0 = never)");
+ABSL_FLAG(int64_t, dense_first_min_rows, -1,
+          "CudaWorker::Options::dense_first_min_rows: one-slice batches of at least this many "
+          "rows pack and copy their dense rows first and start the bottom MLP while the rest "
+          "is packed (-1 = the worker's default, 0 = never)");
+ABSL_FLAG(int64_t, dense_first_max_rows, -1,
+          "CudaWorker::Options::dense_first_max_rows (-1 = the worker's default)");
 ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
@@ -136,6 +142,12 @@ int main(int argc, char** argv) {
   wo.compact_ids = absl::GetFlag(FLAGS_compact_ids);
   wo.small_rows_mlp = absl::GetFlag(FLAGS_small_rows_mlp);
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
+  if (absl::GetFlag(FLAGS_dense_first_min_rows) >= 0) {
+    wo.dense_first_min_rows = absl::GetFlag(FLAGS_dense_first_min_rows);
+  }
+  if (absl::GetFlag(FLAGS_dense_first_max_rows) >= 0) {
+    wo.dense_first_max_rows = absl::GetFlag(FLAGS_dense_first_max_rows);
+  }
   if (absl::GetFlag(FLAGS_lookup_beside_mlp_max_rows) >= 0) {
     wo.lookup_beside_mlp_max_rows = absl::GetFlag(FLAGS_lookup_beside_mlp_max_rows);
   }
@@ -353,12 +365,13 @@ int main(int argc, char** argv) {
     host_result = buf;
   }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
-  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld pack_threads=%d "
+  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld dense_first_min_rows=%lld pack_threads=%d "
               "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f (x%d workers) "
               "host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
               absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), probe.uses_fused_tiny() ? 1 : 0,
               wo.small_rows_mlp ? 1 : 0, static_cast<long long>(wo.lookup_beside_mlp_max_rows),
+              static_cast<long long>(wo.dense_first_min_rows),
               absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady_us,
               steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;

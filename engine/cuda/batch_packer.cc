@@ -312,13 +312,28 @@ constexpr int64_t kDenseRowsPerTask = 8192;
 void PackSlice(const Model& model, absl::Span<const Request* const> requests,
                const RequestOffsets& o, int64_t row_begin, int64_t row_end,
                absl::Span<const int> feat_col, PackedLayout* layout, uint8_t* arena,
-               const ParallelFor& parallel) {
+               const ParallelFor& parallel, PackParts parts) {
   PackedLayout& l = *layout;
   l.rows = row_end - row_begin;
-  const SlicePlan p = PlanSlice(model, requests, o, row_begin, row_end, l.compact);
-  const size_t nf = model.features.size();
   float* dense = reinterpret_cast<float*>(arena + l.dense_offset);
   const int64_t dense_tasks = (l.padded_rows + kDenseRowsPerTask - 1) / kDenseRowsPerTask;
+  if (parts == PackParts::kDense) {
+    // The dense rows need only the segments, not the bag and id plan.
+    const std::vector<Segment> segments = Segments(o, row_begin, row_end);
+    auto dense_task = [&](int64_t t) {
+      const int64_t a = t * kDenseRowsPerTask;
+      PackDense(model, requests, segments, l, a, std::min(l.padded_rows, a + kDenseRowsPerTask),
+                dense);
+    };
+    if (parallel) {
+      parallel(dense_tasks, dense_task);
+    } else {
+      for (int64_t t = 0; t < dense_tasks; ++t) dense_task(t);
+    }
+    return;
+  }
+  const SlicePlan p = PlanSlice(model, requests, o, row_begin, row_end, l.compact);
+  const size_t nf = model.features.size();
   auto task = [&](int64_t t) {
     if (t < static_cast<int64_t>(nf)) {
       const size_t f = static_cast<size_t>(t);
@@ -335,7 +350,8 @@ void PackSlice(const Model& model, absl::Span<const Request* const> requests,
                 std::min(l.padded_rows, a + kDenseRowsPerTask), dense);
     }
   };
-  const int64_t tasks = static_cast<int64_t>(nf) + dense_tasks;
+  const int64_t tasks =
+      static_cast<int64_t>(nf) + (parts == PackParts::kSparse ? 0 : dense_tasks);
   if (parallel) {
     parallel(tasks, task);
   } else {

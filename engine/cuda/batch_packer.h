@@ -89,6 +89,10 @@ struct PackedLayout {
   size_t wide_ids_end() const {
     return compact ? wide_ids_offset + 8 * static_cast<size_t>(total_ids) : wide_ids_begin();
   }
+  // End of the dense region (it starts the arena: dense_offset is 0).
+  size_t dense_end() const {
+    return dense_offset + sizeof(float) * static_cast<size_t>(padded_rows) * dense_ld;
+  }
 };
 
 // Whether the compact layout can hold arenas of up to `ids_capacity` ids
@@ -143,6 +147,16 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
 PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity,
                         int dense_ld = 0, bool compact = false);
 
+// What one PackSlice call writes: the whole slice, or one of its two parts,
+// so a worker can copy the dense rows and start the bottom MLP on them while
+// it packs the rest. kDense then kSparse (or the reverse) on the same arena
+// and layout writes the bytes and fills the layout exactly as kAll does.
+enum class PackParts {
+  kAll,
+  kDense,   // the dense region, [dense_offset, dense_end()); sets layout.rows
+  kSparse,  // everything else: bags, features, ids, weights, and the counts
+};
+
 // Writes rows [row_begin, row_end) (at most layout.padded_rows rows, at most
 // layout.ids_capacity ids) into `arena` (layout.bytes bytes) and fills the
 // layout's rows / total_ids / total_bags / any_weighted. `feat_col[f]` is the
@@ -151,7 +165,7 @@ PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_cap
 void PackSlice(const Model& model, absl::Span<const Request* const> requests,
                const RequestOffsets& offsets, int64_t row_begin, int64_t row_end,
                absl::Span<const int> feat_col, PackedLayout* layout, uint8_t* arena,
-               const ParallelFor& parallel = nullptr);
+               const ParallelFor& parallel = nullptr, PackParts parts = PackParts::kAll);
 
 }  // namespace rankd::engine::cuda
 

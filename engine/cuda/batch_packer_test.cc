@@ -199,6 +199,84 @@ TEST(BatchPackerTest, ParallelPackingWritesTheSameBytes) {
   EXPECT_TRUE(with == without);
 }
 
+// The dense part and the sparse part, packed by separate calls in either
+// order (serially or over threads), write the bytes and fill the layout
+// exactly as one call does; the dense part writes nothing past dense_end()
+// and the sparse part nothing before it.
+TEST(BatchPackerTest, DenseAndSparsePartsWriteWhatOneCallWrites) {
+  testing::RandomModelSpec spec;
+  spec.table_rows = {7, 11, 13, 5, 9, 3};
+  spec.request_level_features = {1};
+  auto model = MakeRandomModel(spec);
+  std::vector<OwnedRequest> owned;
+  for (int i = 0; i < 5; ++i) {
+    testing::RandomRequestSpec rs;
+    rs.num_candidates = 4000 * (i % 3) + 7 * i + 1;  // dense rows span several tasks
+    rs.max_bag = 3;
+    rs.weighted = i == 3;
+    rs.share_all_bags = i == 1;
+    rs.seed = 70 + i;
+    owned.push_back(MakeRandomRequest(*model, rs));
+  }
+  const RequestViews batch = ViewsOf(owned);
+  std::vector<int> feat_col(model->features.size(), 0);
+  for (size_t f = 0; f < feat_col.size(); ++f) feat_col[f] = 3 + 2 * static_cast<int>(f);
+  const ParallelFor threads = [](int64_t n, const std::function<void(int64_t)>& task) {
+    std::vector<std::thread> pool;
+    for (int64_t i = 0; i < n; ++i) pool.emplace_back(task, i);
+    for (auto& t : pool) t.join();
+  };
+  RequestOffsets o;
+  ComputeRequestOffsets(*model, batch.reqs, &o);
+  const int64_t total = o.row_start.back();
+  ASSERT_GT(total, 8192) << "the dense part should take several tasks";
+  for (const auto& [begin, end] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, total}, {5, 40}, {100, total - 3}}) {
+    for (bool compact : {false, true}) {
+      for (const ParallelFor& parallel : {ParallelFor(), threads}) {
+        SCOPED_TRACE(::testing::Message() << "rows [" << begin << ", " << end << ") compact "
+                                          << compact << " threads " << bool(parallel));
+        const int64_t ids = CountSliceIds(*model, batch.reqs, o, begin, end);
+        const int64_t padded = (end - begin + 15) / 16 * 16 + 16;
+        PackedLayout whole = MakeLayout(*model, padded, ids, 5, compact);
+        std::vector<uint8_t> want(whole.bytes, 0xAB);
+        PackSlice(*model, batch.reqs, o, begin, end, feat_col, &whole, want.data(), parallel);
+
+        PackedLayout dense_first = MakeLayout(*model, padded, ids, 5, compact);
+        std::vector<uint8_t> got(dense_first.bytes, 0xAB);
+        PackSlice(*model, batch.reqs, o, begin, end, feat_col, &dense_first, got.data(),
+                  parallel, PackParts::kDense);
+        const size_t dense_end = dense_first.dense_end();
+        ASSERT_GT(dense_end, 0u);
+        ASSERT_EQ(dense_first.rows, end - begin);
+        for (size_t i = dense_end; i < got.size(); ++i) {
+          ASSERT_EQ(got[i], 0xAB) << "the dense part wrote byte " << i;
+        }
+        ASSERT_TRUE(std::memcmp(got.data(), want.data(), dense_end) == 0);
+        PackSlice(*model, batch.reqs, o, begin, end, feat_col, &dense_first, got.data(),
+                  parallel, PackParts::kSparse);
+        EXPECT_TRUE(got == want);
+        EXPECT_EQ(dense_first.total_ids, whole.total_ids);
+        EXPECT_EQ(dense_first.narrow_ids, whole.narrow_ids);
+        EXPECT_EQ(dense_first.total_bags, whole.total_bags);
+        EXPECT_EQ(dense_first.any_weighted, whole.any_weighted);
+        EXPECT_EQ(dense_first.ids_end(), whole.ids_end());
+
+        PackedLayout sparse_first = MakeLayout(*model, padded, ids, 5, compact);
+        std::vector<uint8_t> other(sparse_first.bytes, 0xAB);
+        PackSlice(*model, batch.reqs, o, begin, end, feat_col, &sparse_first, other.data(),
+                  parallel, PackParts::kSparse);
+        for (size_t i = 0; i < dense_end; ++i) {
+          ASSERT_EQ(other[i], 0xAB) << "the sparse part wrote dense byte " << i;
+        }
+        PackSlice(*model, batch.reqs, o, begin, end, feat_col, &sparse_first, other.data(),
+                  parallel, PackParts::kDense);
+        EXPECT_TRUE(other == want);
+      }
+    }
+  }
+}
+
 // Offsets storage is reused: a second batch with fewer requests and bags
 // gives the same offsets as a fresh computation.
 TEST(BatchPackerTest, ReusedOffsetsMatchFreshOnes) {

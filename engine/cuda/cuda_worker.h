@@ -6,7 +6,11 @@
 // batch slice), activation buffers sized for `max_rows`, a cuBLASLt runner
 // (handle + workspace), and a CUDA graph per row bucket captured on first use
 // and replayed after. Scores (and unresolved-id counters) come back in one
-// device->host copy. Batches larger than `max_rows` run in slices.
+// device->host copy. Batches larger than `max_rows` run in slices. A batch
+// of one mid-sized slice that finds no other batch of the model on the GPU
+// goes in two parts (Options::dense_first_min_rows): its dense rows are
+// copied and the bottom MLP's graph launched, then the rest is packed while
+// the GPU computes, copied, and the rest of the forward's graph launched.
 //
 // Ownership and threading: shares the DeviceModel (read-only) with the other
 // workers of its GPU; owns everything else. Execute is called by one thread
@@ -78,6 +82,19 @@ class CudaWorker final : public Worker {
     // never. Not with HOST tables, whose staging passes stay on the
     // worker's stream.
     int64_t lookup_beside_mlp_max_rows = 16;
+    // Batches of one slice of [dense_first_min_rows, dense_first_max_rows]
+    // rows (with a bottom MLP not pooled beside it), started while no other
+    // worker of the model on this GPU is inside Execute, are packed in two
+    // steps: the dense rows first, copied to the GPU and the bottom MLP
+    // started on them, then the bags and ids, packed while the GPU runs the
+    // bottom MLP, copied, and the rest of the forward (batch_packer.h,
+    // PackParts). That hides the bottom MLP behind the packing of a batch
+    // alone on the GPU; with other batches in flight their work fills the
+    // GPU anyway and the second copy and graph launch only add to each
+    // batch. Below the range packing is short; above it the packing's two
+    // passes over the pool cost more than the overlap saves. 0: never.
+    int64_t dense_first_min_rows = 256;
+    int64_t dense_first_max_rows = 4096;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
@@ -161,12 +178,28 @@ class CudaWorker final : public Worker {
   // Host arenas for slices of up to `ids` ids: the first always, the second
   // when `slots` is 2 (batches of several slices). Growing drops the graphs.
   absl::Status EnsureArena(int64_t ids, int slots);
-  // Packs rows [row_begin, row_end) into host arena `slot` (layouts_[slot]).
+  // Which part of a slice's forward an enqueue, a graph or a direct run
+  // covers: all of it, or the bottom MLP and then the rest (the lookup,
+  // interaction and top MLP), for slices packed dense rows first.
+  enum class ForwardPart { kWhole = 0, kBottom = 1, kRest = 2 };
+  // Packs `parts` of rows [row_begin, row_end) into host arena `slot`
+  // (layouts_[slot]).
   void PackInto(int slot, absl::Span<const Request* const> requests,
-                const RequestOffsets& offsets, int64_t row_begin, int64_t row_end);
-  // Enqueues the slice packed in `slot` (it becomes cur_), holding `live`'s
-  // gate when not null.
-  absl::Status EnqueuePacked(int slot, LiveTables* live);
+                const RequestOffsets& offsets, int64_t row_begin, int64_t row_end,
+                PackParts parts = PackParts::kAll);
+  // Enqueues `part` of the slice packed in `slot` (it becomes cur_). kWhole
+  // and kRest hold `live`'s gate when not null, wait for committed updates
+  // and record batch_done_; kBottom reads no table and does none of that.
+  absl::Status EnqueuePacked(int slot, LiveTables* live,
+                             ForwardPart part = ForwardPart::kWhole);
+  // Whether a batch of `rows` rows in one slice packs its dense rows first
+  // (Options::dense_first_min_rows; the caller checks that the GPU is
+  // otherwise idle).
+  bool DenseFirst(int64_t rows) const;
+  // Packs and enqueues a one-slice batch of `rows` rows dense rows first
+  // (DenseFirst): the bottom MLP runs while the rest is packed.
+  absl::Status PackAndEnqueueDenseFirst(absl::Span<const Request* const> requests,
+                                        const RequestOffsets& offsets, int64_t rows);
   // After the slice in cur_ (rows [begin, end)) finished: its scores to the
   // requests (*request: the request holding row `begin`, advanced), its
   // counters to `stats` (may be null), the HOST-table staging decision.
@@ -174,11 +207,23 @@ class CudaWorker final : public Worker {
                    absl::Span<const absl::Span<float>> scores, BatchStats* stats,
                    size_t* request);
   void StartStats(BatchStats* stats) const;
-  // The packed slice's copies and kernels, on stream_ (no sync).
-  absl::Status EnqueueSlice(int64_t padded_rows);
+  // `part` of the packed slice cur_: its copies and kernels, on stream_ (no
+  // sync); kBottom copies the dense rows only and copies nothing back.
+  absl::Status EnqueueSlice(ForwardPart part);
+  // The host -> device copies of `part` of the slice in cur_.
+  absl::Status CopyIn(ForwardPart part);
+  // `part` of the forward: the graph of its bucket, captured after a first
+  // direct run (Options::use_graphs), or a direct run.
+  absl::Status LaunchForward(const PackedLayout& layout, ForwardPart part);
+  // `part` of the forward, launched directly.
+  absl::Status RunForward(const PackedLayout& layout, ForwardPart part);
   // The forward of the packed slice: its kernels only, on stream_, in four
   // stages (CudaWorkerProbe::ProfileLastForward times each).
   absl::Status Forward(const PackedLayout& layout);
+  // The forward after the bottom MLP: lookup, interaction, top MLP.
+  absl::Status ForwardAfterBottom(const PackedLayout& layout);
+  // The interaction (or DCN cross layers) and the top MLP with its logit.
+  absl::Status InteractionAndTop(const PackedLayout& layout);
   absl::Status BottomMlp(const PackedLayout& layout);
   absl::Status PooledLookup(const PackedLayout& layout, cudaStream_t stream);
   // The bottom MLP on stream_ and the pooled lookup on side_stream_ at once.
@@ -315,7 +360,11 @@ class CudaWorker final : public Worker {
   HostPathTimes host_path_;  // of the last Execute
 
   // One graph per padded row count, valid for the current arena.
+  // Keyed by GraphKey(padded rows, part).
   std::map<int64_t, cudaGraphExec_t> graphs_;
+  static int64_t GraphKey(int64_t padded_rows, ForwardPart part) {
+    return padded_rows * 4 + static_cast<int64_t>(part);
+  }
   void DropGraphs();
 };
 

@@ -4,7 +4,8 @@
 // arenas that grow between batches. Every score must match the CPU engine
 // and the one-slice, single-threaded worker; the output is poisoned with NaN
 // before each batch. The two workers also differ in where the lookup runs
-// (beside the bottom MLP or after it). Needs a CUDA device (tags "manual", "gpu"); skips
+// (beside the bottom MLP or after it), and a third worker packs and copies
+// each batch's dense rows first and starts the bottom MLP before the rest. Needs a CUDA device (tags "manual", "gpu"); skips
 // without.
 #include <algorithm>
 #include <cmath>
@@ -87,10 +88,20 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
   sliced.pack_threads = 3;
   sliced.parallel_pack_min_rows = 1;
   sliced.lookup_beside_mlp_max_rows = 0;  // never beside, even the 16-row bucket
+  // Dense rows first at every size: the bottom MLP starts before the bags
+  // and ids are packed.
+  CudaWorker::Options dense_first = whole;
+  dense_first.lookup_beside_mlp_max_rows = 0;
+  dense_first.dense_first_min_rows = 1;
+  dense_first.dense_first_max_rows = 4096;
+  dense_first.pack_threads = 2;
+  dense_first.parallel_pack_min_rows = 1;
   auto one = CudaWorker::Create(*dm, whole, "whole");
   auto many = CudaWorker::Create(*dm, sliced, "sliced");
+  auto first = CudaWorker::Create(*dm, dense_first, "dense first");
   ASSERT_TRUE(one.ok()) << one.status();
   ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_TRUE(first.ok()) << first.status();
 
   // Growing bags between batches make the arenas grow (graphs dropped).
   const int max_bags[] = {2, 2, 9, 3, 30};
@@ -99,6 +110,7 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
     const Batch batch = MakeBatch(*model, 2 + round * 3, 70, max_bags[round], 11 + round);
     const auto a = ScoreOn(**one, batch);
     const auto b = ScoreOn(**many, batch);
+    const auto d = ScoreOn(**first, batch);
     for (size_t r = 0; r < batch.requests.size(); ++r) {
       auto want = (*cpu)->Score(*batch.requests[r]);
       ASSERT_TRUE(want.ok()) << want.status();
@@ -107,6 +119,7 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
         const float tol = 1e-5f * std::max(1.0f, std::abs(ref));
         ASSERT_NEAR(a[r][c], ref, tol) << "one slice: request " << r << " candidate " << c;
         ASSERT_NEAR(b[r][c], ref, tol) << "sliced: request " << r << " candidate " << c;
+        ASSERT_NEAR(d[r][c], ref, tol) << "dense first: request " << r << " candidate " << c;
         // The two workers agree within the same bound (cuBLASLt may pick
         // another kernel for another row count).
         ASSERT_NEAR(a[r][c], b[r][c], tol) << "request " << r << " candidate " << c;

@@ -15,11 +15,9 @@ const CudaWorker::HostPathTimes& CudaWorkerProbe::last_host_path() const {
 absl::Status CudaWorkerProbe::ReplayLastForward() {
   const PackedLayout& layout = w_->layouts_[w_->cur_];
   if (w_->last_was_tiny_) return w_->ForwardTiny(layout);
-  auto it = w_->graphs_.find(layout.padded_rows);
-  if (it != w_->graphs_.end()) {
-    return CudaStatus(cudaGraphLaunch(it->second, w_->stream_), "replay");
-  }
-  return w_->Forward(layout);
+  // The whole forward in one launch (its graph is captured here when the
+  // batch ran dense rows first, in two parts).
+  return w_->LaunchForward(layout, CudaWorker::ForwardPart::kWhole);
 }
 
 absl::StatusOr<std::vector<double>> CudaWorkerProbe::ProfileLastForward() {

@@ -28,8 +28,9 @@ class CudaWorkerProbe {
   // Whether the last slice ran the fused tiny kernel.
   bool uses_fused_tiny() const;
   // Runs the forward of the slice already in the device arena (as last
-  // packed) once more on the stream: the graph when there is one, without
-  // copies or sync.
+  // packed) once more on the stream, without copies or sync: the whole
+  // forward's graph (captured by the first call when the batch ran in two
+  // parts, Options::dense_first_min_rows), or a direct run without graphs.
   absl::Status ReplayLastForward();
   // Runs the last slice's forward directly (no graph) with an event after
   // each stage and returns the stages' device times in us: {bottom MLP,

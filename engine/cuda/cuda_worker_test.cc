@@ -76,6 +76,19 @@ TEST(CudaWorkerHostTest, CreateRefusesBadOptionsNamingTheField) {
   EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(w.status().message().find("lookup_beside_mlp_max_rows"), std::string::npos)
       << w.status();
+  o = CudaWorker::Options();
+  o.dense_first_min_rows = -3;
+  w = CudaWorker::Create(nullptr, o, "bad");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("dense_first_min_rows"), std::string::npos) << w.status();
+  o = CudaWorker::Options();
+  o.dense_first_min_rows = 512;
+  o.dense_first_max_rows = 256;
+  w = CudaWorker::Create(nullptr, o, "bad");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("dense_first_max_rows"), std::string::npos) << w.status();
+  EXPECT_EQ(CudaWorker::Options().dense_first_min_rows, 256);
+  EXPECT_EQ(CudaWorker::Options().dense_first_max_rows, 4096);
   EXPECT_EQ(CudaWorker::Options().lookup_beside_mlp_max_rows, kc::kSmallRowsMax)
       << "by default only the small-rows bucket pools beside the bottom MLP";
 }

@@ -13,6 +13,7 @@
 #ifndef RANKD_ENGINE_CUDA_DEVICE_MODEL_H_
 #define RANKD_ENGINE_CUDA_DEVICE_MODEL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -216,6 +217,10 @@ class DeviceModel {
   void RemoveBatchEvent(cudaEvent_t event) const;
   // Recorded after each committed update's writes.
   cudaEvent_t updates_done() const { return updates_done_; }
+  // How many of this model's workers on this GPU are inside Execute now
+  // (each counts itself in and out): a worker packs a batch's dense rows
+  // first only when no other batch of the model keeps the GPU busy.
+  std::atomic<int>& busy_workers() const { return busy_workers_; }
   // Copies rows [first, first + n) of a STATIC table into host memory `out`.
   absl::Status ReadStaticRows(int table, int64_t first, int64_t n, uint8_t* out) const;
 
@@ -308,6 +313,7 @@ class DeviceModel {
   absl::Status SyncUpdateStream(const char* what) const;
   mutable absl::Mutex events_mu_;
   mutable std::vector<cudaEvent_t> batch_events_ ABSL_GUARDED_BY(events_mu_);
+  mutable std::atomic<int> busy_workers_{0};
   absl::Notification stop_;
   std::thread maintenance_;
 };
