@@ -234,8 +234,13 @@ void RunStream(const StreamCase& c, uint64_t seed) {
   char* d_src = DeviceAlloc<char>(c.max_batch * c.row_bytes);
   uint64_t now = 1;
   int64_t evictions = 0;
-  for (int step = 0; step < c.steps; ++step) {
-    const int op = static_cast<int>(rng() % 10);
+  // Steps past c.steps run only while nothing has been evicted yet, each a
+  // full-size upsert, so every stream fills its table whatever its seed drew
+  // (a seed with many erases and small upserts used to end half full).
+  const int max_steps = c.steps + 4 + static_cast<int>(2 * c.max_keys / c.max_batch);
+  for (int step = 0; step < max_steps && (step < c.steps || evictions == 0); ++step) {
+    const bool filling = step >= c.steps;
+    const int op = filling ? 9 : static_cast<int>(rng() % 10);
     if (op < 2) {  // erase (repeats and sentinels included)
       std::vector<int64_t> keys(1 + rng() % c.max_batch);
       for (int64_t& k : keys) k = key_dist(rng);
@@ -253,7 +258,7 @@ void RunStream(const StreamCase& c, uint64_t seed) {
       EXPECT_EQ(gpu.TakeStats().failed, 0);
     } else {  // upsert
       std::set<int64_t> kset;
-      const int64_t want = 1 + static_cast<int64_t>(rng() % c.max_batch);
+      const int64_t want = filling ? c.max_batch : 1 + static_cast<int64_t>(rng() % c.max_batch);
       while (static_cast<int64_t>(kset.size()) < want) kset.insert(key_dist(rng));
       std::vector<int64_t> keys(kset.begin(), kset.end());
       std::shuffle(keys.begin(), keys.end(), rng);
