@@ -66,6 +66,9 @@ ABSL_FLAG(int64_t, dense_first_min_rows, -1,
           "is packed (-1 = the worker's default, 0 = never)");
 ABSL_FLAG(int64_t, dense_first_max_rows, -1,
           "CudaWorker::Options::dense_first_max_rows (-1 = the worker's default)");
+ABSL_FLAG(int64_t, unit_bags_min_rows, -1,
+          "CudaWorker::Options::unit_bags_min_rows: buckets of at least this many rows pack "
+          "one-id bags as ids only (-1 = the worker's default, 0 = never)");
 ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
@@ -144,6 +147,9 @@ int main(int argc, char** argv) {
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   if (absl::GetFlag(FLAGS_dense_first_min_rows) >= 0) {
     wo.dense_first_min_rows = absl::GetFlag(FLAGS_dense_first_min_rows);
+  }
+  if (absl::GetFlag(FLAGS_unit_bags_min_rows) >= 0) {
+    wo.unit_bags_min_rows = absl::GetFlag(FLAGS_unit_bags_min_rows);
   }
   if (absl::GetFlag(FLAGS_dense_first_max_rows) >= 0) {
     wo.dense_first_max_rows = absl::GetFlag(FLAGS_dense_first_max_rows);
@@ -365,13 +371,14 @@ int main(int argc, char** argv) {
     host_result = buf;
   }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
-  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld dense_first_min_rows=%lld pack_threads=%d "
+  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld dense_first_min_rows=%lld unit_bags_min_rows=%lld pack_threads=%d "
               "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f (x%d workers) "
               "host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
               absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), probe.uses_fused_tiny() ? 1 : 0,
               wo.small_rows_mlp ? 1 : 0, static_cast<long long>(wo.lookup_beside_mlp_max_rows),
               static_cast<long long>(wo.dense_first_min_rows),
+              static_cast<long long>(wo.unit_bags_min_rows),
               absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady_us,
               steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;

@@ -120,10 +120,36 @@ int64_t BagIdAt(const PackedLayout& l, const uint8_t* arena, int64_t i) {
   return reinterpret_cast<const int64_t*>(arena + l.bag_ids_offset)[i];
 }
 
+int64_t FeatureIds(const PackedLayout& l, const uint8_t* arena, size_t f) {
+  const auto& df = reinterpret_cast<const kernels::cuda::DeviceFeature*>(arena + l.features_offset)[f];
+  if (df.unit_bags) return df.num_bags;
+  return BagIdAt(l, arena, df.bag_begin + df.num_bags) - BagIdAt(l, arena, df.bag_begin);
+}
+
+void ExpandUnitBags(const PackedLayout& l, int num_features, uint8_t* arena) {
+  const auto* features =
+      reinterpret_cast<const kernels::cuda::DeviceFeature*>(arena + l.features_offset);
+  auto* rows = reinterpret_cast<int32_t*>(arena + l.bag_rows_offset);
+  for (int f = 0; f < num_features; ++f) {
+    const kernels::cuda::DeviceFeature& df = features[f];
+    if (!df.unit_bags) continue;
+    for (int64_t j = 0; j <= df.num_bags; ++j) {
+      if (l.compact) {
+        reinterpret_cast<int32_t*>(arena + l.bag_ids_offset)[df.bag_begin + j] =
+            static_cast<int32_t>(df.id_begin + j);
+      } else {
+        reinterpret_cast<int64_t*>(arena + l.bag_ids_offset)[df.bag_begin + j] = df.id_begin + j;
+      }
+      rows[df.bag_begin + j] = static_cast<int32_t>(j);
+    }
+  }
+}
+
 PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity,
-                        int dense_ld, bool compact) {
+                        int dense_ld, bool compact, bool unit_bags) {
   PackedLayout l;
   l.compact = compact;
+  l.unit_bags = unit_bags;
   l.dense_ld = std::max(dense_ld, model.num_dense);
   l.padded_rows = padded_rows;
   l.ids_capacity = ids_capacity;
@@ -247,6 +273,24 @@ void CopyIds(const int64_t* from, int64_t n, int32_t* to) {
 
 // Feature f's descriptor, bags (entries and sentinel), ids and weights;
 // IdT is int64_t, or int32_t for the compact layout.
+// Whether every bag of feature f in the slice holds exactly one id and
+// covers one row (a shared bag only when its request has one candidate).
+bool UnitBags(absl::Span<const Request* const> requests, const std::vector<Segment>& segments,
+              size_t f) {
+  for (const Segment& s : segments) {
+    const FeatureInput& in = requests[s.request]->features[f];
+    if (Shared(in)) {
+      if (s.count != 1 || in.lengths[0] != 1) return false;
+      continue;
+    }
+    const int32_t* lengths = in.lengths.data() + s.first_candidate;
+    for (int64_t c = 0; c < s.count; ++c) {
+      if (lengths[c] != 1) return false;
+    }
+  }
+  return true;
+}
+
 template <typename IdT, typename OffsetT>
 void PackFeature(const Model& model, absl::Span<const Request* const> requests,
                  const RequestOffsets& o, const SlicePlan& p, size_t f, int feat_col,
@@ -262,6 +306,8 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
   df.num_bags = p.entry_begin[f + 1] - p.entry_begin[f] - 1;
   df.weighted = p.weighted[f];
   df.wide_ids = p.wide[f];
+  df.unit_bags = l.unit_bags && UnitBags(requests, p.segments, f) ? 1 : 0;
+  df.id_begin = p.id_begin[f];
   // Bags of the features before: their entries less one sentinel each.
   reinterpret_cast<int64_t*>(arena + l.bag_prefix_offset)[f] =
       p.entry_begin[f] - static_cast<int64_t>(f);
@@ -281,7 +327,9 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
         std::fill(weights + id_at, weights + id_at + n, 1.0f);
       }
     };
-    if (Shared(in)) {
+    if (df.unit_bags) {
+      // Ids only: the bag entries are expanded later (ExpandUnitBags).
+    } else if (Shared(in)) {
       bag_ids[entry_at] = static_cast<OffsetT>(id_at);
       bag_rows[entry_at] = static_cast<int32_t>(s.local_row);
       ++entry_at;
@@ -299,6 +347,7 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
     copy_ids(range.first, range.end);
     id_at += range.end - range.first;
   }
+  if (df.unit_bags) return;
   // Sentinel: end of the last bag's ids and rows.
   bag_ids[entry_at] = static_cast<OffsetT>(id_at);
   bag_rows[entry_at] = static_cast<int32_t>(l.rows);
@@ -364,6 +413,10 @@ void PackSlice(const Model& model, absl::Span<const Request* const> requests,
   l.total_bags = p.entry_begin[nf] - static_cast<int64_t>(nf);
   l.any_weighted = false;
   for (uint8_t w : p.weighted) l.any_weighted |= w != 0;
+  const auto* features =
+      reinterpret_cast<const kernels::cuda::DeviceFeature*>(arena + l.features_offset);
+  l.all_unit = l.unit_bags && nf > 0;
+  for (size_t f = 0; f < nf && l.all_unit; ++f) l.all_unit = features[f].unit_bags != 0;
 }
 
 }  // namespace rankd::engine::cuda

@@ -77,6 +77,14 @@ struct PackedLayout {
   // Upper bound of bags: every row one bag per feature.
   int64_t max_bags = 0;
   bool compact = false;     // bag_ids and the narrow features' ids as int32
+  // Unit bags (MakeLayout's `unit_bags`): a feature whose every bag in the
+  // slice holds one id for one row (DeviceFeature::unit_bags) gets its ids
+  // only; its bag entries are left unwritten, for ExpandUnitBags (host) or
+  // kernels::cuda::LaunchExpandUnitBags (device) to fill.
+  bool unit_bags = false;
+  bool all_unit = false;    // set by PackSlice: every feature's bags are unit
+  size_t bag_entries_begin() const { return bag_ids_offset; }  // bag_ids, then bag_rows
+  size_t bag_entries_end() const { return features_offset; }
   size_t wide_ids_offset = 0;  // compact: the wide features' int64 ids
   int64_t narrow_ids = 0;   // set by PackSlice: compact, ids [0, narrow_ids) are int32
   size_t id_bytes() const { return compact ? sizeof(int32_t) : sizeof(int64_t); }
@@ -103,8 +111,14 @@ bool CompactIdsFit(int64_t ids_capacity);
 // is keyed by row index (not DYNAMIC) and has fewer than 2^31 rows.
 bool NarrowIds(const Model& model, size_t feature);
 
-// Bag offset i of a packed arena (either layout).
+// Bag offset i of a packed arena (either layout; a unit feature's entries
+// only once expanded).
 int64_t BagIdAt(const PackedLayout& layout, const uint8_t* arena, int64_t i);
+// Ids of feature `f` in a packed arena (unit features too).
+int64_t FeatureIds(const PackedLayout& layout, const uint8_t* arena, size_t f);
+// Writes the bag entries of the arena's unit features, as explicit packing
+// would have (the host twin of kernels::cuda::LaunchExpandUnitBags).
+void ExpandUnitBags(const PackedLayout& layout, int num_features, uint8_t* arena);
 
 // Runs task(i) for every i in [0, n), possibly on several threads at once,
 // and returns when all have returned. Empty: in order, on the calling thread.
@@ -145,7 +159,7 @@ int64_t CountSliceIds(const Model& model, absl::Span<const Request* const> reque
 // dense rows are `dense_ld` floats apart (0 = num_dense); `compact` only
 // where CompactIdsFit.
 PackedLayout MakeLayout(const Model& model, int64_t padded_rows, int64_t ids_capacity,
-                        int dense_ld = 0, bool compact = false);
+                        int dense_ld = 0, bool compact = false, bool unit_bags = false);
 
 // What one PackSlice call writes: the whole slice, or one of its two parts,
 // so a worker can copy the dense rows and start the bottom MLP on them while

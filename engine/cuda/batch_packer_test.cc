@@ -277,6 +277,97 @@ TEST(BatchPackerTest, DenseAndSparsePartsWriteWhatOneCallWrites) {
   }
 }
 
+// Unit bags: a feature whose every bag in the slice holds one id is packed
+// as its ids only, its bag entries left as they were; expanded
+// (ExpandUnitBags, the twin of the device kernel) they equal explicit
+// packing's. all_unit says whether a batch needs no bag entries copied.
+TEST(BatchPackerTest, UnitBagsExpandToTheExplicitEntries) {
+  struct Case {
+    const char* name;
+    std::vector<int> request_level;  // shared bags: unit only in 1-candidate requests
+    int last_max_bag;                // the last request's bag sizes: [1, this]
+    bool want_all_unit;
+    int want_non_unit;  // features (of 4) that keep explicit bag entries
+  };
+  for (const Case& k : {Case{"all unit", {}, 1, true, 0}, Case{"a shared feature", {1}, 1, false, 1},
+                        Case{"long bags", {}, 3, false, 4}}) {
+    for (bool compact : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << k.name << " compact " << compact);
+      testing::RandomModelSpec spec;
+      spec.table_rows = {7, 11, 13, 5};
+      spec.request_level_features = k.request_level;
+      auto model = MakeRandomModel(spec);
+      std::vector<OwnedRequest> owned;
+      for (int i = 0; i < 5; ++i) {
+        testing::RandomRequestSpec rs;
+        rs.num_candidates = 1 + 37 * i;
+        rs.min_bag = 1;
+        rs.max_bag = i == 4 ? k.last_max_bag : 1;
+        rs.weighted = i == 2;
+        rs.seed = 90 + i;
+        owned.push_back(MakeRandomRequest(*model, rs));
+      }
+      const RequestViews batch = ViewsOf(owned);
+      std::vector<int> feat_col(model->features.size(), 0);
+      RequestOffsets o;
+      ComputeRequestOffsets(*model, batch.reqs, &o, nullptr, /*bag_offsets=*/false);
+      const int64_t total = o.row_start.back();
+      const int64_t ids = CountSliceIds(*model, batch.reqs, o, 0, total);
+      const int64_t padded = (total + 15) / 16 * 16;
+      PackedLayout explicit_layout = MakeLayout(*model, padded, ids, 0, compact, false);
+      PackedLayout unit_layout = MakeLayout(*model, padded, ids, 0, compact, true);
+      ASSERT_EQ(explicit_layout.bytes, unit_layout.bytes) << "the same regions either way";
+      std::vector<uint8_t> want(explicit_layout.bytes, 0xCD), got(unit_layout.bytes, 0xCD);
+      PackSlice(*model, batch.reqs, o, 0, total, feat_col, &explicit_layout, want.data());
+      PackSlice(*model, batch.reqs, o, 0, total, feat_col, &unit_layout, got.data());
+      EXPECT_FALSE(explicit_layout.all_unit);
+      EXPECT_EQ(unit_layout.all_unit, k.want_all_unit);
+      const auto* features = reinterpret_cast<const kernels::cuda::DeviceFeature*>(
+          got.data() + unit_layout.features_offset);
+      const int nf = static_cast<int>(model->features.size());
+      int units = 0;
+      for (int f = 0; f < nf; ++f) {
+        if (!features[f].unit_bags) continue;
+        ++units;
+        // Not written by the packer: still the fill byte.
+        const uint8_t* first_row =
+            got.data() + unit_layout.bag_rows_offset + 4 * features[f].bag_begin;
+        EXPECT_EQ(first_row[0], 0xCD) << "feature " << f << "'s bag rows were written";
+        EXPECT_EQ(FeatureIds(unit_layout, got.data(), f), FeatureIds(explicit_layout, want.data(), f));
+      }
+      EXPECT_EQ(units, nf - k.want_non_unit);
+      ExpandUnitBags(unit_layout, nf, got.data());
+      const auto* want_features = reinterpret_cast<const kernels::cuda::DeviceFeature*>(
+          want.data() + explicit_layout.features_offset);
+      const auto* rows_want =
+          reinterpret_cast<const int32_t*>(want.data() + explicit_layout.bag_rows_offset);
+      const auto* rows_got =
+          reinterpret_cast<const int32_t*>(got.data() + unit_layout.bag_rows_offset);
+      for (int f = 0; f < nf; ++f) {
+        const auto& w = want_features[f];
+        const auto& g = features[f];
+        ASSERT_EQ(g.bag_begin, w.bag_begin);
+        ASSERT_EQ(g.num_bags, w.num_bags);
+        ASSERT_EQ(g.table, w.table);
+        ASSERT_EQ(g.weighted, w.weighted);
+        for (int64_t j = 0; j <= w.num_bags; ++j) {
+          ASSERT_EQ(BagIdAt(unit_layout, got.data(), w.bag_begin + j),
+                    BagIdAt(explicit_layout, want.data(), w.bag_begin + j))
+              << "feature " << f << " entry " << j;
+          ASSERT_EQ(rows_got[w.bag_begin + j], rows_want[w.bag_begin + j])
+              << "feature " << f << " entry " << j;
+        }
+      }
+      EXPECT_TRUE(std::memcmp(got.data(), want.data(), unit_layout.bag_ids_offset) == 0)
+          << "dense rows";
+      EXPECT_TRUE(std::memcmp(got.data() + unit_layout.ids_offset,
+                              want.data() + explicit_layout.ids_offset,
+                              unit_layout.ids_end() - unit_layout.ids_offset) == 0)
+          << "ids";
+    }
+  }
+}
+
 // Offsets storage is reused: a second batch with fewer requests and bags
 // gives the same offsets as a fresh computation.
 TEST(BatchPackerTest, ReusedOffsetsMatchFreshOnes) {

@@ -99,6 +99,11 @@ absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(
         "CudaWorker: dense_first_min_rows must be >= 0 (0 = never), got ",
         options.dense_first_min_rows));
   }
+  if (options.unit_bags_min_rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CudaWorker: unit_bags_min_rows must be >= 0 (0 = never), got ",
+        options.unit_bags_min_rows));
+  }
   if (options.dense_first_max_rows < options.dense_first_min_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CudaWorker: dense_first_max_rows must be >= dense_first_min_rows (",
@@ -387,6 +392,18 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream
   args.host_rows_read = counters + counters_.host_rows_read;
   args.staging = host_staging_;
   args.score_now_ptr = score_now_.as<unsigned long long>();  // null without scored tables
+  if (l.unit_bags) {
+    // The unit features' bag entries were not packed nor copied: written
+    // here, before anything reads them (in the graph: read at run time).
+    absl::Status s = LaunchStatus(
+        kc::LaunchExpandUnitBags(
+            args.features, args.num_features, l.padded_rows,
+            l.compact ? nullptr : reinterpret_cast<int64_t*>(arena + l.bag_ids_offset),
+            l.compact ? reinterpret_cast<int32_t*>(arena + l.bag_ids_offset) : nullptr,
+            reinterpret_cast<int32_t*>(arena + l.bag_rows_offset), stream),
+        "unit bags");
+    if (!s.ok()) return s;
+  }
   return LaunchStatus(
       kc::LaunchPooledLookup(args, reinterpret_cast<const int64_t*>(arena + l.bag_prefix_offset),
                              stream),
@@ -627,7 +644,10 @@ void CudaWorker::PackInto(int slot, absl::Span<const Request* const> requests,
   PackedLayout& layout = layouts_[slot];
   // The second part keeps the first part's layout (and its rows).
   if (parts != PackParts::kSparse) {
-    layout = MakeLayout(m, Bucket(row_end - row_begin), ids_capacity_, dm_->dense_ld(), compact_);
+    const int64_t bucket = Bucket(row_end - row_begin);
+    layout = MakeLayout(m, bucket, ids_capacity_, dm_->dense_ld(), compact_,
+                        /*unit_bags=*/options_.unit_bags_min_rows > 0 &&
+                            bucket >= options_.unit_bags_min_rows && !fused_tiny_);
   }
   const ParallelFor parallel = PackParallel(row_end - row_begin);
   if (parallel) ++host_path_.pack_tasks_parallel;
@@ -679,9 +699,23 @@ absl::Status CudaWorker::CopyIn(ForwardPart part) {
   // The dense rows start the arena (batch_packer.h).
   const size_t begin = part == ForwardPart::kRest ? layout.dense_end() : 0;
   const size_t end = part == ForwardPart::kBottom ? layout.dense_end() : layout.ids_end();
-  RANKD_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(dev + begin, host + begin, end - begin, cudaMemcpyHostToDevice, stream_),
-      "batch host -> device");
+  if (part != ForwardPart::kBottom && layout.all_unit) {
+    // No bag entries to copy: the device writes them (PooledLookup).
+    const size_t gap_begin = std::max(begin, layout.bag_entries_begin());
+    if (gap_begin > begin) {
+      RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev + begin, host + begin, gap_begin - begin,
+                                                 cudaMemcpyHostToDevice, stream_),
+                                 "dense rows host -> device");
+    }
+    const size_t after = layout.bag_entries_end();
+    RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev + after, host + after, end - after,
+                                               cudaMemcpyHostToDevice, stream_),
+                               "batch host -> device");
+  } else {
+    RANKD_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(dev + begin, host + begin, end - begin, cudaMemcpyHostToDevice, stream_),
+        "batch host -> device");
+  }
   if (part == ForwardPart::kBottom) return absl::OkStatus();
   if (layout.wide_ids_end() > layout.wide_ids_begin()) {
     RANKD_RETURN_IF_CUDA_ERROR(
@@ -890,9 +924,7 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
     const PlacementPlan& plan = dm_->plan();
     int64_t host_lookups = 0;
     for (size_t f = 0; f < m.features.size(); ++f) {
-      const kc::DeviceFeature& df = features[f];
-      const int64_t ids = BagIdAt(layout, arena, df.bag_begin + df.num_bags) -
-                          BagIdAt(layout, arena, df.bag_begin);
+      const int64_t ids = FeatureIds(layout, arena, f);
       if (stats != nullptr && stats->host_tables[m.features[f].table]) {
         stats->host_tables[m.features[f].table]->lookups += ids;
       }

@@ -95,6 +95,14 @@ class CudaWorker final : public Worker {
     // passes over the pool cost more than the overlap saves. 0: never.
     int64_t dense_first_min_rows = 256;
     int64_t dense_first_max_rows = 4096;
+    // Row buckets of at least this many rows pack a feature whose every bag
+    // in the slice holds one id as its ids only (batch_packer.h, unit bags);
+    // a kernel writes its bag entries on the device before the lookup, and
+    // a batch whose features are all such copies no bag entries at all:
+    // fewer bytes to pack and to copy. Smaller buckets keep the explicit
+    // entries, where the extra kernel would cost more than the bytes it
+    // saves. 0: never.
+    int64_t unit_bags_min_rows = 512;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny

@@ -154,7 +154,7 @@ OwnedRequest MakeRandomRequest(const Model& model, const RandomRequestSpec& spec
   OwnedRequest r;
   r.num_candidates = spec.num_candidates;
   r.dense = RandomVector(static_cast<size_t>(spec.num_candidates) * model.num_dense, 2.0f, rng);
-  std::uniform_int_distribution<int> bag(0, spec.max_bag);
+  std::uniform_int_distribution<int> bag(spec.min_bag, spec.max_bag);
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   std::uniform_real_distribution<float> weight(0.25f, 2.0f);
   for (const SparseFeature& f : model.features) {

@@ -58,7 +58,8 @@ struct OwnedRequest {
 
 struct RandomRequestSpec {
   int32_t num_candidates = 4;
-  int max_bag = 3;               // bag sizes in [0, max_bag]
+  int min_bag = 0;               // bag sizes in [min_bag, max_bag]
+  int max_bag = 3;
   bool weighted = false;
   bool share_all_bags = false;   // every feature sends a single shared bag
   double unresolved_fraction = 0;  // ids that do not resolve (ZERO policy)

@@ -82,6 +82,13 @@ struct DeviceFeature {
   // 1: this feature's ids are read from PooledLookupArgs::ids (int64) even
   // when ids32 is set (DYNAMIC tables' 64-bit keys).
   int32_t wide_ids = 0;
+  // 1: every bag holds exactly one id and covers one row, in order: entry
+  // bag_begin + j (0 <= j <= num_bags, the sentinel included) is id
+  // id_begin + j and row j. Whoever packs the batch may leave those entries
+  // unwritten; LaunchExpandUnitBags writes them on the device before a lookup
+  // reads them (a batch of one-id bags then copies its ids only).
+  int32_t unit_bags = 0;
+  int64_t id_begin = 0;  // with unit_bags: the absolute index of its first id
 };
 
 // Per-launch scratch of the HOST-table path (device memory owned by the
@@ -200,6 +207,16 @@ struct PooledLookupArgs {
 // entries: bag_prefix[f] = sum of num_bags of features before f).
 cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_prefix,
                                cudaStream_t stream);
+
+// Writes the bag entries of every DeviceFeature::unit_bags feature of
+// `features` (device array [num_features]): entry bag_begin + j, for j in
+// [0, num_bags], gets id offset id_begin + j (into bag_ids, or bag_ids32 when
+// set: exactly one of the two) and row j (bag_rows). Other features' entries
+// are left alone. `max_bags` (>= 0) sizes the grid; a feature with more bags
+// is still written in full. Twin: engine/cuda/batch_packer.h, ExpandUnitBags.
+cudaError_t LaunchExpandUnitBags(const DeviceFeature* features, int32_t num_features,
+                                 int64_t max_bags, int64_t* bag_ids, int32_t* bag_ids32,
+                                 int32_t* bag_rows, cudaStream_t stream);
 
 // Whether every table (host copies of the descriptors the launch reads) has
 // fp32 rows, a dim that is a multiple of 4, 16-byte aligned rows, SUM or
