@@ -916,11 +916,9 @@ void CudaWorker::UnpackSlice(const RequestOffsets& offsets, int64_t begin, int64
   // This slice's count of counter i.
   auto delta = [&](size_t i) -> int64_t { return counts[i] - last_counts_[i]; };
   if (dm_->any_host()) {
-    // Ids of each feature in this slice, from the packed bag offsets; the
-    // slice's cache misses decide whether the next slice stages them.
+    // Ids of each feature in this slice, from the packed arena; the slice's
+    // cache misses decide whether the next slice stages them.
     const uint8_t* arena = host_arenas_[cur_].as<uint8_t>();
-    const auto* features =
-        reinterpret_cast<const kc::DeviceFeature*>(arena + layout.features_offset);
     const PlacementPlan& plan = dm_->plan();
     int64_t host_lookups = 0;
     for (size_t f = 0; f < m.features.size(); ++f) {
