@@ -121,7 +121,8 @@ int64_t BagIdAt(const PackedLayout& l, const uint8_t* arena, int64_t i) {
 }
 
 int64_t FeatureIds(const PackedLayout& l, const uint8_t* arena, size_t f) {
-  const auto& df = reinterpret_cast<const kernels::cuda::DeviceFeature*>(arena + l.features_offset)[f];
+  const auto& df =
+      reinterpret_cast<const kernels::cuda::DeviceFeature*>(arena + l.features_offset)[f];
   if (df.unit_bags) return df.num_bags;
   return BagIdAt(l, arena, df.bag_begin + df.num_bags) - BagIdAt(l, arena, df.bag_begin);
 }

@@ -289,7 +289,8 @@ TEST(BatchPackerTest, UnitBagsExpandToTheExplicitEntries) {
     bool want_all_unit;
     int want_non_unit;  // features (of 4) that keep explicit bag entries
   };
-  for (const Case& k : {Case{"all unit", {}, 1, true, 0}, Case{"a shared feature", {1}, 1, false, 1},
+  for (const Case& k : {Case{"all unit", {}, 1, true, 0},
+                        Case{"a shared feature", {1}, 1, false, 1},
                         Case{"long bags", {}, 3, false, 4}}) {
     for (bool compact : {false, true}) {
       SCOPED_TRACE(::testing::Message() << k.name << " compact " << compact);
@@ -333,7 +334,8 @@ TEST(BatchPackerTest, UnitBagsExpandToTheExplicitEntries) {
         const uint8_t* first_row =
             got.data() + unit_layout.bag_rows_offset + 4 * features[f].bag_begin;
         EXPECT_EQ(first_row[0], 0xCD) << "feature " << f << "'s bag rows were written";
-        EXPECT_EQ(FeatureIds(unit_layout, got.data(), f), FeatureIds(explicit_layout, want.data(), f));
+        EXPECT_EQ(FeatureIds(unit_layout, got.data(), f),
+                  FeatureIds(explicit_layout, want.data(), f));
       }
       EXPECT_EQ(units, nf - k.want_non_unit);
       ExpandUnitBags(unit_layout, nf, got.data());

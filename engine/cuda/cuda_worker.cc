@@ -673,7 +673,8 @@ absl::Status CudaWorker::EnqueuePacked(int slot, LiveTables* live, ForwardPart p
 
 bool CudaWorker::DenseFirst(int64_t rows) const {
   return options_.dense_first_min_rows > 0 && rows >= options_.dense_first_min_rows &&
-         rows <= options_.dense_first_max_rows && !fused_tiny_ && !dm_->bottom().empty() && !LookupBesideMlp(Bucket(rows));
+         rows <= options_.dense_first_max_rows && !fused_tiny_ && !dm_->bottom().empty() &&
+         !LookupBesideMlp(Bucket(rows));
 }
 
 absl::Status CudaWorker::PackAndEnqueueDenseFirst(absl::Span<const Request* const> requests,

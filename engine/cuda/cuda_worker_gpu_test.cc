@@ -5,8 +5,8 @@
 // and the one-slice, single-threaded worker; the output is poisoned with NaN
 // before each batch. The two workers also differ in where the lookup runs
 // (beside the bottom MLP or after it), and a third worker packs and copies
-// each batch's dense rows first and starts the bottom MLP before the rest. Needs a CUDA device (tags "manual", "gpu"); skips
-// without.
+// each batch's dense rows first and starts the bottom MLP before the rest.
+// Needs a CUDA device (tags "manual", "gpu"); skips without.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -48,8 +48,8 @@ TEST(UnitBagsGpuTest, DeviceExpansionEqualsTheHostTwin) {
     ComputeRequestOffsets(*model, reqs, &offsets);
     const int64_t total = offsets.row_start.back();
     const int64_t padded = (total + 15) / 16 * 16;
-    PackedLayout layout =
-        MakeLayout(*model, padded, CountSliceIds(*model, reqs, offsets, 0, total), 0, compact, true);
+    const int64_t ids = CountSliceIds(*model, reqs, offsets, 0, total);
+    PackedLayout layout = MakeLayout(*model, padded, ids, 0, compact, /*unit_bags=*/true);
     std::vector<int> feat_col(model->features.size(), 0);
     std::vector<uint8_t> host(layout.bytes, 0x3C);
     PackSlice(*model, reqs, offsets, 0, total, feat_col, &layout, host.data());

@@ -154,6 +154,7 @@ OwnedRequest MakeRandomRequest(const Model& model, const RandomRequestSpec& spec
   OwnedRequest r;
   r.num_candidates = spec.num_candidates;
   r.dense = RandomVector(static_cast<size_t>(spec.num_candidates) * model.num_dense, 2.0f, rng);
+  if (spec.min_bag < 0 || spec.min_bag > spec.max_bag) std::abort();  // a test's own mistake
   std::uniform_int_distribution<int> bag(spec.min_bag, spec.max_bag);
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   std::uniform_real_distribution<float> weight(0.25f, 2.0f);

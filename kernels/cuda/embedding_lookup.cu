@@ -1302,7 +1302,8 @@ cudaError_t LaunchExpandUnitBags(const DeviceFeature* features, int32_t num_feat
                                  int32_t* bag_rows, cudaStream_t stream) {
   if (num_features < 0 || max_bags < 0 || num_features > 65535) return cudaErrorInvalidValue;
   if (num_features == 0) return cudaSuccess;
-  if (features == nullptr || bag_rows == nullptr || (bag_ids == nullptr) == (bag_ids32 == nullptr)) {
+  if (features == nullptr || bag_rows == nullptr ||
+      (bag_ids == nullptr) == (bag_ids32 == nullptr)) {
     return cudaErrorInvalidValue;
   }
   constexpr int kThreads = 256;
