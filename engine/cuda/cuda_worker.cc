@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -147,6 +148,19 @@ absl::Status CudaWorker::Init() {
   fp32_tables_only_ =
       !dm_->any_host() && kc::TablesFitFp32Kernel(dm_->table_descriptors().data(),
                                                   static_cast<int>(dm_->table_descriptors().size()));
+  unit_bag_chunks_ = 0;
+  every_table_unit_pooled_ = true;
+  // RANKD_UNIT_BAG_KERNEL=0 leaves unit features to the general kernel (A/B
+  // timing).
+  const char* unit_kernel = std::getenv("RANKD_UNIT_BAG_KERNEL");
+  const bool use_unit_kernel = unit_kernel == nullptr || std::strcmp(unit_kernel, "0") != 0;
+  every_table_unit_pooled_ = use_unit_kernel;
+  for (const kc::DeviceTable& t : dm_->table_descriptors()) {
+    if (!use_unit_kernel) break;
+    const int32_t chunks = kc::UnitBagRowChunks(t);
+    unit_bag_chunks_ = std::max(unit_bag_chunks_, chunks);
+    every_table_unit_pooled_ = every_table_unit_pooled_ && chunks > 0;
+  }
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
@@ -392,9 +406,15 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream
   args.host_rows_read = counters + counters_.host_rows_read;
   args.staging = host_staging_;
   args.score_now_ptr = score_now_.as<unsigned long long>();  // null without scored tables
-  if (l.unit_bags) {
+  // Unit features of qualifying tables are pooled by the unit-bag kernel,
+  // which reads their ids without bag entries.
+  if (l.unit_bags) args.unit_bag_chunks = unit_bag_chunks_;
+  args.unit_bags_only = UnitBagsOnly(l);
+  if (l.unit_bags && !every_table_unit_pooled_) {
     // The unit features' bag entries were not packed nor copied: written
     // here, before anything reads them (in the graph: read at run time).
+    // Not needed when every table qualifies for the unit-bag kernel: then
+    // every unit feature is pooled there.
     absl::Status s = LaunchStatus(
         kc::LaunchExpandUnitBags(
             args.features, args.num_features, l.padded_rows,
@@ -782,7 +802,8 @@ absl::Status CudaWorker::RunForward(const PackedLayout& layout, ForwardPart part
 
 absl::Status CudaWorker::LaunchForward(const PackedLayout& layout, ForwardPart part) {
   if (!options_.use_graphs) return RunForward(layout, part);
-  const int64_t key = GraphKey(layout.padded_rows, part);
+  const int64_t key =
+      GraphKey(layout.padded_rows, part, part != ForwardPart::kBottom && UnitBagsOnly(layout));
   auto it = graphs_.find(key);
   if (it != graphs_.end()) {
     return CudaStatus(cudaGraphLaunch(it->second, stream_), "cudaGraphLaunch");

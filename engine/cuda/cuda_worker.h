@@ -97,11 +97,12 @@ class CudaWorker final : public Worker {
     int64_t dense_first_max_rows = 4096;
     // Row buckets of at least this many rows pack a feature whose every bag
     // in the slice holds one id as its ids only (batch_packer.h, unit bags);
-    // a kernel writes its bag entries on the device before the lookup, and
-    // a batch whose features are all such copies no bag entries at all:
-    // fewer bytes to pack and to copy. Smaller buckets keep the explicit
-    // entries, where the extra kernel would cost more than the bytes it
-    // saves. 0: never.
+    // such features of STATIC tables in HBM whose rows are whole 16-byte
+    // chunks are pooled by the unit-bag kernel (kernels/cuda/
+    // unit_bag_lookup.h) from their ids alone, and other unit features have
+    // their bag entries written by a kernel on the device before the
+    // lookup. A batch whose features are all unit copies no bag entries at
+    // all: fewer bytes to pack and to copy. 0: never.
     int64_t unit_bags_min_rows = 512;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
@@ -277,6 +278,13 @@ class CudaWorker final : public Worker {
   // kernels::cuda::PooledLookupArgs::fp32_tables_only for every lookup of
   // this worker (set by Init).
   bool fp32_tables_only_ = false;
+  // kernels::cuda::PooledLookupArgs::unit_bag_chunks for batches packed with
+  // unit bags (the most 16-byte chunks in a row of a table the unit-bag
+  // kernel pools; 0: none qualifies), and whether every table qualifies
+  // (then no unit feature's bag entries are ever read, and they are not
+  // expanded). Set by Init.
+  int32_t unit_bag_chunks_ = 0;
+  bool every_table_unit_pooled_ = false;
   // Recorded after each enqueued slice (DeviceModel::AddBatchEvent).
   cudaEvent_t batch_done_ = nullptr;
   LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate
@@ -368,10 +376,17 @@ class CudaWorker final : public Worker {
   HostPathTimes host_path_;  // of the last Execute
 
   // One graph per padded row count, valid for the current arena.
-  // Keyed by GraphKey(padded rows, part).
+  // Keyed by GraphKey(padded rows, part, unit only): `unit_only` batches
+  // (UnitBagsOnly) pool in the unit-bag kernel alone, so their lookup is a
+  // graph of its own.
   std::map<int64_t, cudaGraphExec_t> graphs_;
-  static int64_t GraphKey(int64_t padded_rows, ForwardPart part) {
-    return padded_rows * 4 + static_cast<int64_t>(part);
+  static int64_t GraphKey(int64_t padded_rows, ForwardPart part, bool unit_only) {
+    return (padded_rows * 4 + static_cast<int64_t>(part)) * 2 + (unit_only ? 1 : 0);
+  }
+  // Whether every feature of `layout` is pooled by the unit-bag kernel (unit
+  // bags, every table qualifying): no bag entries, no general kernel.
+  bool UnitBagsOnly(const PackedLayout& layout) const {
+    return layout.all_unit && every_table_unit_pooled_;
   }
   void DropGraphs();
 };

@@ -192,13 +192,22 @@ TEST(CudaWorkerGpuTest, CompactIdsGiveTheScoresOfWideIds) {
 // GPU; the scores equal explicit packing's bit for bit and the CPU engine's,
 // with every feature unit (no bag entries copied), one shared feature
 // (explicit) among unit ones, and longer bags (no unit feature), in both id
-// layouts and at sizes across several buckets, graphs replayed.
+// layouts and at sizes across several buckets, graphs replayed. Every table
+// of the first two models qualifies for the unit-bag kernel (no expansion);
+// the third has a DYNAMIC table (its unit feature expanded, the others in
+// the unit-bag kernel); the fourth has bf16 rows and MAX pooling.
 TEST(CudaWorkerGpuTest, UnitBagsGiveTheScoresOfExplicitBags) {
   if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
-  for (int shared : {-1, 1}) {
+  for (int variant = 0; variant < 4; ++variant) {
     testing::RandomModelSpec spec;
     spec.table_rows = {50, 70, 90, 30};
+    const int shared = variant == 1 ? 1 : -1;
     if (shared >= 0) spec.request_level_features = {shared};
+    if (variant == 2) spec.dynamic_tables = {2};
+    if (variant == 3) {
+      spec.row_type = kernels::RowType::kBf16;
+      spec.pooling = kernels::Pooling::kMax;
+    }
     spec.dim = 8;
     spec.bottom = {16};
     spec.top = {12};
@@ -220,7 +229,7 @@ TEST(CudaWorkerGpuTest, UnitBagsGiveTheScoresOfExplicitBags) {
       ASSERT_TRUE(a.ok()) << a.status();
       ASSERT_TRUE(b.ok()) << b.status();
       for (int round = 0; round < 8; ++round) {
-        SCOPED_TRACE(::testing::Message() << "shared " << shared << " compact " << compact
+        SCOPED_TRACE(::testing::Message() << "variant " << variant << " compact " << compact
                                           << " round " << round);
         Batch batch;
         for (int i = 0; i < 1 + round % 3; ++i) {

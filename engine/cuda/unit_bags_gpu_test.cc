@@ -99,7 +99,9 @@ TEST(UnitBagsGpuTest, DeviceExpansionEqualsTheHostTwin) {
             << "feature " << f << " entry " << j;
       }
     }
-    if (round % 4 != 3) EXPECT_GT(units, 0) << "the round should have unit features";
+    if (round % 4 != 3) {
+      EXPECT_GT(units, 0) << "the round should have unit features";
+    }
     // Nothing outside the bag entries changed.
     EXPECT_TRUE(std::memcmp(got.data(), poisoned.data(), layout.bag_entries_begin()) == 0);
     EXPECT_TRUE(std::memcmp(got.data() + layout.bag_entries_end(),

@@ -7,7 +7,9 @@
 // boundaries (binary search over bag_prefix) and pools each run ("segment");
 // with PooledLookupArgs::max_bags_per_feature the warps are laid out per
 // feature instead (warp w: feature w / W, its bags from 8 (w % W), W warps a
-// feature), one segment per warp. Each segment:
+// feature), one segment per warp; features left to the unit-bag kernel
+// (PooledLookupArgs::unit_bag_chunks, unit_bag_lookup.h) get no warps.
+// Each segment:
 //   * A row is split into 16-byte chunks (4 fp32 or 8 fp16/bf16 values; 8-,
 //     4- or 2-byte chunks when the dim or the table's alignment forbids 16),
 //     one chunk per lane. A "group" of G lanes (G = chunks rounded up to a
@@ -82,6 +84,8 @@
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cpu/types.h"
 #include "kernels/cuda/embedding_lookup.h"
+#include "kernels/cuda/row_chunks.cuh"
+#include "kernels/cuda/unit_bag_lookup.h"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -318,55 +322,9 @@ struct Groups {
   int lane;   // this lane's index in its group
 };
 
-// Loads kBytes (2, 4, 8 or 16) read-only bytes into 32-bit words. Rows are
-// gathered at random and rarely reused by the same SM, so they skip L1
-// (L1::no_allocate) and leave it to ids, bag offsets and table descriptors.
-template <int kBytes>
-__device__ __forceinline__ void LoadRaw(const void* p, uint32_t (&r)[(kBytes + 3) / 4]) {
-  if constexpr (kBytes == 16) {
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-        : "l"(p));
-  } else if constexpr (kBytes == 8) {
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "l"(p));
-  } else if constexpr (kBytes == 4) {
-    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(r[0]) : "l"(p));
-  } else {
-    static_assert(kBytes == 2, "2, 4, 8 or 16 bytes");
-    unsigned short h;
-    asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(h) : "l"(p));
-    r[0] = h;
-  }
-}
-
 // Asks L2 for the line holding p (no register, no wait).
 __device__ __forceinline__ void PrefetchL2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
-// Raw words -> kVec floats (exact for all three storage types).
-template <RowType kType, int kVec>
-__device__ __forceinline__ void RawToFloat(const uint32_t* r, float (&f)[kVec]) {
-  if constexpr (kType == RowType::kFp32) {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) f[i] = __uint_as_float(r[i]);
-  } else if constexpr (kVec == 1) {
-    f[0] = kType == RowType::kBf16
-               ? __uint_as_float(r[0] << 16)
-               : __half2float(__ushort_as_half(static_cast<unsigned short>(r[0])));
-  } else {
-    // Two 16-bit values per word, element 2i in the low half (little endian).
-#pragma unroll
-    for (int i = 0; i < kVec / 2; ++i) {
-      if constexpr (kType == RowType::kBf16) {
-        f[2 * i] = __uint_as_float(r[i] << 16);
-        f[2 * i + 1] = __uint_as_float(r[i] & 0xffff0000u);
-      } else {
-        f[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(r[i] & 0xffffu)));
-        f[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(r[i] >> 16)));
-      }
-    }
-  }
 }
 
 __device__ __forceinline__ int64_t ResolveRow(const volatile SegmentJob& job, int64_t id) {
@@ -796,6 +754,13 @@ __device__ __forceinline__ void PoolSegmentOfTable(const SegmentJob& job, const 
   }
 }
 
+// Whether feature f is left to the unit-bag kernel (unit_bag_lookup.h).
+__device__ __forceinline__ bool PooledByUnitBagKernel(const PooledLookupArgs& args, int f) {
+  if (args.unit_bag_chunks <= 0) return false;
+  const DeviceFeature& feature = args.features[f];
+  return feature.unit_bags != 0 && UnitBagRowChunks(args.tables[feature.table]) > 0;
+}
+
 // This warp's index in the launch.
 __device__ __forceinline__ int64_t WarpChunk() {
   return static_cast<int64_t>(blockIdx.x) * kPoolWarpsPerBlock + threadIdx.x / kWarpSize;
@@ -840,7 +805,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
       const int64_t warps_per_feature =
           (args.max_bags_per_feature + kSlotsPerWarp - 1) / kSlotsPerWarp;
       const int64_t f = chunk / warps_per_feature;
-      if (f < num_features) {
+      if (f < num_features && !PooledByUnitBagKernel(args, static_cast<int>(f))) {
         const int64_t c = chunk - f * warps_per_feature;
         const int64_t bags = args.features[f].num_bags;
         first = c * kSlotsPerWarp;
@@ -1332,6 +1297,14 @@ cudaError_t LaunchPooledLookup(const PooledLookupArgs& args, const int64_t* bag_
   // these): LFU counts are then summed per block first.
   const bool aggregate = args.score_now_ptr != nullptr || args.score_now != 0;
   if (args.max_bags_per_feature < 0) return cudaErrorInvalidValue;
+  if (args.unit_bags_only && (args.unit_bag_chunks <= 0 || args.any_host)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.unit_bag_chunks > 0) {
+    // Unit features first; the general kernel skips them.
+    const cudaError_t e = LaunchUnitBagLookup(args, stream);
+    if (e != cudaSuccess || args.unit_bags_only) return e;
+  }
   const int64_t warps =
       args.max_bags_per_feature > 0
           ? args.num_features * ((args.max_bags_per_feature + kSlotsPerWarp - 1) / kSlotsPerWarp)

@@ -144,6 +144,25 @@ int64_t HostStagingBytes(int64_t ids, int64_t capacity, int64_t max_row_bytes);
 HostStaging CarveHostStaging(void* block, int64_t ids, int64_t capacity, int64_t max_row_bytes,
                              int64_t host_span_bytes);
 
+// 16-byte chunks in a row of `table` when the unit-bag kernel can pool it
+// (PooledLookupArgs::unit_bag_chunks): a STATIC table in HBM whose rows are
+// 16-byte aligned and a whole number of 16-byte chunks (fp32 dim % 4 == 0,
+// fp16 / bf16 dim % 8 == 0); 0 otherwise. Any pooling: a bag of one id pools
+// to the id's row times its weight under SUM, MEAN and MAX alike.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int32_t UnitBagRowChunks(const DeviceTable& table) {
+  const int64_t elem = table.row_type == RowType::kFp32 ? 4 : 2;
+  const int64_t bytes = elem * table.dim;
+  const bool aligned = (reinterpret_cast<uintptr_t>(table.rows) & 15u) == 0;
+  if (table.hash.num_buckets != 0 || table.host != 0 || table.dim <= 0 || bytes % 16 != 0 ||
+      !aligned) {
+    return 0;
+  }
+  return static_cast<int32_t>(bytes / 16);
+}
+
 struct PooledLookupArgs {
   const DeviceTable* tables = nullptr;      // device array [num_tables]
   // Set only when TablesFitFp32Kernel holds for the tables (and no HOST
@@ -177,6 +196,20 @@ struct PooledLookupArgs {
   // features in turn. 0: warps take 8 consecutive slots of all features'
   // bags in order (bag_prefix), total_bags sizing the launch.
   int64_t max_bags_per_feature = 0;
+  // > 0 (needs max_bags_per_feature > 0): every DeviceFeature::unit_bags
+  // feature whose table has UnitBagRowChunks > 0 is pooled by a kernel of its
+  // own, one thread per (bag, 16-byte chunk of the row), without the general
+  // kernel's bag entries, segments and shuffles; its bag entries are never
+  // read, so they may be left unexpanded (LaunchExpandUnitBags) when every
+  // unit feature qualifies. The results are the general kernel's bit for bit.
+  // The value is the most chunks in a row of such a table: it sizes that
+  // kernel's grid (an understated value costs time, never rows). 0: every
+  // feature takes the general kernel.
+  int32_t unit_bag_chunks = 0;
+  // With unit_bag_chunks: every feature is unit_bags on a qualifying table,
+  // so the general kernel is not launched at all (a batch's launch then
+  // costs one kernel). Wrong when set otherwise; refused with any_host.
+  bool unit_bags_only = false;
   float* out = nullptr;                     // [rows, out_stride]
   int64_t out_stride = 0;                   // floats
   // Device counters [num_tables]: unresolved ids per table are added here

@@ -173,6 +173,14 @@ struct Scenario {
   // PooledLookupArgs::max_bags_per_feature: 0 = the slot layout; > 0 as
   // given (smaller than a feature's bags exercises the last warp's rest).
   int64_t max_bags_per_feature = 0;
+  // Features whose bags all hold one id for one row are marked unit_bags
+  // (DeviceFeature::id_begin) and the launch sets unit_bag_chunks (with
+  // max_bags_per_feature = batch when 0): those of qualifying tables
+  // (UnitBagRowChunks) go to the unit-bag kernel with their bag entries
+  // poisoned (empty bags at the junk id 0: never read, or the output shows
+  // NaN), and the output must also equal the general kernel's (the same
+  // scenario without unit bags) bit for bit.
+  bool unit_bags = false;
 };
 
 std::string Describe(const Scenario& s) {
@@ -340,6 +348,12 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     df.bag_begin = static_cast<int64_t>(bag_ids.size());
     df.num_bags = static_cast<int64_t>(fs.bag_sizes.size());
     df.weighted = fs.weighted ? 1 : 0;
+    df.id_begin = static_cast<int64_t>(ids.size());
+    df.unit_bags = sc.unit_bags && !fs.bag_sizes.empty() &&
+                   std::all_of(fs.bag_sizes.begin(), fs.bag_sizes.end(),
+                               [](int n) { return n == 1; }) &&
+                   std::all_of(fs.bag_row_counts.begin(), fs.bag_row_counts.end(),
+                               [](int n) { return n == 1; });
     int32_t row = 0;
     bag_ids.push_back(static_cast<int64_t>(ids.size()));
     bag_rows.push_back(row);
@@ -502,6 +516,25 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     }
   }
   args.tables = arena.Copy(tables);
+  // Unit bags: the explicit entries kept for the general kernel's run, the
+  // unit-bag kernel's features' entries poisoned.
+  const std::vector<int64_t> explicit_bag_ids = bag_ids;
+  const std::vector<int32_t> explicit_bag_rows = bag_rows;
+  int unit_pooled = 0;
+  if (sc.unit_bags) {
+    for (int f = 0; f < num_features; ++f) {
+      const int32_t chunks = UnitBagRowChunks(tables[features[f].table]);
+      args.unit_bag_chunks = std::max(args.unit_bag_chunks, chunks);
+      if (!features[f].unit_bags || chunks == 0) continue;
+      ++unit_pooled;
+      for (int64_t e = 0; e <= features[f].num_bags; ++e) {
+        bag_ids[features[f].bag_begin + e] = 0;
+        bag_rows[features[f].bag_begin + e] = 0;
+      }
+    }
+    // As the worker sets it: no general kernel when every feature is unit.
+    args.unit_bags_only = unit_pooled == num_features && !any_host;
+  }
   // As the worker sets it: all-fp32 cases run the fp32-only kernel.
   args.fp32_tables_only = !any_host && TablesFitFp32Kernel(tables.data(), num_tables);
   args.features = arena.Copy(features);
@@ -528,6 +561,7 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
   args.bag_rows = arena.Copy(bag_rows);
   args.total_bags = bag_prefix.back() + sc.extra_bag_slots;
   args.max_bags_per_feature = sc.max_bags_per_feature;
+  if (sc.unit_bags && args.max_bags_per_feature == 0) args.max_bags_per_feature = sc.batch;
   args.out = arena.Copy(std::vector<float>(out_size, kNaN));
   args.out_stride = sc.out_stride;
   std::vector<unsigned long long> unresolved_start(num_tables);
@@ -663,6 +697,42 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
       }
     }
     EXPECT_EQ(differ, 0) << "HOST tables did not give the all-in-HBM result bit for bit";
+  }
+
+  if (sc.unit_bags) {
+    SCOPED_TRACE(std::to_string(unit_pooled) + " features in the unit-bag kernel" +
+                 (args.unit_bags_only ? " (only)" : ""));
+    PooledLookupArgs general = args;
+    general.unit_bag_chunks = 0;
+    general.unit_bags_only = false;
+    general.unresolved = nullptr;
+    general.bag_rows = arena.Copy(explicit_bag_rows);
+    if (sc.ids32) {
+      std::vector<int32_t> bag_ids32(explicit_bag_ids.begin(), explicit_bag_ids.end());
+      general.bag_ids32 = arena.Copy(bag_ids32);
+    } else {
+      general.bag_ids = arena.Copy(explicit_bag_ids);
+    }
+    general.out = arena.Copy(std::vector<float>(out_size, kNaN));
+    ASSERT_CUDA(arena.error());
+    ASSERT_CUDA(cudaDeviceSynchronize());  // the uploads, as above
+    ASSERT_CUDA(LaunchPooledLookup(general, d_prefix, stream.get()));
+    ASSERT_CUDA(cudaStreamSynchronize(stream.get()));
+    std::vector<float> want(out_size);
+    ASSERT_CUDA(
+        cudaMemcpy(want.data(), general.out, out_size * sizeof(float), cudaMemcpyDeviceToHost));
+    int differ = 0;
+    for (size_t at = 0; at < out_size; ++at) {
+      uint32_t a, b;
+      std::memcpy(&a, &want[at], 4);
+      std::memcpy(&b, &got[at], 4);
+      if (a != b && ++differ <= 5) {
+        ADD_FAILURE() << "unit bags differ from the general kernel at row " << at / sc.out_stride
+                      << " col " << at % sc.out_stride << " (feature " << owner[at]
+                      << "): general " << want[at] << ", unit " << got[at];
+      }
+    }
+    EXPECT_EQ(differ, 0) << "the unit-bag kernel did not give the general kernel's bits";
   }
 
   if (sc.count_unresolved) {
@@ -1000,6 +1070,87 @@ TEST(PooledLookupGpuTest, WarpsPerFeature) {
     RunScenario(sc, seed);
     if (::testing::Test::HasFailure()) break;
   }
+}
+
+// Unit bags (PooledLookupArgs::unit_bag_chunks): features of one id per
+// row on tables of every row type, pooling and dim, some qualifying for the
+// unit-bag kernel and some not (dims that are not whole 16-byte chunks,
+// rows off 16-byte alignment, DYNAMIC and HOST tables), beside multi-hot
+// and shared features, with unresolved ids, weights, default vectors, both
+// id widths and unaligned output columns; batches of 1 to 700 rows. Every
+// fourth scenario has only unit features on qualifying tables (the unit-bag
+// kernel alone, PooledLookupArgs::unit_bags_only).
+TEST(PooledLookupGpuTest, UnitBagsMatchCpuAndTheGeneralKernel) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t base_seed = TestSeed();
+  const int dims[] = {4, 8, 16, 32, 128, 12, 6, 3, 24, 64};
+  const int chunk_dims[] = {8, 16, 32, 128};  // whole 16-byte chunks in every row type
+  for (int iter = 0; iter < 16; ++iter) {
+    const uint64_t seed = base_seed + 300 + iter;
+    std::mt19937_64 rng(seed);
+    const bool only_unit = iter % 4 == 3;
+    Scenario sc;
+    sc.unit_bags = true;
+    sc.ids32 = iter % 2 == 1;
+    sc.batch = iter % 4 == 0 ? 1 + static_cast<int>(rng() % 3) : 1 + static_cast<int>(rng() % 700);
+    const int num_tables = 3 + static_cast<int>(rng() % 4);
+    for (int t = 0; t < num_tables; ++t) {
+      TableSpec ts;
+      ts.type = static_cast<RowType>(rng() % 3);
+      ts.pooling = static_cast<Pooling>(rng() % 3);
+      ts.dim = dims[rng() % 10];
+      ts.num_rows = 1 + static_cast<int64_t>(rng() % 3000);
+      ts.default_vector = rng() % 2;
+      ts.dynamic = rng() % 6 == 0;
+      ts.host = !ts.dynamic && rng() % 8 == 0;
+      ts.cache_fraction = 0.5;
+      if (rng() % 6 == 0) ts.rows_pad = 4;
+      if (only_unit) {
+        ts.dim = chunk_dims[rng() % 4];
+        ts.dynamic = false;
+        ts.host = false;
+        ts.rows_pad = 0;
+      }
+      sc.tables.push_back(ts);
+    }
+    const int num_features = 2 + static_cast<int>(rng() % 8);
+    for (int f = 0; f < num_features; ++f) {
+      FeatureSpec fs;
+      fs.table = static_cast<int>(rng() % num_tables);
+      fs.weighted = rng() % 2;
+      fs.miss_rate = (rng() % 4) * 0.1;
+      // 0: multi-hot, 1: shared, else unit
+      const int kind = only_unit ? 2 : static_cast<int>(rng() % 8);
+      fs.bag_row_counts =
+          kind == 1 ? SharedRows(sc.batch, 20, rng) : PerCandidateRows(sc.batch);
+      fs.bag_sizes = kind <= 1 ? RandomBagSizes(fs.bag_row_counts.size(), 6, rng)
+                               : std::vector<int>(fs.bag_row_counts.size(), 1);
+      sc.features.push_back(fs);
+    }
+    LayOutColumns(&sc, rng);
+    RunScenario(sc, seed);
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+TEST(PooledLookupGpuTest, UnitBagKernelRefusesTheSlotLayout) {
+  SKIP_WITHOUT_GPU();
+  DeviceArena arena;
+  PooledLookupArgs args;
+  args.tables = arena.Copy(std::vector<DeviceTable>(1));
+  args.features = arena.Copy(std::vector<DeviceFeature>(1));
+  args.num_features = 1;
+  args.ids = arena.Copy(std::vector<int64_t>{0});
+  args.bag_ids = arena.Copy(std::vector<int64_t>{0, 1});
+  args.bag_rows = arena.Copy(std::vector<int32_t>{0, 1});
+  args.out = arena.Copy(std::vector<float>(4, 0.0f));
+  args.out_stride = 4;
+  args.total_bags = 1;
+  args.unit_bag_chunks = 1;
+  const int64_t* prefix = arena.Copy(std::vector<int64_t>{0, 1});
+  ASSERT_CUDA(arena.error());
+  EXPECT_EQ(LaunchPooledLookup(args, prefix, nullptr), cudaErrorInvalidValue)
+      << "unit_bag_chunks without max_bags_per_feature";
 }
 
 // The benchmark's shape, smaller table: B 4096, bag 20, dim 128.
