@@ -118,10 +118,11 @@ ABSL_FLAG(int, gpu_pack_threads, -1,
           "serve: threads (one pool per model version, shared by its GPU workers) that split the host packing of "
           "batches of 1024 rows or more; -1 = half the usable CPUs, at most 8; 0 = each worker "
           "packs alone; at most 64");
-ABSL_FLAG(int64_t, worker_spin_us, 0,
+ABSL_FLAG(int64_t, worker_spin_us, -1,
           "serve: a worker that finds its queue empty spins this long (us) before it sleeps: "
           "trades CPU for the wake-up latency of a sleeping thread (0 = sleep at once; at most "
-          "10000)");
+          "10000; -1 = 1000 with the CUDA backend, 0 with the CPU backend, whose idle workers "
+          "would take cores from the busy ones' compute)");
 ABSL_FLAG(int, cpu_threads, 0, "serve: threads per CPU worker (0 = model config, else cores/workers)");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
           "serve: largest gRPC message accepted or sent (the admin listener's update "
@@ -287,7 +288,8 @@ absl::Status CheckWorkerFlags() {
       CheckRange("--gpu_pack_threads", absl::GetFlag(FLAGS_gpu_pack_threads), -1, 64,
                  " (-1 = default, 0 = none)"),
       CheckRange<int64_t>("--host_staging_mib", absl::GetFlag(FLAGS_host_staging_mib), 0, 1024),
-      CheckRange<int64_t>("--worker_spin_us", absl::GetFlag(FLAGS_worker_spin_us), 0, 10000),
+      CheckRange<int64_t>("--worker_spin_us", absl::GetFlag(FLAGS_worker_spin_us), -1, 10000,
+                          " (-1 = the backend's default)"),
   });
 }
 
@@ -431,6 +433,12 @@ absl::Status CheckFlags() {
 }
 
 
+// --worker_spin_us=-1 with the CUDA backend. A GPU worker's batch is short
+// and its thread mostly waits, so spinning through the gap between
+// back-to-back requests removes the worker's wake-up from each request's
+// latency (docs/benchmarks.md, "Per-request host path").
+constexpr int64_t kCudaWorkerSpinUs = 1000;
+
 EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) {
   EngineVersionLoader::Options o;
   o.workers_per_model = absl::GetFlag(FLAGS_workers);
@@ -440,6 +448,7 @@ EngineVersionLoader::Options LoaderOptionsFromFlags(const std::string& backend) 
   o.cpu_compute_nice = absl::GetFlag(FLAGS_cpu_compute_nice);
   o.idle_priority_update_staging = absl::GetFlag(FLAGS_update_cpu_priority) == "idle";
   o.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
+  if (o.worker_spin_us < 0) o.worker_spin_us = backend == "cuda" ? kCudaWorkerSpinUs : 0;
   o.backend = backend;
   // Each value was checked by ValidateFlags.
   engine::gpu::Options& gpu = o.gpu;

@@ -129,7 +129,9 @@ absl::Status DynamicBatcher::Enqueue(QueuedRequest item) {
   queue_.push_back(std::move(item));
   enqueued_.fetch_add(1, std::memory_order_release);
   ReportDepthLocked();
-  if (wake) cv_.Signal();
+  // A spinning worker sees the request without a signal, and re-evaluates
+  // the queue under the lock when it does.
+  if (wake && spinning_ == 0) cv_.Signal();
   return absl::OkStatus();
 }
 
@@ -292,10 +294,13 @@ std::optional<Batch> DynamicBatcher::NextBatch() {
       continue;
     }
     if (stopped_.load(std::memory_order_relaxed) && queue_.empty()) break;
-    if (cut.wake_time == absl::InfiniteFuture() && !spun && options_.idle_spin_us > 0) {
+    if (cut.wake_time == absl::InfiniteFuture() && !spun && options_.idle_spin_us > 0 &&
+        spinning_ == 0) {
       // Empty queue: watch for a request without the lock, then evaluate
-      // again (a request that came meanwhile is in the queue by then).
+      // again (a request that came meanwhile is in the queue by then). One
+      // spinner at a time; other idle workers sleep.
       spun = true;
+      ++spinning_;
       const uint64_t seen = enqueued_.load(std::memory_order_acquire);
       mu_.Unlock();
       const auto until =
@@ -308,6 +313,7 @@ std::optional<Batch> DynamicBatcher::NextBatch() {
 #endif
       }
       mu_.Lock();
+      --spinning_;
       continue;
     }
     if (cut.wake_time == absl::InfiniteFuture()) {

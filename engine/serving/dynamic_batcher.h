@@ -132,8 +132,10 @@ class DynamicBatcher {
     // whatever the clock) watching for a new request before it sleeps.
     // Waking a sleeping thread costs tens of microseconds on a virtual
     // machine (milliseconds at the tail); a spinning one takes the next
-    // request at once, at the price of that much CPU per idle spell. 0 = sleep
-    // at once. In [0, 10000].
+    // request at once, at the price of that much CPU per idle spell. At most
+    // one worker spins at a time (the others sleep), so an idle batcher costs
+    // one core however many workers it has; a request that finds a worker
+    // spinning signals no one. 0 = sleep at once. In [0, 10000].
     int64_t idle_spin_us = 0;
   };
 
@@ -197,6 +199,11 @@ class DynamicBatcher {
   // NextBatch callers drain the queue and then get std::nullopt. Idempotent.
   void Stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+  // Workers spinning on an empty queue now (Options::idle_spin_us): 0 or 1.
+  int spinning_workers() const {
+    absl::MutexLock lock(&mu_);
+    return spinning_;
+  }
 
   int64_t queued_requests() const;
   int64_t queued_candidates() const;
@@ -245,6 +252,8 @@ class DynamicBatcher {
   absl::CondVar cv_;
   std::deque<QueuedRequest> queue_ ABSL_GUARDED_BY(mu_);
   int64_t queued_candidates_ ABSL_GUARDED_BY(mu_) = 0;
+  // Workers inside their idle spin (Options::idle_spin_us): at most 1.
+  int spinning_ ABSL_GUARDED_BY(mu_) = 0;
   // Drain measurement (NoteCutLocked): the last cut, whether it left the
   // queue backlogged, the open window's sums, and the rate (0 = unknown).
   absl::Time last_cut_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

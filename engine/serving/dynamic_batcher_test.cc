@@ -597,6 +597,52 @@ TEST_F(BatcherTest, IdleSpinTakesRequestsAndStops) {
   EXPECT_FALSE(got.has_value());
 }
 
+// Idle workers of one batcher spin one at a time: with three workers on an
+// empty queue and a long spin, never more than one spins, one does, and a
+// request is still taken by some worker (the spinner, unsignalled) while the
+// others sleep; each later request wakes a worker too.
+TEST_F(BatcherTest, OneIdleWorkerSpinsAtATime) {
+  DynamicBatcher::Options o = Opts(10, 10, 0);
+  o.idle_spin_us = 10000;
+  auto b = MakeBatcher(o);
+  std::atomic<int> batches{0};
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.emplace_back([&] {
+      while (auto got = b->NextBatch()) {
+        Execute(*got);
+        batches.fetch_add(1);
+      }
+    });
+  }
+  int most = 0;
+  for (int i = 0; i < 200; ++i) {
+    most = std::max(most, b->spinning_workers());
+    absl::SleepFor(absl::Microseconds(20));
+  }
+  EXPECT_LE(most, 1) << "idle workers spinning at once";
+  for (int r = 1; r <= 4; ++r) {
+    Add(*b, 1);
+    absl::Time until = absl::Now() + absl::Seconds(10);
+    while (batches.load() < r && absl::Now() < until) absl::SleepFor(absl::Microseconds(50));
+    ASSERT_EQ(batches.load(), r) << "request " << r << " was not taken";
+    // The worker that took it spins next (the others still sleep).
+    bool spun = false;
+    until = absl::Now() + absl::Seconds(10);
+    while (!spun && absl::Now() < until) {
+      const int n = b->spinning_workers();
+      EXPECT_LE(n, 1) << "idle workers spinning at once";
+      spun = n == 1;
+    }
+    EXPECT_TRUE(spun) << "no idle worker spun after request " << r;
+    // After a spell longer than the spin, every idle worker sleeps.
+    if (r == 2) absl::SleepFor(absl::Milliseconds(25));
+  }
+  b->Stop();
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(b->spinning_workers(), 0);
+}
+
 TEST_F(BatcherTest, OptionsValidationNamesTheField) {
   const BadOption cases[] = {
       {"max_batch_candidates", [](auto* o) { o->max_batch_candidates = 0; }},
