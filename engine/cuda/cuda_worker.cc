@@ -128,6 +128,25 @@ int64_t CudaWorker::Bucket(int64_t rows) const {
   return std::min<int64_t>(b, kernels::RoundUpRows(options_.max_rows));
 }
 
+void CudaWorker::ChooseLookupKernels() {
+  // The table descriptors never change after the DeviceModel is made.
+  const std::vector<kc::DeviceTable>& tables = dm_->table_descriptors();
+  fp32_tables_only_ =
+      !dm_->any_host() && kc::TablesFitFp32Kernel(tables.data(), static_cast<int>(tables.size()));
+  // RANKD_UNIT_BAG_KERNEL=0 leaves unit features to the general kernel (A/B
+  // timing).
+  const char* unit_kernel = std::getenv("RANKD_UNIT_BAG_KERNEL");
+  const bool use_unit_kernel = unit_kernel == nullptr || std::strcmp(unit_kernel, "0") != 0;
+  unit_bag_chunks_ = 0;
+  every_table_unit_pooled_ = use_unit_kernel;
+  if (!use_unit_kernel) return;
+  for (const kc::DeviceTable& t : tables) {
+    const int32_t chunks = kc::UnitBagRowChunks(t);
+    unit_bag_chunks_ = std::max(unit_bag_chunks_, chunks);
+    every_table_unit_pooled_ = every_table_unit_pooled_ && chunks > 0;
+  }
+}
+
 absl::Status CudaWorker::Init() {
   const Model& m = dm_->model();
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
@@ -144,23 +163,7 @@ absl::Status CudaWorker::Init() {
     RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming),
                                "join event");
   }
-  // The table descriptors never change after the DeviceModel is made.
-  fp32_tables_only_ =
-      !dm_->any_host() && kc::TablesFitFp32Kernel(dm_->table_descriptors().data(),
-                                                  static_cast<int>(dm_->table_descriptors().size()));
-  unit_bag_chunks_ = 0;
-  every_table_unit_pooled_ = true;
-  // RANKD_UNIT_BAG_KERNEL=0 leaves unit features to the general kernel (A/B
-  // timing).
-  const char* unit_kernel = std::getenv("RANKD_UNIT_BAG_KERNEL");
-  const bool use_unit_kernel = unit_kernel == nullptr || std::strcmp(unit_kernel, "0") != 0;
-  every_table_unit_pooled_ = use_unit_kernel;
-  for (const kc::DeviceTable& t : dm_->table_descriptors()) {
-    if (!use_unit_kernel) break;
-    const int32_t chunks = kc::UnitBagRowChunks(t);
-    unit_bag_chunks_ = std::max(unit_bag_chunks_, chunks);
-    every_table_unit_pooled_ = every_table_unit_pooled_ && chunks > 0;
-  }
+  ChooseLookupKernels();
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);

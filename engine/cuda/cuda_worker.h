@@ -184,6 +184,9 @@ class CudaWorker final : public Worker {
   // The pool's ParallelFor for a slice of `rows` rows, or none (pack alone).
   ParallelFor PackParallel(int64_t rows) const;
   absl::Status Init();
+  // Sets fp32_tables_only_, unit_bag_chunks_ and every_table_unit_pooled_
+  // from the model's tables (and RANKD_UNIT_BAG_KERNEL).
+  void ChooseLookupKernels();
   // Host arenas for slices of up to `ids` ids: the first always, the second
   // when `slots` is 2 (batches of several slices). Growing drops the graphs.
   absl::Status EnsureArena(int64_t ids, int slots);
