@@ -66,6 +66,10 @@ ABSL_FLAG(int64_t, dense_first_min_rows, -1,
           "is packed (-1 = the worker's default, 0 = never)");
 ABSL_FLAG(int64_t, dense_first_max_rows, -1,
           "CudaWorker::Options::dense_first_max_rows (-1 = the worker's default)");
+ABSL_FLAG(int64_t, copy_beside_mlp_min_rows, -1,
+          "CudaWorker::Options::copy_beside_mlp_min_rows: one-slice batches of at least this many "
+          "rows copy their bags and ids beside the bottom MLP (-1 = the worker's default, 0 = "
+          "never)");
 ABSL_FLAG(int64_t, unit_bags_min_rows, -1,
           "CudaWorker::Options::unit_bags_min_rows: buckets of at least this many rows pack "
           "one-id bags as ids only (-1 = the worker's default, 0 = never)");
@@ -147,6 +151,9 @@ int main(int argc, char** argv) {
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   if (absl::GetFlag(FLAGS_dense_first_min_rows) >= 0) {
     wo.dense_first_min_rows = absl::GetFlag(FLAGS_dense_first_min_rows);
+  }
+  if (absl::GetFlag(FLAGS_copy_beside_mlp_min_rows) >= 0) {
+    wo.copy_beside_mlp_min_rows = absl::GetFlag(FLAGS_copy_beside_mlp_min_rows);
   }
   if (absl::GetFlag(FLAGS_unit_bags_min_rows) >= 0) {
     wo.unit_bags_min_rows = absl::GetFlag(FLAGS_unit_bags_min_rows);

@@ -76,6 +76,11 @@ CudaWorker::~CudaWorker() {
   }
   if (fork_ != nullptr) cudaEventDestroy(fork_);
   if (join_ != nullptr) cudaEventDestroy(join_);
+  if (copy_stream_ != nullptr) {
+    cudaStreamSynchronize(copy_stream_);
+    cudaStreamDestroy(copy_stream_);
+  }
+  if (copied_ != nullptr) cudaEventDestroy(copied_);
 }
 
 void CudaWorker::DropGraphs() {
@@ -99,6 +104,11 @@ absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "CudaWorker: dense_first_min_rows must be >= 0 (0 = never), got ",
         options.dense_first_min_rows));
+  }
+  if (options.copy_beside_mlp_min_rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CudaWorker: copy_beside_mlp_min_rows must be >= 0 (0 = never), got ",
+        options.copy_beside_mlp_min_rows));
   }
   if (options.unit_bags_min_rows < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -162,6 +172,12 @@ absl::Status CudaWorker::Init() {
                                "fork event");
     RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming),
                                "join event");
+  }
+  if (options_.copy_beside_mlp_min_rows > 0) {
+    RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                               "cudaStreamCreate (copies beside the bottom MLP)");
+    RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming),
+                               "copy event");
   }
   ChooseLookupKernels();
   auto linear = kc::LinearRunner::Create(options_.math);
@@ -678,16 +694,17 @@ void CudaWorker::PackInto(int slot, absl::Span<const Request* const> requests,
             host_arenas_[slot].as<uint8_t>(), parallel, parts);
 }
 
-absl::Status CudaWorker::EnqueuePacked(int slot, LiveTables* live, ForwardPart part) {
+absl::Status CudaWorker::EnqueuePacked(int slot, LiveTables* live, ForwardPart part,
+                                       bool copy_in) {
   cur_ = slot;
-  if (part == ForwardPart::kBottom) return EnqueueSlice(part);
+  if (part == ForwardPart::kBottom) return EnqueueSlice(part, copy_in);
   // Updates (DeviceModel::Update): the slice's GPU work is enqueued under
   // the version's gate, after the last committed update's writes; the
   // batch event lets later updates wait for it.
   LiveTables::BatchScope tables(live);
   RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, dm_->updates_done(), 0),
                              "wait for embedding updates");
-  absl::Status s = EnqueueSlice(part);
+  absl::Status s = EnqueueSlice(part, copy_in);
   const cudaError_t recorded = cudaEventRecord(batch_done_, stream_);
   if (!s.ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(recorded, "record the batch's event");
@@ -716,7 +733,31 @@ absl::Status CudaWorker::PackAndEnqueueDenseFirst(absl::Span<const Request* cons
   return s;
 }
 
-absl::Status CudaWorker::CopyIn(ForwardPart part) {
+bool CudaWorker::CopyBeside(int64_t rows) const {
+  return options_.copy_beside_mlp_min_rows > 0 && rows >= options_.copy_beside_mlp_min_rows &&
+         !fused_tiny_ && !dm_->bottom().empty() && !LookupBesideMlp(Bucket(rows));
+}
+
+absl::Status CudaWorker::PackAndEnqueueCopyBeside(absl::Span<const Request* const> requests,
+                                                  const RequestOffsets& offsets, int64_t rows) {
+  HostPathClock clock;
+  PackInto(0, requests, offsets, 0, rows);
+  host_path_.pack_us += clock.Lap();
+  // The dense rows and the bottom MLP on stream_ ...
+  absl::Status s = EnqueuePacked(0, nullptr, ForwardPart::kBottom);
+  if (!s.ok()) return s;
+  // ... and the rest of the batch on copy_stream_ meanwhile. The device
+  // arena is free: the previous batch was waited for before this one began.
+  s = CopyIn(ForwardPart::kRest, copy_stream_);
+  if (!s.ok()) return s;
+  RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(copied_, copy_stream_), "record the copy");
+  RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, copied_, 0), "wait for the copy");
+  s = EnqueuePacked(0, live_, ForwardPart::kRest, /*copy_in=*/false);
+  host_path_.enqueue_us += clock.Lap();
+  return s;
+}
+
+absl::Status CudaWorker::CopyIn(ForwardPart part, cudaStream_t stream) {
   const PackedLayout& layout = layouts_[cur_];
   uint8_t* host = host_arenas_[cur_].as<uint8_t>();
   uint8_t* dev = device_arena_.as<uint8_t>();
@@ -728,16 +769,16 @@ absl::Status CudaWorker::CopyIn(ForwardPart part) {
     const size_t gap_begin = std::max(begin, layout.bag_entries_begin());
     if (gap_begin > begin) {
       RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev + begin, host + begin, gap_begin - begin,
-                                                 cudaMemcpyHostToDevice, stream_),
+                                                 cudaMemcpyHostToDevice, stream),
                                  "dense rows host -> device");
     }
     const size_t after = layout.bag_entries_end();
     RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(dev + after, host + after, end - after,
-                                               cudaMemcpyHostToDevice, stream_),
+                                               cudaMemcpyHostToDevice, stream),
                                "batch host -> device");
   } else {
     RANKD_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(dev + begin, host + begin, end - begin, cudaMemcpyHostToDevice, stream_),
+        cudaMemcpyAsync(dev + begin, host + begin, end - begin, cudaMemcpyHostToDevice, stream),
         "batch host -> device");
   }
   if (part == ForwardPart::kBottom) return absl::OkStatus();
@@ -745,13 +786,13 @@ absl::Status CudaWorker::CopyIn(ForwardPart part) {
     RANKD_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(dev + layout.wide_ids_begin(), host + layout.wide_ids_begin(),
                         layout.wide_ids_end() - layout.wide_ids_begin(), cudaMemcpyHostToDevice,
-                        stream_),
+                        stream),
         "wide ids host -> device");
   }
   if (layout.any_weighted) {
     RANKD_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(dev + layout.weights_offset, host + layout.weights_offset,
-                        4 * layout.total_ids, cudaMemcpyHostToDevice, stream_),
+                        4 * layout.total_ids, cudaMemcpyHostToDevice, stream),
         "weights host -> device");
   }
   if (dm_->any_host()) {
@@ -760,7 +801,7 @@ absl::Status CudaWorker::CopyIn(ForwardPart part) {
         staging_on_ ? static_cast<unsigned int>(host_staging_.capacity) : 0u;
     RANKD_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(staging_limit_.get(), staging_limit_host_.as<unsigned int>(), sizeof(unsigned int),
-                        cudaMemcpyHostToDevice, stream_),
+                        cudaMemcpyHostToDevice, stream),
         "staging limit host -> device");
   }
   if (dm_->any_scored()) {
@@ -768,15 +809,15 @@ absl::Status CudaWorker::CopyIn(ForwardPart part) {
     *score_now_host_.as<uint64_t>() =
         dm_->model().score_clock->fetch_add(1, std::memory_order_relaxed) + 1;
     RANKD_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(score_now_.get(), score_now_host_.as<void>(), 8,
-                                               cudaMemcpyHostToDevice, stream_),
+                                               cudaMemcpyHostToDevice, stream),
                                "score clock host -> device");
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::EnqueueSlice(ForwardPart part) {
+absl::Status CudaWorker::EnqueueSlice(ForwardPart part, bool copy_in) {
   const PackedLayout& layout = layouts_[cur_];
-  absl::Status s = CopyIn(part);
+  absl::Status s = copy_in ? CopyIn(part, stream_) : absl::OkStatus();
   if (!s.ok()) return s;
   if (part == ForwardPart::kBottom) return LaunchForward(layout, part);
   last_was_tiny_ = part == ForwardPart::kWhole && CanRunTiny(layout);
@@ -882,6 +923,9 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
   if (one_slice && busy_scope.others == 0 && DenseFirst(total)) {
     // Times its own phases.
     s = PackAndEnqueueDenseFirst(requests, offsets, total);
+    clock.Lap();
+  } else if (one_slice && busy_scope.others == 0 && CopyBeside(total)) {
+    s = PackAndEnqueueCopyBeside(requests, offsets, total);  // likewise
     clock.Lap();
   } else {
     // Slice k + 1 is packed into the other arena while the GPU runs slice k.

@@ -95,6 +95,18 @@ class CudaWorker final : public Worker {
     // passes over the pool cost more than the overlap saves. 0: never.
     int64_t dense_first_min_rows = 256;
     int64_t dense_first_max_rows = 4096;
+    // Batches of one slice of at least this many rows (with a bottom MLP not
+    // pooled beside it, and not dense rows first), started while no other
+    // worker of the model on this GPU is inside Execute, are packed in one
+    // pass and copied in two: the dense rows first on the worker's stream,
+    // where the bottom MLP then starts on them, and the rest of the batch
+    // (bags, ids, weights) meanwhile on a second stream, which the rest of
+    // the forward waits for. At these sizes the copy of the ids takes tens to
+    // hundreds of microseconds that the bottom MLP hides; with other batches
+    // in flight the copies already overlap their work (at 8,192 rows the
+    // steady state of two workers lost what a batch alone gained,
+    // docs/benchmarks.md). 0: never.
+    int64_t copy_beside_mlp_min_rows = 16384;
     // Row buckets of at least this many rows pack a feature whose every bag
     // in the slice holds one id as its ids only (batch_packer.h, unit bags);
     // such features of STATIC tables in HBM whose rows are whole 16-byte
@@ -202,8 +214,10 @@ class CudaWorker final : public Worker {
   // Enqueues `part` of the slice packed in `slot` (it becomes cur_). kWhole
   // and kRest hold `live`'s gate when not null, wait for committed updates
   // and record batch_done_; kBottom reads no table and does none of that.
+  // copy_in false: the part's copies were already enqueued (and stream_
+  // waits for them).
   absl::Status EnqueuePacked(int slot, LiveTables* live,
-                             ForwardPart part = ForwardPart::kWhole);
+                             ForwardPart part = ForwardPart::kWhole, bool copy_in = true);
   // Whether a batch of `rows` rows in one slice packs its dense rows first
   // (Options::dense_first_min_rows; the caller checks that the GPU is
   // otherwise idle).
@@ -211,6 +225,14 @@ class CudaWorker final : public Worker {
   // Packs and enqueues a one-slice batch of `rows` rows dense rows first
   // (DenseFirst): the bottom MLP runs while the rest is packed.
   absl::Status PackAndEnqueueDenseFirst(absl::Span<const Request* const> requests,
+                                        const RequestOffsets& offsets, int64_t rows);
+  // Whether a batch of `rows` rows in one slice copies its bags and ids
+  // beside the bottom MLP (Options::copy_beside_mlp_min_rows; the caller
+  // checks that the GPU is otherwise idle).
+  bool CopyBeside(int64_t rows) const;
+  // Packs a one-slice batch of `rows` rows and enqueues it with the copy of
+  // everything but the dense rows on copy_stream_, beside the bottom MLP.
+  absl::Status PackAndEnqueueCopyBeside(absl::Span<const Request* const> requests,
                                         const RequestOffsets& offsets, int64_t rows);
   // After the slice in cur_ (rows [begin, end)) finished: its scores to the
   // requests (*request: the request holding row `begin`, advanced), its
@@ -221,9 +243,9 @@ class CudaWorker final : public Worker {
   void StartStats(BatchStats* stats) const;
   // `part` of the packed slice cur_: its copies and kernels, on stream_ (no
   // sync); kBottom copies the dense rows only and copies nothing back.
-  absl::Status EnqueueSlice(ForwardPart part);
-  // The host -> device copies of `part` of the slice in cur_.
-  absl::Status CopyIn(ForwardPart part);
+  absl::Status EnqueueSlice(ForwardPart part, bool copy_in = true);
+  // The host -> device copies of `part` of the slice in cur_, on `stream`.
+  absl::Status CopyIn(ForwardPart part, cudaStream_t stream);
   // `part` of the forward: the graph of its bucket, captured after a first
   // direct run (Options::use_graphs), or a direct run.
   absl::Status LaunchForward(const PackedLayout& layout, ForwardPart part);
@@ -276,6 +298,10 @@ class CudaWorker final : public Worker {
   // and join_ order the two branches (in the captured graph they become
   // parallel branches).
   cudaStream_t side_stream_ = nullptr;
+  // Options::copy_beside_mlp_min_rows: the second copy's stream, and the
+  // event stream_ waits on before the rest of the forward.
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t copied_ = nullptr;
   cudaEvent_t fork_ = nullptr;
   cudaEvent_t join_ = nullptr;
   // kernels::cuda::PooledLookupArgs::fp32_tables_only for every lookup of

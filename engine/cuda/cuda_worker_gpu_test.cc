@@ -4,8 +4,10 @@
 // arenas that grow between batches. Every score must match the CPU engine
 // and the one-slice, single-threaded worker; the output is poisoned with NaN
 // before each batch. The two workers also differ in where the lookup runs
-// (beside the bottom MLP or after it), and a third worker packs and copies
-// each batch's dense rows first and starts the bottom MLP before the rest.
+// (beside the bottom MLP or after it), a third worker packs and copies
+// each batch's dense rows first and starts the bottom MLP before the rest,
+// and a fourth copies the bags and ids on a second stream beside the
+// bottom MLP (its scores equal the third's bit for bit: same kernels).
 // Needs a CUDA device (tags "manual", "gpu"); skips without.
 #include <algorithm>
 #include <cmath>
@@ -96,12 +98,19 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
   dense_first.dense_first_max_rows = 4096;
   dense_first.pack_threads = 2;
   dense_first.parallel_pack_min_rows = 1;
+  // The bags and ids copied beside the bottom MLP at every size.
+  CudaWorker::Options copy_beside = whole;
+  copy_beside.lookup_beside_mlp_max_rows = 0;
+  copy_beside.dense_first_min_rows = 0;
+  copy_beside.copy_beside_mlp_min_rows = 1;
   auto one = CudaWorker::Create(*dm, whole, "whole");
   auto many = CudaWorker::Create(*dm, sliced, "sliced");
   auto first = CudaWorker::Create(*dm, dense_first, "dense first");
+  auto beside = CudaWorker::Create(*dm, copy_beside, "copy beside");
   ASSERT_TRUE(one.ok()) << one.status();
   ASSERT_TRUE(many.ok()) << many.status();
   ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(beside.ok()) << beside.status();
 
   // Growing bags between batches make the arenas grow (graphs dropped).
   const int max_bags[] = {2, 2, 9, 3, 30};
@@ -111,6 +120,7 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
     const auto a = ScoreOn(**one, batch);
     const auto b = ScoreOn(**many, batch);
     const auto d = ScoreOn(**first, batch);
+    const auto e = ScoreOn(**beside, batch);
     for (size_t r = 0; r < batch.requests.size(); ++r) {
       auto want = (*cpu)->Score(*batch.requests[r]);
       ASSERT_TRUE(want.ok()) << want.status();
@@ -120,6 +130,8 @@ TEST(CudaWorkerGpuTest, SlicedAndParallelBatchesMatchTheCpuEngine) {
         ASSERT_NEAR(a[r][c], ref, tol) << "one slice: request " << r << " candidate " << c;
         ASSERT_NEAR(b[r][c], ref, tol) << "sliced: request " << r << " candidate " << c;
         ASSERT_NEAR(d[r][c], ref, tol) << "dense first: request " << r << " candidate " << c;
+        // The same kernels as the whole-slice worker's, fed by other copies.
+        ASSERT_EQ(e[r][c], d[r][c]) << "copy beside: request " << r << " candidate " << c;
         // The two workers agree within the same bound (cuBLASLt may pick
         // another kernel for another row count).
         ASSERT_NEAR(a[r][c], b[r][c], tol) << "request " << r << " candidate " << c;

@@ -87,6 +87,12 @@ TEST(CudaWorkerHostTest, CreateRefusesBadOptionsNamingTheField) {
   w = CudaWorker::Create(nullptr, o, "bad");
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find("dense_first_max_rows"), std::string::npos) << w.status();
+  o = CudaWorker::Options();
+  o.copy_beside_mlp_min_rows = -1;
+  w = CudaWorker::Create(nullptr, o, "bad");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("copy_beside_mlp_min_rows"), std::string::npos)
+      << w.status();
   EXPECT_EQ(CudaWorker::Options().dense_first_min_rows, 256);
   EXPECT_EQ(CudaWorker::Options().dense_first_max_rows, 4096);
   EXPECT_EQ(CudaWorker::Options().lookup_beside_mlp_max_rows, kc::kSmallRowsMax)
