@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/split_bf16.h"
@@ -100,30 +101,23 @@ absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(
         "CudaWorker: pack_threads must be >= -1 (-1 = default, 0 = none), got ",
         options.pack_threads));
   }
-  if (options.dense_first_min_rows < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CudaWorker: dense_first_min_rows must be >= 0 (0 = never), got ",
-        options.dense_first_min_rows));
-  }
-  if (options.copy_beside_mlp_min_rows < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CudaWorker: copy_beside_mlp_min_rows must be >= 0 (0 = never), got ",
-        options.copy_beside_mlp_min_rows));
-  }
-  if (options.unit_bags_min_rows < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CudaWorker: unit_bags_min_rows must be >= 0 (0 = never), got ",
-        options.unit_bags_min_rows));
+  // Row thresholds: 0 turns their path off.
+  const std::pair<const char*, int64_t> thresholds[] = {
+      {"dense_first_min_rows", options.dense_first_min_rows},
+      {"copy_beside_mlp_min_rows", options.copy_beside_mlp_min_rows},
+      {"unit_bags_min_rows", options.unit_bags_min_rows},
+      {"lookup_beside_mlp_max_rows", options.lookup_beside_mlp_max_rows},
+  };
+  for (const auto& [field, value] : thresholds) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CudaWorker: ", field, " must be >= 0 (0 = never), got ", value));
+    }
   }
   if (options.dense_first_max_rows < options.dense_first_min_rows) {
     return absl::InvalidArgumentError(absl::StrCat(
         "CudaWorker: dense_first_max_rows must be >= dense_first_min_rows (",
         options.dense_first_min_rows, "), got ", options.dense_first_max_rows));
-  }
-  if (options.lookup_beside_mlp_max_rows < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CudaWorker: lookup_beside_mlp_max_rows must be >= 0 (0 = never), got ",
-        options.lookup_beside_mlp_max_rows));
   }
   std::unique_ptr<CudaWorker> w(
       new CudaWorker(std::move(model), options, std::move(name), std::move(pack_pool)));
@@ -711,10 +705,13 @@ absl::Status CudaWorker::EnqueuePacked(int slot, LiveTables* live, ForwardPart p
   return absl::OkStatus();
 }
 
+bool CudaWorker::CanSplitAtBottomMlp(int64_t rows) const {
+  return !fused_tiny_ && !dm_->bottom().empty() && !LookupBesideMlp(Bucket(rows));
+}
+
 bool CudaWorker::DenseFirst(int64_t rows) const {
   return options_.dense_first_min_rows > 0 && rows >= options_.dense_first_min_rows &&
-         rows <= options_.dense_first_max_rows && !fused_tiny_ && !dm_->bottom().empty() &&
-         !LookupBesideMlp(Bucket(rows));
+         rows <= options_.dense_first_max_rows && CanSplitAtBottomMlp(rows);
 }
 
 absl::Status CudaWorker::PackAndEnqueueDenseFirst(absl::Span<const Request* const> requests,
@@ -735,7 +732,7 @@ absl::Status CudaWorker::PackAndEnqueueDenseFirst(absl::Span<const Request* cons
 
 bool CudaWorker::CopyBeside(int64_t rows) const {
   return options_.copy_beside_mlp_min_rows > 0 && rows >= options_.copy_beside_mlp_min_rows &&
-         !fused_tiny_ && !dm_->bottom().empty() && !LookupBesideMlp(Bucket(rows));
+         CanSplitAtBottomMlp(rows);
 }
 
 absl::Status CudaWorker::PackAndEnqueueCopyBeside(absl::Span<const Request* const> requests,

@@ -101,11 +101,10 @@ class CudaWorker final : public Worker {
     // pass and copied in two: the dense rows first on the worker's stream,
     // where the bottom MLP then starts on them, and the rest of the batch
     // (bags, ids, weights) meanwhile on a second stream, which the rest of
-    // the forward waits for. At these sizes the copy of the ids takes tens to
-    // hundreds of microseconds that the bottom MLP hides; with other batches
-    // in flight the copies already overlap their work (at 8,192 rows the
-    // steady state of two workers lost what a batch alone gained,
-    // docs/benchmarks.md). 0: never.
+    // the forward waits for, so the bottom MLP hides the copy of the ids.
+    // With other batches in flight the copies already overlap their work,
+    // and below the default the steady state of several workers loses more
+    // than a batch alone gains (docs/benchmarks.md). 0: never.
     int64_t copy_beside_mlp_min_rows = 16384;
     // Row buckets of at least this many rows pack a feature whose every bag
     // in the slice holds one id as its ids only (batch_packer.h, unit bags);
@@ -114,7 +113,9 @@ class CudaWorker final : public Worker {
     // unit_bag_lookup.h) from their ids alone, and other unit features have
     // their bag entries written by a kernel on the device before the
     // lookup. A batch whose features are all unit copies no bag entries at
-    // all: fewer bytes to pack and to copy. 0: never.
+    // all: fewer bytes to pack and to copy. Smaller buckets keep explicit
+    // entries: there the unit layout did not make a batch faster
+    // (docs/benchmarks.md). 0: never.
     int64_t unit_bags_min_rows = 512;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
@@ -222,6 +223,10 @@ class CudaWorker final : public Worker {
   // (Options::dense_first_min_rows; the caller checks that the GPU is
   // otherwise idle).
   bool DenseFirst(int64_t rows) const;
+  // Whether a one-slice batch of `rows` rows can run as a bottom part and a
+  // rest part (ForwardPart): it has a bottom MLP, not pooled beside its
+  // lookup, and does not take the fused tiny kernel.
+  bool CanSplitAtBottomMlp(int64_t rows) const;
   // Packs and enqueues a one-slice batch of `rows` rows dense rows first
   // (DenseFirst): the bottom MLP runs while the rest is packed.
   absl::Status PackAndEnqueueDenseFirst(absl::Span<const Request* const> requests,

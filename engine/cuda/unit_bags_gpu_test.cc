@@ -110,6 +110,53 @@ TEST(UnitBagsGpuTest, DeviceExpansionEqualsTheHostTwin) {
   }
 }
 
+// More features than a grid has rows (65,535): every unit feature's entries
+// are written, and the other features' entries are left alone.
+TEST(UnitBagsGpuTest, MoreFeaturesThanAGridHasRows) {
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+  constexpr int kFeatures = 70000;
+  constexpr int32_t kUntouched = -77;
+  std::vector<kernels::cuda::DeviceFeature> features(kFeatures);
+  int64_t entries = 0;
+  for (int f = 0; f < kFeatures; ++f) {
+    features[f].unit_bags = f % 2 == 0 ? 1 : 0;
+    features[f].num_bags = 1 + f % 3;
+    features[f].bag_begin = entries;
+    features[f].id_begin = 5 * static_cast<int64_t>(f);
+    entries += features[f].num_bags + 1;
+  }
+  std::vector<int32_t> init(entries, kUntouched);
+  void* dev_features = nullptr;
+  void* dev_ids = nullptr;
+  void* dev_rows = nullptr;
+  ASSERT_CUDA_OK(cudaMalloc(&dev_features, sizeof(features[0]) * kFeatures));
+  ASSERT_CUDA_OK(cudaMalloc(&dev_ids, 4 * entries));
+  ASSERT_CUDA_OK(cudaMalloc(&dev_rows, 4 * entries));
+  ASSERT_CUDA_OK(cudaMemcpy(dev_features, features.data(), sizeof(features[0]) * kFeatures,
+                            cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(dev_ids, init.data(), 4 * entries, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(dev_rows, init.data(), 4 * entries, cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(kernels::cuda::LaunchExpandUnitBags(
+      static_cast<const kernels::cuda::DeviceFeature*>(dev_features), kFeatures, 3, nullptr,
+      static_cast<int32_t*>(dev_ids), static_cast<int32_t*>(dev_rows), nullptr));
+  std::vector<int32_t> ids(entries), rows(entries);
+  ASSERT_CUDA_OK(cudaMemcpy(ids.data(), dev_ids, 4 * entries, cudaMemcpyDeviceToHost));
+  ASSERT_CUDA_OK(cudaMemcpy(rows.data(), dev_rows, 4 * entries, cudaMemcpyDeviceToHost));
+  cudaFree(dev_features);
+  cudaFree(dev_ids);
+  cudaFree(dev_rows);
+  for (int f = 0; f < kFeatures; ++f) {
+    for (int64_t j = 0; j <= features[f].num_bags; ++j) {
+      const int64_t e = features[f].bag_begin + j;
+      const bool unit = features[f].unit_bags != 0;
+      ASSERT_EQ(ids[e], unit ? static_cast<int32_t>(features[f].id_begin + j) : kUntouched)
+          << "feature " << f << " entry " << j;
+      ASSERT_EQ(rows[e], unit ? static_cast<int32_t>(j) : kUntouched)
+          << "feature " << f << " entry " << j;
+    }
+  }
+}
+
 TEST(UnitBagsGpuTest, BadArgumentsAreRefused) {
   int32_t rows[4];
   int64_t ids[4];

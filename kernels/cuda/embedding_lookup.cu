@@ -1238,44 +1238,49 @@ HostStaging CarveHostStaging(void* block, int64_t ids, int64_t capacity, int64_t
   return st;
 }
 
-// ExpandUnitBagsKernel: block row y is feature y; its threads stride over
-// the feature's entries (num_bags + 1 of them) and write each unit bag's id
-// offset and row; a feature without unit_bags returns at once.
+// ExpandUnitBagsKernel: block row y takes features y, y + gridDim.y, ... (a
+// grid has at most 65,535 rows); its threads stride over each feature's
+// entries (num_bags + 1 of them) and write each unit bag's id offset and row;
+// a feature without unit_bags is skipped.
 __global__ void ExpandUnitBagsKernel(const DeviceFeature* __restrict__ features,
-                                     int64_t* __restrict__ bag_ids,
+                                     int32_t num_features, int64_t* __restrict__ bag_ids,
                                      int32_t* __restrict__ bag_ids32,
                                      int32_t* __restrict__ bag_rows) {
-  const DeviceFeature& f = features[blockIdx.y];
-  if (f.unit_bags == 0) return;
-  const int64_t begin = f.bag_begin;
-  const int64_t first_id = f.id_begin;
-  const int64_t entries = f.num_bags + 1;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < entries;
-       j += stride) {
-    if (bag_ids32 != nullptr) {
-      bag_ids32[begin + j] = static_cast<int32_t>(first_id + j);
-    } else {
-      bag_ids[begin + j] = first_id + j;
+  for (int64_t fi = blockIdx.y; fi < num_features; fi += gridDim.y) {
+    const DeviceFeature& f = features[fi];
+    if (f.unit_bags == 0) continue;
+    const int64_t begin = f.bag_begin;
+    const int64_t first_id = f.id_begin;
+    const int64_t entries = f.num_bags + 1;
+    for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < entries;
+         j += stride) {
+      if (bag_ids32 != nullptr) {
+        bag_ids32[begin + j] = static_cast<int32_t>(first_id + j);
+      } else {
+        bag_ids[begin + j] = first_id + j;
+      }
+      bag_rows[begin + j] = static_cast<int32_t>(j);
     }
-    bag_rows[begin + j] = static_cast<int32_t>(j);
   }
 }
 
 cudaError_t LaunchExpandUnitBags(const DeviceFeature* features, int32_t num_features,
                                  int64_t max_bags, int64_t* bag_ids, int32_t* bag_ids32,
                                  int32_t* bag_rows, cudaStream_t stream) {
-  if (num_features < 0 || max_bags < 0 || num_features > 65535) return cudaErrorInvalidValue;
+  if (num_features < 0 || max_bags < 0) return cudaErrorInvalidValue;
   if (num_features == 0) return cudaSuccess;
   if (features == nullptr || bag_rows == nullptr ||
       (bag_ids == nullptr) == (bag_ids32 == nullptr)) {
     return cudaErrorInvalidValue;
   }
   constexpr int kThreads = 256;
-  constexpr int64_t kMaxBlocks = 1024;  // per feature; more entries are strided over
+  constexpr int64_t kMaxBlocks = 1024;    // per feature; more entries are strided over
+  constexpr int32_t kMaxGridRows = 65535;  // a grid's y dimension; more features are strided over
   const int64_t blocks = std::min<int64_t>(kMaxBlocks, (max_bags + 1 + kThreads - 1) / kThreads);
-  ExpandUnitBagsKernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(num_features)),
-                         kThreads, 0, stream>>>(features, bag_ids, bag_ids32, bag_rows);
+  const unsigned rows = static_cast<unsigned>(std::min(num_features, kMaxGridRows));
+  ExpandUnitBagsKernel<<<dim3(static_cast<unsigned>(blocks), rows), kThreads, 0, stream>>>(
+      features, num_features, bag_ids, bag_ids32, bag_rows);
   return cudaGetLastError();
 }
 

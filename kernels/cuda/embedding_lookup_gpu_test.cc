@@ -299,6 +299,26 @@ int64_t MakeId(const TableSpec& spec, const HostTable& t, bool miss, std::mt1993
   }
 }
 
+// Elements whose bits differ between `a` and `b` (outputs of `out_stride`
+// floats a row; owner: the feature of each element); the first five are
+// reported as failures naming both sides.
+int BitDifferences(const std::vector<float>& a, const char* a_name, const std::vector<float>& b,
+                   const char* b_name, int out_stride, const std::vector<int>& owner) {
+  int differ = 0;
+  for (size_t at = 0; at < a.size() && at < b.size(); ++at) {
+    uint32_t x, y;
+    std::memcpy(&x, &a[at], 4);
+    std::memcpy(&y, &b[at], 4);
+    if (x != y && ++differ <= 5) {
+      ADD_FAILURE() << a_name << " and " << b_name << " differ at row " << at / out_stride
+                    << " col " << at % out_stride << " (feature " << owner[at] << "): " << a_name
+                    << " " << a[at] << " (0x" << std::hex << x << "), " << b_name << " " << b[at]
+                    << " (0x" << y << std::dec << ")";
+    }
+  }
+  return differ + static_cast<int>(a.size() > b.size() ? a.size() - b.size() : b.size() - a.size());
+}
+
 // Runs the scenario on the GPU and compares with PoolEmbeddings.
 void RunScenario(const Scenario& sc, uint64_t seed) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " (RANKD_TEST_SEED to replay)\n" + Describe(sc));
@@ -684,19 +704,8 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     ASSERT_CUDA(cudaStreamSynchronize(stream.get()));
     std::vector<float> in_hbm(out_size);
     ASSERT_CUDA(cudaMemcpy(in_hbm.data(), dev.out, out_size * sizeof(float), cudaMemcpyDeviceToHost));
-    int differ = 0;
-    for (size_t at = 0; at < out_size; ++at) {
-      uint32_t a, b;
-      std::memcpy(&a, &in_hbm[at], 4);
-      std::memcpy(&b, &got[at], 4);
-      if (a != b && ++differ <= 5) {
-        ADD_FAILURE() << "HOST tables differ from all-in-HBM at row " << at / sc.out_stride
-                      << " col " << at % sc.out_stride << " (feature " << owner[at]
-                      << "): HBM " << in_hbm[at] << " (0x" << std::hex << a << "), HOST "
-                      << got[at] << " (0x" << b << std::dec << ")";
-      }
-    }
-    EXPECT_EQ(differ, 0) << "HOST tables did not give the all-in-HBM result bit for bit";
+    EXPECT_EQ(BitDifferences(in_hbm, "all-in-HBM", got, "HOST", sc.out_stride, owner), 0)
+        << "HOST tables did not give the all-in-HBM result bit for bit";
   }
 
   if (sc.unit_bags) {
@@ -721,18 +730,8 @@ void RunScenario(const Scenario& sc, uint64_t seed) {
     std::vector<float> want(out_size);
     ASSERT_CUDA(
         cudaMemcpy(want.data(), general.out, out_size * sizeof(float), cudaMemcpyDeviceToHost));
-    int differ = 0;
-    for (size_t at = 0; at < out_size; ++at) {
-      uint32_t a, b;
-      std::memcpy(&a, &want[at], 4);
-      std::memcpy(&b, &got[at], 4);
-      if (a != b && ++differ <= 5) {
-        ADD_FAILURE() << "unit bags differ from the general kernel at row " << at / sc.out_stride
-                      << " col " << at % sc.out_stride << " (feature " << owner[at]
-                      << "): general " << want[at] << ", unit " << got[at];
-      }
-    }
-    EXPECT_EQ(differ, 0) << "the unit-bag kernel did not give the general kernel's bits";
+    EXPECT_EQ(BitDifferences(want, "general", got, "unit", sc.out_stride, owner), 0)
+        << "the unit-bag kernel did not give the general kernel's bits";
   }
 
   if (sc.count_unresolved) {
@@ -1127,6 +1126,34 @@ TEST(PooledLookupGpuTest, UnitBagsMatchCpuAndTheGeneralKernel) {
                                : std::vector<int>(fs.bag_row_counts.size(), 1);
       sc.features.push_back(fs);
     }
+    LayOutColumns(&sc, rng);
+    RunScenario(sc, seed);
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+// More features than a grid has rows (65,535): the unit-bag kernel strides
+// over them, every one pooled, unit only and beside a general-kernel feature.
+TEST(PooledLookupGpuTest, UnitBagsOfMoreFeaturesThanAGridHasRows) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t seed = TestSeed();
+  std::mt19937_64 rng(seed);
+  for (bool mixed : {false, true}) {
+    Scenario sc;
+    sc.unit_bags = true;
+    sc.batch = 2;
+    TableSpec t;
+    t.dim = 4;
+    t.num_rows = 50;
+    t.default_vector = true;
+    sc.tables.push_back(t);
+    for (int f = 0; f < 65600; ++f) {
+      FeatureSpec fs;
+      fs.bag_row_counts = PerCandidateRows(sc.batch);
+      fs.bag_sizes.assign(sc.batch, 1);
+      sc.features.push_back(fs);
+    }
+    if (mixed) sc.features.back().bag_sizes = {2, 3};  // not unit: the general kernel
     LayOutColumns(&sc, rng);
     RunScenario(sc, seed);
     if (::testing::Test::HasFailure()) break;

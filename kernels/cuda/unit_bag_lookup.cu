@@ -1,8 +1,8 @@
 // The unit-bag lookup kernel (see unit_bag_lookup.h).
 //
-// UnitBagLookupKernel: block row y is feature y; a feature that is not
-// unit_bags, or whose table has no UnitBagRowChunks, returns at once (the
-// general kernel pools it). The feature's threads stride over its
+// UnitBagLookupKernel: block row y takes features y, y + gridDim.y, ... (a
+// grid has at most 65,535 rows); a feature that is not unit_bags, or whose
+// table has no UnitBagRowChunks, is skipped (the general kernel pools it). The feature's threads stride over its
 // num_bags * chunks (bag, chunk) pairs; thread (j, c):
 //   * reads id id_begin + j (int32 from ids32 unless the feature is
 //     wide_ids) and, for a weighted feature, its weight;
@@ -33,6 +33,8 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kThreads = 256;
 // Blocks per feature at most; larger batches stride.
 constexpr int64_t kMaxBlocksPerFeature = 8192;
+// A grid's y dimension; more features are strided over.
+constexpr int64_t kMaxGridRows = 65535;
 
 // One thread's (bag, chunk) pairs of feature `f` (table `t`, `chunks`
 // 16-byte chunks a row); adds its unresolved bags to *misses.
@@ -88,8 +90,9 @@ __device__ __forceinline__ void PoolUnitChunks(const PooledLookupArgs& args, con
   }
 }
 
-__global__ void __launch_bounds__(kThreads) UnitBagLookupKernel(const PooledLookupArgs args) {
-  const DeviceFeature f = args.features[blockIdx.y];
+// Pools feature `f` with the block (every thread of it calls this).
+__device__ __forceinline__ void PoolUnitFeature(const PooledLookupArgs& args,
+                                                const DeviceFeature& f) {
   if (f.unit_bags == 0) return;
   const DeviceTable& t = args.tables[f.table];
   const int chunks = UnitBagRowChunks(t);
@@ -113,18 +116,27 @@ __global__ void __launch_bounds__(kThreads) UnitBagLookupKernel(const PooledLook
   }
 }
 
+__global__ void __launch_bounds__(kThreads) UnitBagLookupKernel(const PooledLookupArgs args) {
+  for (int64_t fi = blockIdx.y; fi < args.num_features; fi += gridDim.y) {
+    // A copy: the pooling loop's stores to `out` could alias the array, so
+    // fields read through a reference would be loaded again each iteration.
+    const DeviceFeature f = args.features[fi];
+    PoolUnitFeature(args, f);
+  }
+}
+
 }  // namespace
 
 cudaError_t LaunchUnitBagLookup(const PooledLookupArgs& args, cudaStream_t stream) {
   if (args.unit_bag_chunks <= 0 || args.max_bags_per_feature <= 0 || args.num_features <= 0 ||
-      args.num_features > 65535 || args.features == nullptr || args.tables == nullptr ||
-      args.out == nullptr || (args.ids == nullptr && args.ids32 == nullptr)) {
+      args.features == nullptr || args.tables == nullptr || args.out == nullptr ||
+      (args.ids == nullptr && args.ids32 == nullptr)) {
     return cudaErrorInvalidValue;
   }
   const int64_t pairs = args.max_bags_per_feature * static_cast<int64_t>(args.unit_bag_chunks);
   const int64_t blocks = std::min(kMaxBlocksPerFeature, (pairs + kThreads - 1) / kThreads);
-  UnitBagLookupKernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(args.num_features)),
-                        kThreads, 0, stream>>>(args);
+  const unsigned rows = static_cast<unsigned>(std::min<int64_t>(args.num_features, kMaxGridRows));
+  UnitBagLookupKernel<<<dim3(static_cast<unsigned>(blocks), rows), kThreads, 0, stream>>>(args);
   return cudaGetLastError();
 }
 
