@@ -57,9 +57,6 @@ ABSL_FLAG(bool, compact_ids, true,
 ABSL_FLAG(bool, small_rows_mlp, true,
           "CudaWorker::Options::small_rows_mlp: MLP layers of slices of <= 16 rows on the "
           "small-rows kernel instead of cuBLASLt");
-ABSL_FLAG(int64_t, narrow_mlp_max_rows, -1,
-          "CudaWorker::Options::narrow_mlp_max_rows: slices of at most this many padded rows run "
-          "narrow MLP layers on the narrow-MLP kernel (-1 = the worker's default, 0 = never)");
 ABSL_FLAG(int64_t, lookup_beside_mlp_max_rows, -1,
           "CudaWorker::Options::lookup_beside_mlp_max_rows: slices of at most this many padded "
           "rows pool beside the bottom MLP (-1 = the worker's default, 0 = never)");
@@ -163,9 +160,6 @@ int main(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_dense_first_max_rows) >= 0) {
     wo.dense_first_max_rows = absl::GetFlag(FLAGS_dense_first_max_rows);
-  }
-  if (absl::GetFlag(FLAGS_narrow_mlp_max_rows) >= 0) {
-    wo.narrow_mlp_max_rows = absl::GetFlag(FLAGS_narrow_mlp_max_rows);
   }
   if (absl::GetFlag(FLAGS_lookup_beside_mlp_max_rows) >= 0) {
     wo.lookup_beside_mlp_max_rows = absl::GetFlag(FLAGS_lookup_beside_mlp_max_rows);
@@ -384,13 +378,12 @@ int main(int argc, char** argv) {
     host_result = buf;
   }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
-  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d narrow_max_rows=%lld beside_max_rows=%lld dense_first_min_rows=%lld unit_bags_min_rows=%lld pack_threads=%d "
+  std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld dense_first_min_rows=%lld unit_bags_min_rows=%lld pack_threads=%d "
               "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f (x%d workers) "
               "host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
               absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), probe.uses_fused_tiny() ? 1 : 0,
-              wo.small_rows_mlp ? 1 : 0, static_cast<long long>(wo.narrow_mlp_max_rows),
-              static_cast<long long>(wo.lookup_beside_mlp_max_rows),
+              wo.small_rows_mlp ? 1 : 0, static_cast<long long>(wo.lookup_beside_mlp_max_rows),
               static_cast<long long>(wo.dense_first_min_rows),
               static_cast<long long>(wo.unit_bags_min_rows),
               absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady_us,

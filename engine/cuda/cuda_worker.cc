@@ -14,7 +14,6 @@
 #include "kernels/cuda/dense_layers.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/interaction.h"
-#include "kernels/cuda/narrow_mlp.h"
 #include "kernels/cuda/small_rows_linear.h"
 #include "kernels/cuda/split_bf16.h"
 #include "kernels/cuda/split_tf32.h"
@@ -108,7 +107,6 @@ absl::StatusOr<std::unique_ptr<CudaWorker>> CudaWorker::Create(
       {"copy_beside_mlp_min_rows", options.copy_beside_mlp_min_rows},
       {"unit_bags_min_rows", options.unit_bags_min_rows},
       {"lookup_beside_mlp_max_rows", options.lookup_beside_mlp_max_rows},
-      {"narrow_mlp_max_rows", options.narrow_mlp_max_rows},
   };
   for (const auto& [field, value] : thresholds) {
     if (value < 0) {
@@ -176,8 +174,6 @@ absl::Status CudaWorker::Init() {
                                "copy event");
   }
   ChooseLookupKernels();
-  bottom_plan_ = PlanMlpSteps(dm_->bottom(), dm_->bottom().size());
-  if (!dm_->top().empty()) top_plan_ = PlanMlpSteps(dm_->top(), dm_->top().size() - 1);
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
@@ -364,9 +360,19 @@ absl::Status CudaWorker::BottomMlp(const PackedLayout& l) {
         "dense -> interaction input");
     return absl::OkStatus();
   }
-  // The first layer follows the batch's copy, not a kernel: not chained.
-  return RunMlp(dm_->bottom(), dm_->bottom().size(), bottom_plan_, dense, l.dense_ld, rows, feats,
-                fw, /*first_chained=*/false);
+  const float* in = dense;
+  int64_t in_ld = l.dense_ld;
+  for (size_t i = 0; i < dm_->bottom().size(); ++i) {
+    const bool last = i + 1 == dm_->bottom().size();
+    float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
+    const int64_t out_ld = last ? fw : dm_->bottom()[i].out;
+    // The first layer follows the batch's copy, not a kernel: not chained.
+    absl::Status s = RunLinear(dm_->bottom()[i], in, in_ld, rows, out, out_ld, /*chained=*/i > 0);
+    if (!s.ok()) return s;
+    in = out;
+    in_ld = out_ld;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaWorker::BottomMlpBesideLookup(const PackedLayout& l) {
@@ -479,9 +485,13 @@ absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
   // Every layer here follows a kernel (interaction, cross combine, lookup or
   // the layer before), so each may be chained after it.
   const auto& top = dm_->top();
-  absl::Status s = RunMlp(top, top.size() - 1, top_plan_, in, in_ld, rows, /*out=*/nullptr, 0,
-                          /*first_chained=*/true, &in, &in_ld);
-  if (!s.ok()) return s;
+  for (size_t i = 0; i + 1 < top.size(); ++i) {
+    float* out = (in == ping_.as<float>()) ? pong_.as<float>() : ping_.as<float>();
+    absl::Status s = RunLinear(top[i], in, in_ld, rows, out, top[i].out, /*chained=*/true);
+    if (!s.ok()) return s;
+    in = out;
+    in_ld = top[i].out;
+  }
   return LaunchStatus(kc::LaunchFinalLogitSigmoid(in, in_ld, rows, top.back().weight,
                                                   top.back().bias, top.back().in,
                                                   device_scores(), stream_, SmallRows(rows)),
@@ -496,82 +506,6 @@ bool CudaWorker::LookupBesideMlp(int64_t rows) const {
   // HOST tables' staging passes stay on the worker's stream.
   return rows <= options_.lookup_beside_mlp_max_rows && side_stream_ != nullptr &&
          !dm_->bottom().empty() && !dm_->any_host();
-}
-
-bool CudaWorker::NarrowMlp(int64_t rows) const {
-  // The kernel computes in TF32: only where the worker's MLPs already do.
-  return options_.math == kc::MathMode::kTf32 && rows <= options_.narrow_mlp_max_rows &&
-         !SmallRows(rows);
-}
-
-std::vector<MlpStep> PlanMlpSteps(const std::vector<kc::DeviceLinear>& layers, size_t count) {
-  std::vector<MlpStep> plan;
-  const int n = static_cast<int>(std::min(count, layers.size()));
-  for (int begin = 0; begin < n;) {
-    kc::NarrowLayer chain[kc::kNarrowMlpMaxLayers];
-    int end = begin;
-    while (end < n && end - begin < kc::kNarrowMlpMaxLayers) {
-      chain[end - begin] = kc::NarrowLayer{layers[end].weight, layers[end].bias, layers[end].in,
-                                           layers[end].out, Activation::kRelu};
-      if (!kc::NarrowMlpFits(chain, end - begin + 1)) break;
-      ++end;
-    }
-    // A single layer gains nothing: the kernel saves the launches between
-    // layers, and one GEMM on its own is as quick on cuBLASLt.
-    if (end - begin < 2) {
-      plan.push_back(MlpStep{begin, begin + 1, false});
-      ++begin;
-    } else {
-      plan.push_back(MlpStep{begin, end, true});
-      begin = end;
-    }
-  }
-  return plan;
-}
-
-absl::Status CudaWorker::RunMlp(const std::vector<kc::DeviceLinear>& layers, size_t count,
-                                const std::vector<MlpStep>& plan, const float* in,
-                                int64_t in_ld, int64_t rows, float* out, int64_t out_ld,
-                                bool first_chained, const float** result, int64_t* result_ld) {
-  const bool narrow = NarrowMlp(rows);
-  const int n = static_cast<int>(count);
-  size_t next_step = 0;
-  for (int i = 0; i < n;) {
-    // This layer alone, unless a narrow step of the plan starts here.
-    MlpStep step{i, i + 1, false};
-    while (next_step < plan.size() && plan[next_step].begin < i) ++next_step;
-    if (narrow && next_step < plan.size() && plan[next_step].begin == i) step = plan[next_step];
-    const bool last = step.end == n;
-    float* dst = (last && out != nullptr)
-                     ? out
-                     : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
-    const int64_t dst_ld = (last && out != nullptr) ? out_ld : layers[step.end - 1].out;
-    const bool chained = i > 0 || first_chained;
-    absl::Status s;
-    if (step.narrow) {
-      kc::NarrowMlpArgs a;
-      a.num_layers = step.end - step.begin;
-      for (int j = step.begin; j < step.end; ++j) {
-        a.layers[j - step.begin] = kc::NarrowLayer{layers[j].weight, layers[j].bias, layers[j].in,
-                                                   layers[j].out, Activation::kRelu};
-      }
-      a.x = in;
-      a.x_ld = in_ld;
-      a.rows = rows;
-      a.y = dst;
-      a.y_ld = dst_ld;
-      s = LaunchStatus(kc::LaunchNarrowMlp(a, chained, stream_), "narrow MLP layers");
-    } else {
-      s = RunLinear(layers[i], in, in_ld, rows, dst, dst_ld, chained);
-    }
-    if (!s.ok()) return s;
-    in = dst;
-    in_ld = dst_ld;
-    i = step.end;
-  }
-  if (result != nullptr) *result = in;
-  if (result_ld != nullptr) *result_ld = in_ld;
-  return absl::OkStatus();
 }
 
 absl::Status CudaWorker::RunLinear(const kc::DeviceLinear& layer, const float* in, int64_t in_ld,

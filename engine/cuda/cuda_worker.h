@@ -37,25 +37,6 @@
 
 namespace rankd::engine::cuda {
 
-// A step of an MLP on the CUDA backend: layers [begin, end), as one
-// narrow-MLP kernel (kernels/cuda/narrow_mlp.h) or, for a single layer the
-// kernel does not take, one cuBLASLt GEMM.
-struct MlpStep {
-  int begin = 0;
-  int end = 0;
-  bool narrow = false;
-  bool operator==(const MlpStep& o) const {
-    return begin == o.begin && end == o.end && narrow == o.narrow;
-  }
-};
-
-// Splits ReLU layers into steps: from each layer, the longest run of
-// consecutive layers the narrow-MLP kernel takes together (NarrowMlpFits)
-// when that is two layers or more, else that layer alone on cuBLASLt.
-// Pointers are not looked at.
-std::vector<MlpStep> PlanMlpSteps(const std::vector<kernels::cuda::DeviceLinear>& layers,
-                                  size_t count);
-
 class CudaWorker final : public Worker {
  public:
   // How the DCN cross layers' GEMMs run (their K is the whole interaction
@@ -92,15 +73,6 @@ class CudaWorker final : public Worker {
     // of cuBLASLt, whose GEMMs at that size are mostly launch and prologue.
     // false: cuBLASLt at every size.
     bool small_rows_mlp = true;
-    // Under MathMode::kTf32, slices of more than kernels::cuda::kSmallRowsMax
-    // and at most this many padded rows run each run of consecutive narrow
-    // MLP layers (whose weights fit in a block's shared memory: kernels/cuda/
-    // narrow_mlp.h, PlanMlpSteps) as one TF32 kernel chained to the kernel
-    // before it, instead of a cuBLASLt GEMM per layer; wide layers stay on
-    // cuBLASLt. At these sizes a narrow layer's GEMM is mostly launch and
-    // prologue; above it cuBLASLt's tensor cores win (docs/benchmarks.md,
-    // "Narrow MLP kernel"). 0: never.
-    int64_t narrow_mlp_max_rows = 4096;
     // Slices of at most this many padded rows run the pooled lookup on a
     // second stream beside the bottom MLP (two branches of the captured
     // graph; they write different columns of the interaction input). Worth
@@ -308,19 +280,6 @@ class CudaWorker final : public Worker {
   // chained: the previous work on the stream is a kernel (small_rows_linear.h).
   absl::Status RunLinear(const kernels::cuda::DeviceLinear& layer, const float* in, int64_t in_ld,
                          int64_t rows, float* out, int64_t out_ld, bool chained);
-  // Whether a slice of `rows` padded rows runs narrow layers on the
-  // narrow-MLP kernel (Options::narrow_mlp_max_rows).
-  bool NarrowMlp(int64_t rows) const;
-  // The first `count` layers of `layers` (ReLU each) over `rows` rows from
-  // `in`, by `plan` where NarrowMlp(rows), else layer by layer (RunLinear).
-  // The last layer writes `out` (out_ld) when it is given, else ping_ or
-  // pong_ (whichever `in` is not); *result and *result_ld (when given) say
-  // where the output went. first_chained: the previous work on the stream is
-  // a kernel.
-  absl::Status RunMlp(const std::vector<kernels::cuda::DeviceLinear>& layers, size_t count,
-                      const std::vector<MlpStep>& plan, const float* in, int64_t in_ld,
-                      int64_t rows, float* out, int64_t out_ld, bool first_chained,
-                      const float** result = nullptr, int64_t* result_ld = nullptr);
   void MarkStage();  // an event between stages, inside a probe's profile only
   // out = in . layer^T (+ bias) for a cross layer, in cross_math_: `tf32x3`
   // and `bf16x3` are the same layer's split weights for those modes.
@@ -369,10 +328,6 @@ class CudaWorker final : public Worker {
   std::unique_ptr<kernels::cuda::LinearRunner> cross_linear_;
   CrossMath cross_math_ = CrossMath::kFp32;
   bool fused_tiny_ = false;
-  // PlanMlpSteps of the bottom MLP and of the top MLP's ReLU layers (all
-  // but the logit). Set by Init.
-  std::vector<MlpStep> bottom_plan_;
-  std::vector<MlpStep> top_plan_;
 
   // Interaction input layout: x at column 0, feature f at feat_col_[f].
   std::vector<int> feat_col_;

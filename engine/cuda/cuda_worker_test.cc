@@ -3,7 +3,6 @@
 #include "engine/cuda/cuda_worker.h"
 
 #include <set>
-#include <vector>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -21,34 +20,6 @@ TEST(CudaWorkerHostTest, StagingFollowsTheMissRateAndKeepsItWithoutLookups) {
   EXPECT_TRUE(StageNextSlice(0, 0, 0.03, true));       // no HOST lookups: unchanged
   EXPECT_FALSE(StageNextSlice(0, 0, 0.03, false));
   EXPECT_TRUE(StageNextSlice(0, 10, 0.0, false));      // rate 0: always stage
-}
-
-kc::DeviceLinear Layer(int in, int out) { return kc::DeviceLinear{nullptr, nullptr, in, out}; }
-
-TEST(CudaWorkerHostTest, MlpPlanGroupsNarrowLayersAndLeavesWideOnesToCublas) {
-  // kaggle's bottom MLP as DeviceModel pads it: 16 -> 512 alone (512 -> 256
-  // does not fit beside it) and 512 -> 256 on cuBLASLt, 256 -> 64 -> 16
-  // together on the kernel.
-  const std::vector<kc::DeviceLinear> bottom = {Layer(16, 512), Layer(512, 256), Layer(256, 64),
-                                                Layer(64, 16)};
-  EXPECT_EQ(PlanMlpSteps(bottom, bottom.size()),
-            (std::vector<MlpStep>{{0, 1, false}, {1, 2, false}, {2, 4, true}}));
-  // Only the first `count` layers are planned.
-  EXPECT_EQ(PlanMlpSteps(bottom, 3),
-            (std::vector<MlpStep>{{0, 1, false}, {1, 2, false}, {2, 3, false}}));
-  // kaggle's top MLP without its logit: both too wide.
-  const std::vector<kc::DeviceLinear> top = {Layer(368, 512), Layer(512, 256), Layer(256, 1)};
-  EXPECT_EQ(PlanMlpSteps(top, 2), (std::vector<MlpStep>{{0, 1, false}, {1, 2, false}}));
-  // Wider than the kernel takes, and more narrow layers than one launch chains.
-  const std::vector<kc::DeviceLinear> many = {Layer(8, 1024), Layer(1024, 8), Layer(8, 8),
-                                              Layer(8, 8),    Layer(8, 8),    Layer(8, 8),
-                                              Layer(8, 8)};
-  EXPECT_EQ(PlanMlpSteps(many, many.size()),
-            (std::vector<MlpStep>{{0, 1, false}, {1, 2, false}, {2, 6, true}, {6, 7, false}}));
-  const std::vector<kc::DeviceLinear> six = {Layer(8, 8), Layer(8, 8), Layer(8, 8), Layer(8, 8),
-                                              Layer(8, 8), Layer(8, 8)};
-  EXPECT_EQ(PlanMlpSteps(six, 6), (std::vector<MlpStep>{{0, 4, true}, {4, 6, true}}));
-  EXPECT_TRUE(PlanMlpSteps({}, 0).empty());
 }
 
 TEST(CudaWorkerHostTest, CrossMathResolvesFromTheMlpMath) {

@@ -43,7 +43,7 @@ fi
 
 # --- sanitizer: compute-sanitizer memcheck on the kernel tests ----------------
 if want sanitizer; then
-  for n in embedding_lookup_gpu_test embedding_cache_gpu_test shared_cache_gpu_test hash_build_gpu_test interaction_gpu_test dense_layers_gpu_test small_rows_linear_gpu_test narrow_mlp_gpu_test dynamic_table_gpu_test split_tf32_gpu_test split_bf16_gpu_test cuda_worker_gpu_test unit_bags_gpu_test; do
+  for n in embedding_lookup_gpu_test embedding_cache_gpu_test shared_cache_gpu_test hash_build_gpu_test interaction_gpu_test dense_layers_gpu_test small_rows_linear_gpu_test dynamic_table_gpu_test split_tf32_gpu_test split_bf16_gpu_test cuda_worker_gpu_test unit_bags_gpu_test; do
     [ -x "$bundle/bin/$n" ] || continue
     LD_LIBRARY_PATH="$bundle/lib" timeout 300 compute-sanitizer --tool memcheck --error-exitcode 7 \
       "$bundle/bin/$n" --gtest_brief=1 > "$out/memcheck_$n.log" 2>&1
