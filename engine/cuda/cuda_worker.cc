@@ -483,7 +483,10 @@ absl::Status CudaWorker::Interaction(int64_t rows, const float** top_in, int64_t
 absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
   // The last (1-wide) layer fused with the sigmoid.
   // Every layer here follows a kernel (interaction, cross combine, lookup or
-  // the layer before), so each may be chained after it.
+  // the layer before), so each may be chained after it. The logit kernel is,
+  // at every size: its blocks launch while the layer before (a cuBLASLt GEMM
+  // above the small-rows bucket) drains, and wait for that grid before they
+  // read its output.
   const auto& top = dm_->top();
   for (size_t i = 0; i + 1 < top.size(); ++i) {
     float* out = (in == ping_.as<float>()) ? pong_.as<float>() : ping_.as<float>();
@@ -494,7 +497,7 @@ absl::Status CudaWorker::TopMlp(int64_t rows, const float* in, int64_t in_ld) {
   }
   return LaunchStatus(kc::LaunchFinalLogitSigmoid(in, in_ld, rows, top.back().weight,
                                                   top.back().bias, top.back().in,
-                                                  device_scores(), stream_, SmallRows(rows)),
+                                                  device_scores(), stream_, /*chained=*/true),
                       "final layer + sigmoid");
 }
 
