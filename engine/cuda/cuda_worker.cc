@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -137,10 +136,7 @@ void CudaWorker::ChooseLookupKernels() {
   const std::vector<kc::DeviceTable>& tables = dm_->table_descriptors();
   fp32_tables_only_ =
       !dm_->any_host() && kc::TablesFitFp32Kernel(tables.data(), static_cast<int>(tables.size()));
-  // RANKD_UNIT_BAG_KERNEL=0 leaves unit features to the general kernel (A/B
-  // timing).
-  const char* unit_kernel = std::getenv("RANKD_UNIT_BAG_KERNEL");
-  const bool use_unit_kernel = unit_kernel == nullptr || std::strcmp(unit_kernel, "0") != 0;
+  const bool use_unit_kernel = options_.unit_bag_kernel;
   unit_bag_chunks_ = 0;
   every_table_unit_pooled_ = use_unit_kernel;
   if (!use_unit_kernel) return;

@@ -117,6 +117,11 @@ class CudaWorker final : public Worker {
     // entries: there the unit layout did not make a batch faster
     // (docs/benchmarks.md). 0: never.
     int64_t unit_bags_min_rows = 512;
+    // Pool unit features of qualifying tables with the unit-bag kernel
+    // (kernels/cuda/unit_bag_lookup.h); false: the general pooling kernel
+    // takes them too (bag entries written on the device). Both give the same
+    // results bit for bit; false is the peer in the benchmarks.
+    bool unit_bag_kernel = true;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
@@ -198,7 +203,7 @@ class CudaWorker final : public Worker {
   ParallelFor PackParallel(int64_t rows) const;
   absl::Status Init();
   // Sets fp32_tables_only_, unit_bag_chunks_ and every_table_unit_pooled_
-  // from the model's tables (and RANKD_UNIT_BAG_KERNEL).
+  // from the model's tables (and Options::unit_bag_kernel).
   void ChooseLookupKernels();
   // Host arenas for slices of up to `ids` ids: the first always, the second
   // when `slots` is 2 (batches of several slices). Growing drops the graphs.
