@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/dot_pairs.cuh"
 #include "kernels/cuda/interaction.h"
 
 namespace rankd::kernels::cuda {
@@ -32,6 +31,34 @@ constexpr int kStageLimitBytes = 48 * 1024;
 // Work items (row slices) the dot interaction aims for before it splits a
 // row's pairs: a few groups per SM on the GPUs rankd targets.
 constexpr int64_t kSpreadGroups = 512;
+
+// Lower-triangle position of pair p: pairs (1,0), (2,0), (2,1), (3,0), ...
+// or, with self interaction (offset 1), (0,0), (1,0), (1,1), (2,0), ...
+// Row i holds i + offset pairs.
+__device__ __forceinline__ void PairOf(int p, int offset, int* i, int* j) {
+  int row = 1 - offset;
+  while (p >= row + offset) {
+    p -= row + offset;
+    ++row;
+  }
+  *i = row;
+  *j = p;
+}
+
+__device__ __forceinline__ void AdvancePair(int step, int offset, int* i, int* j) {
+  *j += step;
+  while (*j >= *i + offset) {
+    *j -= *i + offset;
+    ++*i;
+  }
+}
+
+// Mask of the lanes of this thread's group (G lanes, G a power of two <= 32).
+__device__ __forceinline__ unsigned GroupMask(int group_size) {
+  if (group_size == 32) return 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  return ((1u << group_size) - 1u) << (lane & ~(group_size - 1));
+}
 
 // kVec4: dim % 4 == 0, feats and feats_stride 16-byte aligned.
 template <bool kVec4>
@@ -77,24 +104,37 @@ __global__ void __launch_bounds__(kDotBlockThreads)
     __syncwarp(mask);
 
     float* o = out + r * out_stride;
-    if (kVec4) {
-      WriteStagedRowVec4(reinterpret_cast<const float4*>(s), pitch, dim, g, group_size, first,
-                         step, offset, num_pairs, o);
-    } else {
-      if (first < group_size) {  // slice 0 copies x = T_0
-        for (int k = g; k < dim; k += group_size) o[k] = s[k];
-      }
-      o += dim;
-      int i = 0, j = 0;
-      PairOf(first, offset, &i, &j);
-      for (int p = first; p < num_pairs; p += step) {
+    if (first < group_size) {  // slice 0 copies x = T_0
+      for (int k = g; k < dim; k += group_size) o[k] = s[k];
+    }
+    o += dim;
+    int i = 0, j = 0;
+    PairOf(first, offset, &i, &j);
+    for (int p = first; p < num_pairs; p += step) {
+      float acc;
+      if (kVec4) {
+        const float4* a = reinterpret_cast<const float4*>(s) + i * pitch;
+        const float4* b = reinterpret_cast<const float4*>(s) + j * pitch;
+        // One partial sum per component (4 independent FMA chains).
+        float ax = 0.f, ay = 0.f, az = 0.f, aw = 0.f;
+        const int dim4 = dim >> 2;
+        for (int k = 0; k < dim4; ++k) {
+          const float4 u = a[k];
+          const float4 v = b[k];
+          ax = fmaf(u.x, v.x, ax);
+          ay = fmaf(u.y, v.y, ay);
+          az = fmaf(u.z, v.z, az);
+          aw = fmaf(u.w, v.w, aw);
+        }
+        acc = (ax + ay) + (az + aw);
+      } else {
         const float* a = s + i * pitch;
         const float* b = s + j * pitch;
-        float acc = 0.f;
+        acc = 0.f;
         for (int k = 0; k < dim; ++k) acc = fmaf(a[k], b[k], acc);
-        o[p] = acc;
-        AdvancePair(step, offset, &i, &j);
       }
+      o[p] = acc;
+      AdvancePair(step, offset, &i, &j);
     }
     __syncwarp(mask);  // the next row overwrites s
   }
@@ -162,35 +202,6 @@ unsigned GridFor(int64_t items, int64_t per_block) {
 
 }  // namespace
 
-DotLaunch PlanDotLaunch(int64_t rows, int num_vectors, int dim, bool self_interaction,
-                        bool vec4) {
-  DotLaunch plan;
-  const int n = num_vectors;
-  const int num_pairs = self_interaction ? n * (n + 1) / 2 : n * (n - 1) / 2;
-  // Smallest group (>= 8 lanes) that has a pair or an x element per lane.
-  const int work = num_pairs > dim ? num_pairs : dim;
-  plan.group_shift = 3;
-  while (plan.group_shift < 5 && (1 << plan.group_shift) < work) ++plan.group_shift;
-  const int group_size = 1 << plan.group_shift;
-  // Pitches made odd (in the unit of the shared loads): conflict-free banks.
-  plan.pitch = vec4 ? Vec4Pitch(dim / 4) : (dim | 1);
-  const int64_t group_bytes = static_cast<int64_t>(n) * plan.pitch * (vec4 ? 16 : 4);
-  plan.staged = group_bytes <= kStageLimitBytes;
-  if (!plan.staged) return plan;
-  int groups = kDotBlockThreads / group_size;
-  while (groups > 1 && groups * group_bytes > kStageLimitBytes) --groups;
-  plan.threads = groups * group_size;
-  plan.smem = static_cast<size_t>(groups * group_bytes);
-  // Slices per row: enough work items for kSpreadGroups groups, at most one
-  // pass of pairs per lane.
-  const int64_t max_slices = std::max<int64_t>(1, (num_pairs + group_size - 1) / group_size);
-  plan.slices = static_cast<int>(
-      std::clamp<int64_t>((kSpreadGroups + std::max<int64_t>(rows, 1) - 1) /
-                              std::max<int64_t>(rows, 1), 1, max_slices));
-  plan.grid = GridFor(rows * plan.slices, groups);
-  return plan;
-}
-
 cudaError_t LaunchDotInteraction(const float* feats, int64_t feats_stride, int64_t rows,
                                  int num_vectors, int dim, bool self_interaction, float* out,
                                  int64_t out_stride, cudaStream_t stream) {
@@ -204,20 +215,32 @@ cudaError_t LaunchDotInteraction(const float* feats, int64_t feats_stride, int64
   if (rows == 0) return cudaSuccess;
   if (feats == nullptr || out == nullptr) return cudaErrorInvalidValue;
 
+  // Smallest group (>= 8 lanes) that has a pair or an x element per lane.
+  const int work = num_pairs > dim ? num_pairs : dim;
+  int group_shift = 3;
+  while (group_shift < 5 && (1 << group_shift) < work) ++group_shift;
+  const int group_size = 1 << group_shift;
+
   const bool vec4 = dim % 4 == 0 && feats_stride % 4 == 0 && Aligned16(feats);
-  const DotLaunch plan = PlanDotLaunch(rows, n, dim, self_interaction, vec4);
-  if (!plan.staged) {
+  // Pitches made odd (in the unit of the shared loads): conflict-free banks.
+  const int pitch = vec4 ? ((dim / 4) | 1) : (dim | 1);
+  const int64_t group_bytes = static_cast<int64_t>(n) * pitch * (vec4 ? 16 : 4);
+  if (group_bytes > kStageLimitBytes) {
     const int warps = kDotBlockThreads / 32;
     DotInteractionGlobalKernel<<<GridFor(rows, warps), kDotBlockThreads, 0, stream>>>(
         feats, feats_stride, rows, n, dim, offset, num_pairs, out, out_stride);
     return cudaGetLastError();
   }
-  const unsigned grid = plan.grid;
-  const int threads = plan.threads;
-  const size_t smem = plan.smem;
-  const int pitch = plan.pitch;
-  const int group_shift = plan.group_shift;
-  const int slices = plan.slices;
+  int groups = kDotBlockThreads / group_size;
+  while (groups > 1 && groups * group_bytes > kStageLimitBytes) --groups;
+  const int threads = groups * group_size;
+  const size_t smem = static_cast<size_t>(groups * group_bytes);
+  // Slices per row: enough work items for kSpreadGroups groups, at most one
+  // pass of pairs per lane.
+  const int64_t max_slices = std::max<int64_t>(1, (num_pairs + group_size - 1) / group_size);
+  const int slices =
+      static_cast<int>(std::clamp<int64_t>((kSpreadGroups + rows - 1) / rows, 1, max_slices));
+  const unsigned grid = GridFor(rows * slices, groups);
   if (vec4) {
     DotInteractionStagedKernel<true><<<grid, threads, smem, stream>>>(
         feats, feats_stride, rows, n, dim, offset, num_pairs, pitch, group_shift, slices, out,

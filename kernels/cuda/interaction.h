@@ -5,7 +5,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstddef>
 #include <cstdint>
 
 namespace rankd::kernels::cuda {
@@ -17,27 +16,6 @@ namespace rankd::kernels::cuda {
 cudaError_t LaunchDotInteraction(const float* feats, int64_t feats_stride, int64_t rows,
                                  int num_vectors, int dim, bool self_interaction, float* out,
                                  int64_t out_stride, cudaStream_t stream);
-
-// How a dot interaction of `rows` rows is laid out on the GPU: groups of
-// 2^group_shift lanes (8 to 32, never crossing a warp) each stage one row's
-// num_vectors vectors in shared memory (vector v at v * pitch, pitch in
-// float4s with vec4 or floats without), `slices` groups per row when there
-// are few rows (each takes every slices-th run of pairs), `threads` lanes and
-// `smem` bytes a block, `grid` blocks. staged == false: a row would not fit
-// in shared memory (only the launch's global-memory kernel applies). Used by
-// LaunchDotInteraction and by the unit-bag lookup fused with it
-// (unit_bag_dot.h), so both lay rows out alike.
-struct DotLaunch {
-  bool staged = false;
-  int group_shift = 5;
-  int pitch = 0;
-  int slices = 1;
-  int threads = 0;
-  size_t smem = 0;
-  unsigned grid = 0;
-};
-DotLaunch PlanDotLaunch(int64_t rows, int num_vectors, int dim, bool self_interaction,
-                        bool vec4);
 
 // DCN-v2 low-rank cross combine: x_next = x0 * t + x, all [rows, n]
 // contiguous, where t = W (V x) + b was computed by two GEMMs (the bias by the
