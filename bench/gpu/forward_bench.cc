@@ -76,6 +76,9 @@ ABSL_FLAG(int64_t, unit_bags_min_rows, -1,
 ABSL_FLAG(bool, unit_bag_kernel, true,
           "CudaWorker::Options::unit_bag_kernel: pool unit features with the unit-bag kernel "
           "(false: the general pooling kernel)");
+ABSL_FLAG(bool, fused_lookup_dot, true,
+          "CudaWorker::Options::fused_lookup_dot: run an all-unit batch's lookup fused with the "
+          "dot interaction (false: two launches)");
 ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
@@ -152,6 +155,7 @@ int main(int argc, char** argv) {
   wo.compact_ids = absl::GetFlag(FLAGS_compact_ids);
   wo.small_rows_mlp = absl::GetFlag(FLAGS_small_rows_mlp);
   wo.unit_bag_kernel = absl::GetFlag(FLAGS_unit_bag_kernel);
+  wo.fused_lookup_dot = absl::GetFlag(FLAGS_fused_lookup_dot);
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   if (absl::GetFlag(FLAGS_dense_first_min_rows) >= 0) {
     wo.dense_first_min_rows = absl::GetFlag(FLAGS_dense_first_min_rows);

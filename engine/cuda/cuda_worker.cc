@@ -14,6 +14,7 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/interaction.h"
 #include "kernels/cuda/small_rows_linear.h"
+#include "kernels/cuda/unit_bag_dot.h"
 #include "kernels/cuda/split_bf16.h"
 #include "kernels/cuda/split_tf32.h"
 
@@ -139,12 +140,19 @@ void CudaWorker::ChooseLookupKernels() {
   const bool use_unit_kernel = options_.unit_bag_kernel;
   unit_bag_chunks_ = 0;
   every_table_unit_pooled_ = use_unit_kernel;
+  fused_dot_fits_ = false;
   if (!use_unit_kernel) return;
   for (const kc::DeviceTable& t : tables) {
     const int32_t chunks = kc::UnitBagRowChunks(t);
     unit_bag_chunks_ = std::max(unit_bag_chunks_, chunks);
     every_table_unit_pooled_ = every_table_unit_pooled_ && chunks > 0;
   }
+  const Model& m = dm_->model();
+  const int dim = m.dense_out_width();
+  fused_dot_fits_ = options_.fused_lookup_dot && every_table_unit_pooled_ &&
+                    m.interaction == rankd::v1::DOT && !dm_->any_host() &&
+                    kc::UnitBagDotFits(static_cast<int>(m.features.size()), dim);
+  for (const kc::DeviceTable& t : tables) fused_dot_fits_ = fused_dot_fits_ && t.dim == dim;
 }
 
 absl::Status CudaWorker::Init() {
@@ -311,6 +319,10 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
     s = BottomMlp(l);
     if (!s.ok()) return s;
     MarkStage();
+    if (FusedLookupDot(l)) {
+      MarkStage();
+      return FusedLookupDotAndTop(l);
+    }
     s = PooledLookup(l, stream_);
     if (!s.ok()) return s;
   }
@@ -319,9 +331,22 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
 }
 
 absl::Status CudaWorker::ForwardAfterBottom(const PackedLayout& l) {
+  if (FusedLookupDot(l)) return FusedLookupDotAndTop(l);
   absl::Status s = PooledLookup(l, stream_);
   if (!s.ok()) return s;
   return InteractionAndTop(l);
+}
+
+absl::Status CudaWorker::FusedLookupDotAndTop(const PackedLayout& l) {
+  const Model& m = dm_->model();
+  absl::Status s = LaunchStatus(
+      kc::LaunchUnitBagDotInteraction(LookupArgs(l), feats_.as<float>(), feat_width_,
+                                      l.padded_rows, m.dense_out_width(), m.self_interaction,
+                                      top_in_.as<float>(), dm_->top_in_ld(), stream_),
+      "unit-bag lookup and dot interaction");
+  if (!s.ok()) return s;
+  MarkStage();
+  return TopMlp(l.padded_rows, top_in_.as<float>(), dm_->top_in_ld());
 }
 
 absl::Status CudaWorker::InteractionAndTop(const PackedLayout& l) {
@@ -383,8 +408,7 @@ absl::Status CudaWorker::BottomMlpBesideLookup(const PackedLayout& l) {
   return absl::OkStatus();
 }
 
-absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream) {
-  // All features' pooled embeddings, one launch, into their columns.
+kc::PooledLookupArgs CudaWorker::LookupArgs(const PackedLayout& l) const {
   const Model& m = dm_->model();
   uint8_t* arena = device_arena_.as<uint8_t>();
   unsigned long long* counters = device_counters();
@@ -419,6 +443,13 @@ absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream
   // which reads their ids without bag entries.
   if (l.unit_bags) args.unit_bag_chunks = unit_bag_chunks_;
   args.unit_bags_only = UnitBagsOnly(l);
+  return args;
+}
+
+absl::Status CudaWorker::PooledLookup(const PackedLayout& l, cudaStream_t stream) {
+  // All features' pooled embeddings, one launch, into their columns.
+  uint8_t* arena = device_arena_.as<uint8_t>();
+  const kc::PooledLookupArgs args = LookupArgs(l);
   if (l.unit_bags && !every_table_unit_pooled_) {
     // The unit features' bag entries were not packed nor copied: written
     // here, before anything reads them (in the graph: read at run time).

@@ -122,6 +122,14 @@ class CudaWorker final : public Worker {
     // takes them too (bag entries written on the device). Both give the same
     // results bit for bit; false is the peer in the benchmarks.
     bool unit_bag_kernel = true;
+    // Batches whose features are all pooled by the unit-bag kernel
+    // (UnitBagsOnly) run that lookup fused with a DOT interaction
+    // (kernels/cuda/unit_bag_dot.h): one launch instead of two, the pooled
+    // vectors never written to global memory, the same scores bit for bit.
+    // Not in the buckets where the lookup runs beside the bottom MLP
+    // (lookup_beside_mlp_max_rows). false: two launches (the peer in the
+    // benchmarks).
+    bool fused_lookup_dot = true;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
@@ -202,8 +210,9 @@ class CudaWorker final : public Worker {
   // The pool's ParallelFor for a slice of `rows` rows, or none (pack alone).
   ParallelFor PackParallel(int64_t rows) const;
   absl::Status Init();
-  // Sets fp32_tables_only_, unit_bag_chunks_ and every_table_unit_pooled_
-  // from the model's tables (and Options::unit_bag_kernel).
+  // Sets fp32_tables_only_, unit_bag_chunks_, every_table_unit_pooled_ and
+  // fused_dot_fits_ from the model's tables (and Options::unit_bag_kernel,
+  // Options::fused_lookup_dot).
   void ChooseLookupKernels();
   // Host arenas for slices of up to `ids` ids: the first always, the second
   // when `slots` is 2 (batches of several slices). Growing drops the graphs.
@@ -270,6 +279,11 @@ class CudaWorker final : public Worker {
   absl::Status InteractionAndTop(const PackedLayout& layout);
   absl::Status BottomMlp(const PackedLayout& layout);
   absl::Status PooledLookup(const PackedLayout& layout, cudaStream_t stream);
+  // The pooled lookup's arguments for this slice.
+  kernels::cuda::PooledLookupArgs LookupArgs(const PackedLayout& layout) const;
+  // FusedLookupDot slices: the lookup fused with the dot interaction, then
+  // the top MLP (the probe's lookup stage is then empty).
+  absl::Status FusedLookupDotAndTop(const PackedLayout& layout);
   // The bottom MLP on stream_ and the pooled lookup on side_stream_ at once.
   absl::Status BottomMlpBesideLookup(const PackedLayout& layout);
   // Sets the top MLP's input and its row stride.
@@ -324,6 +338,10 @@ class CudaWorker final : public Worker {
   // expanded). Set by Init.
   int32_t unit_bag_chunks_ = 0;
   bool every_table_unit_pooled_ = false;
+  // Options::fused_lookup_dot holds and the model fits the fused kernel:
+  // DOT interaction, every table pooled by the unit-bag kernel, one dim (a
+  // multiple of 4) whose rows fit its shared memory. Set by Init.
+  bool fused_dot_fits_ = false;
   // Recorded after each enqueued slice (DeviceModel::AddBatchEvent).
   cudaEvent_t batch_done_ = nullptr;
   LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate
@@ -426,6 +444,11 @@ class CudaWorker final : public Worker {
   // bags, every table qualifying): no bag entries, no general kernel.
   bool UnitBagsOnly(const PackedLayout& layout) const {
     return layout.all_unit && every_table_unit_pooled_;
+  }
+  // Whether this slice's lookup runs fused with the interaction
+  // (Options::fused_lookup_dot; graphs of such slices are keyed unit-only).
+  bool FusedLookupDot(const PackedLayout& layout) const {
+    return fused_dot_fits_ && UnitBagsOnly(layout);
   }
   void DropGraphs();
 };

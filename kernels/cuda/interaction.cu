@@ -21,37 +21,16 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/dot_pairs.cuh"
 #include "kernels/cuda/interaction.h"
 
 namespace rankd::kernels::cuda {
 namespace {
 
 constexpr int kDotBlockThreads = 128;
-constexpr int kStageLimitBytes = 48 * 1024;
 // Work items (row slices) the dot interaction aims for before it splits a
 // row's pairs: a few groups per SM on the GPUs rankd targets.
 constexpr int64_t kSpreadGroups = 512;
-
-// Lower-triangle position of pair p: pairs (1,0), (2,0), (2,1), (3,0), ...
-// or, with self interaction (offset 1), (0,0), (1,0), (1,1), (2,0), ...
-// Row i holds i + offset pairs.
-__device__ __forceinline__ void PairOf(int p, int offset, int* i, int* j) {
-  int row = 1 - offset;
-  while (p >= row + offset) {
-    p -= row + offset;
-    ++row;
-  }
-  *i = row;
-  *j = p;
-}
-
-__device__ __forceinline__ void AdvancePair(int step, int offset, int* i, int* j) {
-  *j += step;
-  while (*j >= *i + offset) {
-    *j -= *i + offset;
-    ++*i;
-  }
-}
 
 // Mask of the lanes of this thread's group (G lanes, G a power of two <= 32).
 __device__ __forceinline__ unsigned GroupMask(int group_size) {
@@ -104,37 +83,24 @@ __global__ void __launch_bounds__(kDotBlockThreads)
     __syncwarp(mask);
 
     float* o = out + r * out_stride;
-    if (first < group_size) {  // slice 0 copies x = T_0
-      for (int k = g; k < dim; k += group_size) o[k] = s[k];
-    }
-    o += dim;
-    int i = 0, j = 0;
-    PairOf(first, offset, &i, &j);
-    for (int p = first; p < num_pairs; p += step) {
-      float acc;
-      if (kVec4) {
-        const float4* a = reinterpret_cast<const float4*>(s) + i * pitch;
-        const float4* b = reinterpret_cast<const float4*>(s) + j * pitch;
-        // One partial sum per component (4 independent FMA chains).
-        float ax = 0.f, ay = 0.f, az = 0.f, aw = 0.f;
-        const int dim4 = dim >> 2;
-        for (int k = 0; k < dim4; ++k) {
-          const float4 u = a[k];
-          const float4 v = b[k];
-          ax = fmaf(u.x, v.x, ax);
-          ay = fmaf(u.y, v.y, ay);
-          az = fmaf(u.z, v.z, az);
-          aw = fmaf(u.w, v.w, aw);
-        }
-        acc = (ax + ay) + (az + aw);
-      } else {
+    if (kVec4) {
+      WriteStagedRowVec4(reinterpret_cast<const float4*>(s), pitch, dim, g, group_size, first,
+                         step, offset, num_pairs, o);
+    } else {
+      if (first < group_size) {  // slice 0 copies x = T_0
+        for (int k = g; k < dim; k += group_size) o[k] = s[k];
+      }
+      o += dim;
+      int i = 0, j = 0;
+      PairOf(first, offset, &i, &j);
+      for (int p = first; p < num_pairs; p += step) {
         const float* a = s + i * pitch;
         const float* b = s + j * pitch;
-        acc = 0.f;
+        float acc = 0.f;
         for (int k = 0; k < dim; ++k) acc = fmaf(a[k], b[k], acc);
+        o[p] = acc;
+        AdvancePair(step, offset, &i, &j);
       }
-      o[p] = acc;
-      AdvancePair(step, offset, &i, &j);
     }
     __syncwarp(mask);  // the next row overwrites s
   }
@@ -223,16 +189,16 @@ cudaError_t LaunchDotInteraction(const float* feats, int64_t feats_stride, int64
 
   const bool vec4 = dim % 4 == 0 && feats_stride % 4 == 0 && Aligned16(feats);
   // Pitches made odd (in the unit of the shared loads): conflict-free banks.
-  const int pitch = vec4 ? ((dim / 4) | 1) : (dim | 1);
+  const int pitch = vec4 ? Vec4Pitch(dim / 4) : (dim | 1);
   const int64_t group_bytes = static_cast<int64_t>(n) * pitch * (vec4 ? 16 : 4);
-  if (group_bytes > kStageLimitBytes) {
+  if (group_bytes > kDotStageLimitBytes) {
     const int warps = kDotBlockThreads / 32;
     DotInteractionGlobalKernel<<<GridFor(rows, warps), kDotBlockThreads, 0, stream>>>(
         feats, feats_stride, rows, n, dim, offset, num_pairs, out, out_stride);
     return cudaGetLastError();
   }
   int groups = kDotBlockThreads / group_size;
-  while (groups > 1 && groups * group_bytes > kStageLimitBytes) --groups;
+  while (groups > 1 && groups * group_bytes > kDotStageLimitBytes) --groups;
   const int threads = groups * group_size;
   const size_t smem = static_cast<size_t>(groups * group_bytes);
   // Slices per row: enough work items for kSpreadGroups groups, at most one
