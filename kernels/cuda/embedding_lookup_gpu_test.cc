@@ -36,50 +36,10 @@
 namespace rankd::kernels::cuda {
 namespace {
 
+using ::rankd::kernels::cuda::testing::DeviceArena;
 using ::rankd::kernels::cuda::testing::TestSeed;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Device allocations freed together. Copy() places the data `pad` bytes past
-// a fresh (256-byte aligned) allocation, to exercise misaligned pointers.
-class DeviceArena {
- public:
-  DeviceArena() = default;
-  DeviceArena(const DeviceArena&) = delete;
-  DeviceArena& operator=(const DeviceArena&) = delete;
-  ~DeviceArena() {
-    for (void* p : allocations_) cudaFree(p);
-  }
-
-  void* Alloc(size_t bytes) {
-    void* p = nullptr;
-    const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 1));
-    if (err != cudaSuccess) {
-      error_ = err;
-      return nullptr;
-    }
-    allocations_.push_back(p);
-    return p;
-  }
-
-  template <typename T>
-  T* Copy(const std::vector<T>& v, size_t pad = 0) {
-    char* base = static_cast<char*>(Alloc(v.size() * sizeof(T) + pad));
-    if (base == nullptr) return nullptr;
-    if (!v.empty()) {
-      const cudaError_t err =
-          cudaMemcpy(base + pad, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-      if (err != cudaSuccess) error_ = err;
-    }
-    return reinterpret_cast<T*>(base + pad);
-  }
-
-  cudaError_t error() const { return error_; }
-
- private:
-  std::vector<void*> allocations_;
-  cudaError_t error_ = cudaSuccess;
-};
 
 class Stream {
  public:

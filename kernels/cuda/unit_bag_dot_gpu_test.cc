@@ -34,36 +34,9 @@
 namespace rankd::kernels::cuda {
 namespace {
 
+using ::rankd::kernels::cuda::testing::DeviceArena;
 using ::rankd::kernels::cuda::testing::TestSeed;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// Device copies, freed together.
-class Uploads {
- public:
-  ~Uploads() {
-    for (void* p : owned_) cudaFree(p);
-  }
-  template <typename T>
-  T* Copy(const std::vector<T>& host) {
-    void* p = nullptr;
-    const size_t bytes = std::max<size_t>(host.size() * sizeof(T), 16);
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-      ok_ = false;
-      return nullptr;
-    }
-    owned_.push_back(p);
-    if (!host.empty() && cudaMemcpy(p, host.data(), host.size() * sizeof(T),
-                                    cudaMemcpyHostToDevice) != cudaSuccess) {
-      ok_ = false;
-    }
-    return static_cast<T*>(p);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  std::vector<void*> owned_;
-  bool ok_ = true;
-};
 
 template <typename T>
 std::vector<T> ToHost(const T* device, size_t n) {
@@ -200,7 +173,7 @@ void RunCase(const Case& c, uint64_t seed) {
   DotInteraction(feats.data(), c.rows, n, dim, c.self_interaction, expected.data(), width);
 
   // Device inputs.
-  Uploads up;
+  DeviceArena up;
   std::vector<DeviceTable> device_tables(c.num_tables);
   for (int t = 0; t < c.num_tables; ++t) {
     DeviceTable& dt = device_tables[t];
@@ -259,7 +232,7 @@ void RunCase(const Case& c, uint64_t seed) {
   fused.out = nullptr;  // not read
   fused.unresolved = up.Copy(start);
   float* got_out = up.Copy(std::vector<float>(static_cast<size_t>(c.rows) * out_stride, kNaN));
-  ASSERT_TRUE(up.ok());
+  ASSERT_CUDA(up.error());
 
   ASSERT_CUDA(LaunchPooledLookup(two, d_prefix, nullptr));
   ASSERT_CUDA(LaunchDotInteraction(two.out, feats_stride, c.rows, n, dim, c.self_interaction,
@@ -345,7 +318,7 @@ TEST(UnitBagDotGpuTest, KaggleShape) {
 
 TEST(UnitBagDotGpuTest, RefusesWhatItCannotDo) {
   SKIP_WITHOUT_GPU();
-  Uploads up;
+  DeviceArena up;
   PooledLookupArgs a;
   a.tables = up.Copy(std::vector<DeviceTable>(1));
   a.features = up.Copy(std::vector<DeviceFeature>(2));
@@ -355,7 +328,7 @@ TEST(UnitBagDotGpuTest, RefusesWhatItCannotDo) {
   a.unit_bags_only = true;
   float* x = up.Copy(std::vector<float>(64, 1.0f));
   float* out = up.Copy(std::vector<float>(64, 0.0f));
-  ASSERT_TRUE(up.ok());
+  ASSERT_CUDA(up.error());
   const int width = DotInteractionWidth(3, 16, false);
   EXPECT_EQ(LaunchUnitBagDotInteraction(a, x, 48, 1, 16, false, out, width, nullptr), cudaSuccess);
   ASSERT_CUDA(cudaDeviceSynchronize());
