@@ -24,6 +24,10 @@
 
 namespace rankd::kernels::cuda {
 
+// Whether a row of 1 + num_features vectors of `dim` floats can be staged
+// (dim a positive multiple of 4, the row within the shared-memory bound).
+bool UnitBagDotFits(int num_features, int dim);
+
 // out[r] = x_r, then <T_i, T_j> (i > j, or i >= j with self_interaction)
 // over T_0 = x_r (dim floats at x + r * x_stride) and T_v = the pooled vector
 // of the feature whose DeviceFeature::out_col is v * dim, for rows r in
@@ -38,10 +42,6 @@ namespace rankd::kernels::cuda {
 // unset or lookup.any_host set, dim not a positive multiple of 4, x or
 // x_stride not 16-byte aligned, out_stride < dim + pairs, missing pointers,
 // or rows too wide to stage (UnitBagDotFits false).
-// Whether a row of 1 + num_features vectors of `dim` floats can be staged
-// (dim a positive multiple of 4, the row within the shared-memory bound).
-bool UnitBagDotFits(int num_features, int dim);
-
 cudaError_t LaunchUnitBagDotInteraction(const PooledLookupArgs& lookup, const float* x,
                                         int64_t x_stride, int64_t rows, int dim,
                                         bool self_interaction, float* out, int64_t out_stride,
