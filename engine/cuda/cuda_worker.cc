@@ -147,12 +147,22 @@ void CudaWorker::ChooseLookupKernels() {
     unit_bag_chunks_ = std::max(unit_bag_chunks_, chunks);
     every_table_unit_pooled_ = every_table_unit_pooled_ && chunks > 0;
   }
-  const Model& m = dm_->model();
-  const int dim = m.dense_out_width();
-  fused_dot_fits_ = options_.fused_lookup_dot && every_table_unit_pooled_ &&
-                    m.interaction == rankd::v1::DOT && !dm_->any_host() &&
-                    kc::UnitBagDotFits(static_cast<int>(m.features.size()), dim);
-  for (const kc::DeviceTable& t : tables) fused_dot_fits_ = fused_dot_fits_ && t.dim == dim;
+  fused_dot_fits_ = options_.fused_lookup_dot &&
+                    FusedLookupDotFits(dm_->model(), tables, every_table_unit_pooled_,
+                                       dm_->any_host());
+}
+
+bool FusedLookupDotFits(const Model& model, absl::Span<const kc::DeviceTable> tables,
+                        bool every_table_unit_pooled, bool any_host) {
+  const int dim = model.dense_out_width();
+  if (!every_table_unit_pooled || any_host || model.interaction != rankd::v1::DOT ||
+      !kc::UnitBagDotFits(static_cast<int>(model.features.size()), dim)) {
+    return false;
+  }
+  for (const kc::DeviceTable& t : tables) {
+    if (t.dim != dim || kc::UnitBagRowChunks(t) == 0) return false;
+  }
+  return true;
 }
 
 absl::Status CudaWorker::Init() {

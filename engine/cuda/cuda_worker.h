@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/cuda_util.h"
 #include "engine/cuda/device_model.h"
@@ -461,6 +462,15 @@ DeviceModel::CrossSplit CrossSplitFor(const CudaWorker::Options& options);
 // staging_min_miss_rate), from this slice's cache misses among its HOST-table
 // lookups; `staging` (the current decision) stands when there were none.
 bool StageNextSlice(int64_t misses, int64_t host_lookups, double min_miss_rate, bool staging);
+
+// Whether batches of `model` whose features are all unit bags can run the
+// lookup fused with the interaction (Options::fused_lookup_dot): a DOT model,
+// no HOST tables, every table pooled by the unit-bag kernel
+// (`every_table_unit_pooled`) with the interaction's dim, and a row that
+// fits the fused kernel's shared memory (kernels/cuda/unit_bag_dot.h).
+// `tables`: the model's device table descriptors.
+bool FusedLookupDotFits(const Model& model, absl::Span<const kernels::cuda::DeviceTable> tables,
+                        bool every_table_unit_pooled, bool any_host);
 
 // "auto" | "fp32" | "tf32x3" | "bf16x3" | "tf32" -> the mode; false for
 // anything else.

@@ -1,7 +1,9 @@
 // The CUDA worker's host-side decisions, without a GPU (runs in CI): where
-// its counters sit, the staging decision, the cross-layer mode.
+// its counters sit, the staging decision, the cross-layer mode, when the
+// lookup runs fused with the interaction.
 #include "engine/cuda/cuda_worker.h"
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -20,6 +22,58 @@ TEST(CudaWorkerHostTest, StagingFollowsTheMissRateAndKeepsItWithoutLookups) {
   EXPECT_TRUE(StageNextSlice(0, 0, 0.03, true));       // no HOST lookups: unchanged
   EXPECT_FALSE(StageNextSlice(0, 0, 0.03, false));
   EXPECT_TRUE(StageNextSlice(0, 10, 0.0, false));      // rate 0: always stage
+}
+
+// A DOT model of `features` features over tables of `dim` floats, x of
+// width `dim`, and its device descriptors (fp32 rows at an aligned address:
+// what the unit-bag kernel pools).
+struct FusedCase {
+  Model model;
+  std::vector<kc::DeviceTable> tables;
+  FusedCase(int features, int dim) {
+    model.num_dense = dim;  // no bottom MLP: x is the dense features
+    model.interaction = rankd::v1::DOT;
+    for (int f = 0; f < features; ++f) {
+      SparseFeature sf;
+      sf.table = f;
+      model.features.push_back(sf);
+      kc::DeviceTable t;
+      t.rows = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+      t.dim = dim;
+      t.num_rows = 1000;
+      tables.push_back(t);
+    }
+  }
+  bool Fits(bool unit_pooled = true, bool any_host = false) const {
+    return FusedLookupDotFits(model, tables, unit_pooled, any_host);
+  }
+};
+
+TEST(CudaWorkerHostTest, LookupFusesWithTheInteractionOnlyWhereTheKernelApplies) {
+  EXPECT_TRUE(FusedCase(26, 16).Fits());   // kaggle
+  EXPECT_TRUE(FusedCase(1, 4).Fits());
+  EXPECT_FALSE(FusedCase(26, 16).Fits(/*unit_pooled=*/false));
+  EXPECT_FALSE(FusedCase(26, 16).Fits(true, /*any_host=*/true));
+  FusedCase cat(26, 16);
+  cat.model.interaction = rankd::v1::CAT;
+  EXPECT_FALSE(cat.Fits());
+  FusedCase mixed(26, 16);
+  mixed.tables[3].dim = 8;  // not the interaction's dim
+  EXPECT_FALSE(mixed.Fits());
+  FusedCase hashed(26, 16);
+  hashed.tables[5].hash.num_buckets = 4;  // DYNAMIC: not a unit-bag table
+  EXPECT_FALSE(hashed.Fits());
+  EXPECT_FALSE(FusedCase(26, 6).Fits());    // dim not a multiple of 4
+  EXPECT_FALSE(FusedCase(200, 64).Fits());  // a row past the shared-memory bound
+  FusedCase bottom(26, 16);
+  bottom.model.num_dense = 13;
+  Linear l;
+  l.in = 13;
+  l.out = 16;
+  bottom.model.bottom.push_back(l);  // x from the bottom MLP, 16 wide
+  EXPECT_TRUE(bottom.Fits());
+  bottom.model.bottom.back().out = 32;
+  EXPECT_FALSE(bottom.Fits());
 }
 
 TEST(CudaWorkerHostTest, CrossMathResolvesFromTheMlpMath) {
