@@ -1,7 +1,7 @@
 // Device helpers of the dot interaction shared by its kernels
 // (interaction.cu) and the unit-bag lookup fused with it
-// (unit_bag_dot.cu): pair order, lane groups, and the dot product of two
-// staged vectors. Both kernels use these same functions, so a pair's value
+// (unit_bag_dot.cu): pair order, the staged layout's pitch and size bound,
+// the dot product of two staged vectors and a staged row's output. Both kernels use these same functions, so a pair's value
 // is the same bits whichever kernel computes it.
 #ifndef RANKD_KERNELS_CUDA_DOT_PAIRS_CUH_
 #define RANKD_KERNELS_CUDA_DOT_PAIRS_CUH_
