@@ -25,7 +25,7 @@ grpc::ServerUnaryReactor* FinishRefused(grpc::CallbackServerContext* context,
 
 void AdmittedCall::Answer(absl::string_view model, int64_t version, const absl::Status& status) {
   metrics_->RecordRequest(model, version, status.code(), absl::Now() - arrival_, protocol_);
-  Finish(ToGrpcStatus(status));
+  Send(ToGrpcStatus(status));
 }
 
 void AdmittedCall::Refuse(absl::string_view reason, absl::string_view model, int64_t version,

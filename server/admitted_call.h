@@ -8,13 +8,18 @@
 // convert; Submit. Every path ends in exactly one Answer, which counts the
 // call in rankd_requests_total{protocol}.
 //
-// Ownership: the call owns itself and deletes itself in OnDone (gRPC calls
-// it once the answer is written or the call is cancelled). It holds the
-// admission hold (bytes return to the budget at OnDone) and the routed
-// version until the answer (the batcher may keep its callbacks longer).
+// Transports: AdmittedCall knows nothing of how its answer is written; Send
+// does that. ReactorCall<Call> answers through gRPC's callback API (a
+// ServerUnaryReactor); the completion-queue front (server/ranking_cq_front.h)
+// derives its own.
+//
+// Ownership: the transport deletes the call once its answer is written or
+// the call is cancelled (the reactor in OnDone). It holds the admission hold
+// (bytes return to the budget when it is deleted) and the routed version
+// until the answer (the batcher may keep its callbacks longer).
 // Threading: built and first used on the gRPC handler thread; Answer then
-// runs on that thread or on a worker or completion thread, once; OnCancel
-// on a gRPC thread at any time (it only sets `cancelled`).
+// runs on that thread or on a worker or completion thread, once; the
+// transport sets `cancelled` from a gRPC thread at any time.
 #ifndef RANKD_SERVER_ADMITTED_CALL_H_
 #define RANKD_SERVER_ADMITTED_CALL_H_
 
@@ -49,9 +54,10 @@ absl::StatusOr<RequestBudget::Hold> AdmitWireBytes(RequestBudget* budget, Metric
 grpc::ServerUnaryReactor* FinishRefused(grpc::CallbackServerContext* context,
                                         const absl::Status& status);
 
-// One admitted call; front ends derive their reactor from it, adding the
-// parsed request and the response the workers write into.
-class AdmittedCall : public grpc::ServerUnaryReactor {
+// One admitted call; front ends derive their call from it, adding the
+// parsed request and the response the workers write into, and a transport
+// (ReactorCall or their own) that implements Send.
+class AdmittedCall {
  public:
   AdmittedCall(RequestBudget::Hold hold, int64_t max_bytes, grpc::ByteBuffer* response_wire,
                Metrics* metrics, Metrics::Protocol protocol, absl::Time arrival)
@@ -62,8 +68,9 @@ class AdmittedCall : public grpc::ServerUnaryReactor {
         protocol_(protocol),
         arrival_(arrival) {}
 
-  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
-  void OnDone() override { delete this; }
+  virtual ~AdmittedCall() = default;
+  AdmittedCall(const AdmittedCall&) = delete;
+  AdmittedCall& operator=(const AdmittedCall&) = delete;
 
   // Counts the call and answers it. `this` may be gone when it returns.
   void Answer(absl::string_view model, int64_t version, const absl::Status& status);
@@ -79,14 +86,33 @@ class AdmittedCall : public grpc::ServerUnaryReactor {
 
   std::shared_ptr<ServedVersion> served;  // the routed version, until the answer
   RequestBudget::Hold hold;
-  grpc::ByteBuffer* const response_wire;  // gRPC's, valid until OnDone
+  grpc::ByteBuffer* const response_wire;  // the transport's, valid until the call is deleted
   std::atomic<bool> cancelled{false};
+
+ protected:
+  // Writes the answer (`status`; when OK, the message in response_wire).
+  // Called once; the transport may delete the call before it returns.
+  virtual void Send(const grpc::Status& status) = 0;
 
  private:
   const int64_t max_bytes_;
   Metrics* const metrics_;
   const Metrics::Protocol protocol_;
   const absl::Time arrival_;
+};
+
+// A call answered through gRPC's callback API: its own reactor. gRPC calls
+// OnCancel (from any thread) and, once the answer is written or the call
+// is cancelled, OnDone, which deletes it.
+template <typename Call>
+class ReactorCall final : public Call, public grpc::ServerUnaryReactor {
+ public:
+  using Call::Call;
+  void OnCancel() override { this->cancelled.store(true, std::memory_order_relaxed); }
+  void OnDone() override { delete this; }
+
+ private:
+  void Send(const grpc::Status& status) override { Finish(status); }
 };
 
 // Hands `item` (request and scores filled in) to the routed version's batcher

@@ -37,12 +37,12 @@ grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
 
 // One admitted ModelInfer RPC (admitted_call.h): the parsed request (the
 // engine request views it) and the response the workers write the scores into.
-class KServeService::InferReactor final : public AdmittedCall {
+class KServeService::InferCall : public AdmittedCall {
  public:
   using AdmittedCall::AdmittedCall;
 
   // The request and response live on this arena, which starts in a block
-  // inside the reactor: their many small parts (a message, a shape and a
+  // inside the call: their many small parts (a message, a shape and a
   // string per tensor) are not each a heap allocation made on a gRPC thread
   // and freed on another, which contends in malloc as threads multiply.
   static constexpr size_t kArenaBlock = 4096;
@@ -128,7 +128,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
       AdmitWireBytes(budget_, metrics_, Metrics::Protocol::kKServe,
                      static_cast<int64_t>(request_wire->Length()), arrival);
   if (!hold.ok()) return FinishRefused(context, hold.status());
-  auto* reactor = new InferReactor(*std::move(hold), budget_->max_bytes(), response_wire,
+  auto* reactor = new ReactorCall<InferCall>(*std::move(hold), budget_->max_bytes(), response_wire,
                                    metrics_, Metrics::Protocol::kKServe, arrival);
   absl::Status parsed =
       ParseRequest(const_cast<grpc::ByteBuffer*>(request_wire), &reactor->request);

@@ -76,7 +76,7 @@ class KServeService final : public kserve_internal::RawBase {
                                        grpc::ByteBuffer* response) override;
 
  private:
-  class InferReactor;
+  class InferCall;
 
   const ModelManager* models_;
   Metrics* metrics_;

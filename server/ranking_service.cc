@@ -34,15 +34,6 @@ int64_t HeldBytes(const rankd::v1::ScoreRequest& r, int64_t response_scores) {
 
 }  // namespace
 
-// One admitted Score RPC (admitted_call.h): the parsed request (the engine
-// request points into it) and the response the workers write into.
-class RankingService::ScoreReactor final : public AdmittedCall {
- public:
-  using AdmittedCall::AdmittedCall;
-  rankd::v1::ScoreRequest request;
-  rankd::v1::ScoreResponse response;
-};
-
 RankingService::RankingService(const ModelManager* models, Metrics* metrics, Options options)
     : models_(models),
       metrics_(metrics),
@@ -58,34 +49,44 @@ bool RankingService::WaitForAdmitted(absl::Time deadline) const {
   return budget_.WaitUntilIdle(deadline);
 }
 
+absl::StatusOr<RequestBudget::Hold> RankingService::AdmitScore(int64_t wire_bytes,
+                                                              absl::Time arrival) {
+  return AdmitWireBytes(&budget_, metrics_, Metrics::Protocol::kRankd, wire_bytes, arrival);
+}
+
 grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* context,
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) {
   const absl::Time arrival = absl::Now();
   // Admission by wire size, before the bytes are parsed.
   absl::StatusOr<RequestBudget::Hold> hold =
-      AdmitWireBytes(&budget_, metrics_, Metrics::Protocol::kRankd,
-                     static_cast<int64_t>(request->Length()), arrival);
+      AdmitScore(static_cast<int64_t>(request->Length()), arrival);
   if (!hold.ok()) return FinishRefused(context, hold.status());
-  auto* reactor = new ScoreReactor(*std::move(hold), budget_.max_bytes(), response, metrics_,
-                                   Metrics::Protocol::kRankd, arrival);
+  auto* reactor = NewScoreCall<ReactorCall<ScoreCall>>(*std::move(hold), response, arrival);
   // The request buffer is this handler's to read and nothing reads it after
-  // us: ParseRequest empties it, so the wire bytes are freed now instead of
-  // when the RPC ends.
-  absl::Status parsed = ParseRequest(const_cast<grpc::ByteBuffer*>(request), &reactor->request);
+  // us (RunScore empties it).
+  RunScore(reactor, const_cast<grpc::ByteBuffer*>(request), ToAbslDeadline(context->deadline()));
+  return reactor;
+}
+
+void RankingService::RunScore(ScoreCall* call, grpc::ByteBuffer* request_wire,
+                              absl::Time deadline) {
+  // ParseRequest empties the wire buffer, so its bytes are freed now instead
+  // of when the RPC ends.
+  absl::Status parsed = ParseRequest(request_wire, &call->request);
   if (!parsed.ok()) {
-    reactor->Refuse("malformed", "", 0, parsed);
-    return reactor;
+    call->Refuse("malformed", "", 0, parsed);
+    return;
   }
-  const rankd::v1::ScoreRequest& req = reactor->request;
-  if (!reactor->GrowOrRefuse(HeldBytes(req, 0), req.model(), 0)) return reactor;
+  const rankd::v1::ScoreRequest& req = call->request;
+  if (!call->GrowOrRefuse(HeldBytes(req, 0), req.model(), 0)) return;
   auto found = models_->Find(req.model(), req.version(), req.version_label());
   if (!found.ok()) {
-    reactor->Answer(req.model(), 0, found.status());
-    return reactor;
+    call->Answer(req.model(), 0, found.status());
+    return;
   }
-  reactor->served = *std::move(found);
-  ServedVersion* served = reactor->served.get();
+  call->served = *std::move(found);
+  ServedVersion* served = call->served.get();
   absl::StatusOr<engine::Request> view;
   {
     // Validation looks keys up in dynamic tables (id_policy ERROR): not while
@@ -96,43 +97,41 @@ grpc::ServerUnaryReactor* RankingService::Score(grpc::CallbackServerContext* con
     view = ToEngineRequest(served->instance().model(), req, limits_);
   }
   if (!view.ok()) {
-    reactor->Answer(served->name(), served->version(), view.status());
-    return reactor;
+    call->Answer(served->name(), served->version(), view.status());
+    return;
   }
   // The response's scores count too (num_candidates is validated now).
-  if (!reactor->GrowOrRefuse(HeldBytes(req, req.num_candidates()), served->name(),
-                             served->version())) {
-    return reactor;
+  if (!call->GrowOrRefuse(HeldBytes(req, req.num_candidates()), served->name(),
+                          served->version())) {
+    return;
   }
   // Workers write the scores straight into the response message.
-  reactor->response.mutable_scores()->Resize(req.num_candidates(), 0.0f);
-  reactor->response.set_model(served->name());
-  reactor->response.set_version(served->version());
+  call->response.mutable_scores()->Resize(req.num_candidates(), 0.0f);
+  call->response.set_model(served->name());
+  call->response.set_version(served->version());
 
   engine::QueuedRequest item;
   item.request = std::move(*view);
-  item.scores = absl::MakeSpan(reactor->response.mutable_scores()->mutable_data(),
-                               reactor->response.scores_size());
-  item.deadline = ToAbslDeadline(context->deadline());
-  SubmitAdmitted(reactor, std::move(item));
-  return reactor;
+  item.scores = absl::MakeSpan(call->response.mutable_scores()->mutable_data(),
+                               call->response.scores_size());
+  item.deadline = deadline;
+  SubmitAdmitted(call, std::move(item));
 }
 
 grpc::ServerUnaryReactor* RankingService::GetModelInfo(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request_wire,
                                                        grpc::ByteBuffer* response_wire) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(AnswerModelInfo(const_cast<grpc::ByteBuffer*>(request_wire), response_wire));
+  return reactor;
+}
+
+grpc::Status RankingService::AnswerModelInfo(grpc::ByteBuffer* request_wire,
+                                             grpc::ByteBuffer* response_wire) const {
   rankd::v1::GetModelInfoRequest request;
-  if (absl::Status s = ParseRequest(const_cast<grpc::ByteBuffer*>(request_wire), &request);
-      !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
+  if (absl::Status s = ParseRequest(request_wire, &request); !s.ok()) return ToGrpcStatus(s);
   auto found = models_->Find(request.model(), request.version(), request.version_label());
-  if (!found.ok()) {
-    reactor->Finish(ToGrpcStatus(found.status()));
-    return reactor;
-  }
+  if (!found.ok()) return ToGrpcStatus(found.status());
   rankd::v1::ModelInfo info;
   rankd::v1::ModelInfo* response = &info;
   const engine::Model& m = (*found)->instance().model();
@@ -158,8 +157,7 @@ grpc::ServerUnaryReactor* RankingService::GetModelInfo(grpc::CallbackServerConte
   for (const auto& l : m.bottom) response->add_bottom_mlp(l.out);
   for (const auto& l : m.top) response->add_top_mlp(l.out);
   response->set_backend(backend_);
-  reactor->Finish(ToGrpcStatus(SerializeResponse(info, response_wire)));
-  return reactor;
+  return ToGrpcStatus(SerializeResponse(info, response_wire));
 }
 
 }  // namespace rankd::server

@@ -1,4 +1,6 @@
-// rankd.v1.Ranking over the gRPC callback API. Score validates the request
+// rankd.v1.Ranking: the handlers, and their gRPC callback API methods (the
+// completion-queue front, server/ranking_cq_front.h, serves the same
+// handlers through its own threads). Score validates the request
 // against the model (nothing bad reaches the engine), queues it in the model
 // version's batcher and answers from the worker thread that computed it; no
 // gRPC thread ever waits for a batch.
@@ -30,17 +32,20 @@
 // messages cut to engine::kMaxQuotedBytes.
 //
 // Borrows the manager and metrics (both outlive the gRPC server).
-// Thread-safe; each RPC's state lives in its reactor, deleted when gRPC calls
-// OnDone.
+// Thread-safe; each Score call's state lives in its ScoreCall, deleted by its
+// transport once the answer is written (the reactor: when gRPC calls OnDone).
 #ifndef RANKD_SERVER_RANKING_SERVICE_H_
 #define RANKD_SERVER_RANKING_SERVICE_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/request_validation.h"
 #include "rankd/v1/ranking.grpc.pb.h"
+#include "server/admitted_call.h"
 #include "server/lifecycle/model_manager.h"
 #include "server/metrics.h"
 #include "server/request_budget.h"
@@ -61,7 +66,39 @@ class RankingService final
     int64_t max_inflight_request_bytes = 0;
   };
 
+  // One admitted Score call (admitted_call.h): the parsed request (the
+  // engine request points into it) and the response the workers write
+  // into. Transports derive from it and implement Send.
+  class ScoreCall : public AdmittedCall {
+   public:
+    using AdmittedCall::AdmittedCall;
+    rankd::v1::ScoreRequest request;
+    rankd::v1::ScoreResponse response;
+  };
+
   RankingService(const ModelManager* models, Metrics* metrics, Options options);
+
+  // The handlers, for any transport. A Score call's life: AdmitScore with
+  // its wire size (a refusal is counted; answer it with its status), then
+  // NewScoreCall with the hold, then RunScore, which answers the call
+  // exactly once (at once or from the worker that computes it).
+  absl::StatusOr<RequestBudget::Hold> AdmitScore(int64_t wire_bytes, absl::Time arrival);
+  // `Call` derives from ScoreCall; `extra` follows AdmittedCall's arguments
+  // in its constructor.
+  template <typename Call, typename... Extra>
+  Call* NewScoreCall(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire,
+                     absl::Time arrival, Extra&&... extra) {
+    return new Call(std::move(hold), budget_.max_bytes(), response_wire, metrics_,
+                    Metrics::Protocol::kRankd, arrival, std::forward<Extra>(extra)...);
+  }
+  // Parses `request_wire` (emptying it), checks, routes and submits.
+  void RunScore(ScoreCall* call, grpc::ByteBuffer* request_wire, absl::Time deadline);
+  // GetModelInfo: parses `request_wire` (emptying it) and writes the answer
+  // into `response_wire` when the status is OK.
+  grpc::Status AnswerModelInfo(grpc::ByteBuffer* request_wire,
+                               grpc::ByteBuffer* response_wire) const;
+
+  // The callback API's methods.
 
   grpc::ServerUnaryReactor* Score(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
@@ -85,8 +122,6 @@ class RankingService final
   RequestBudget* budget() { return &budget_; }
 
  private:
-  class ScoreReactor;
-
   const ModelManager* models_;
   Metrics* metrics_;
   const engine::RequestLimits limits_;

@@ -47,6 +47,7 @@
 #include "server/protobuf_log.h"
 #include "server/http/http_server.h"
 #include "server/kserve_service.h"
+#include "server/ranking_cq_front.h"
 #include "server/ranking_service.h"
 #include "server/tls.h"
 #include "server/tools/commands.h"
@@ -94,6 +95,11 @@ ABSL_FLAG(int, completion_threads, 2,
           "serve: threads per model version that answer computed requests so workers go "
           "straight back to computing (0 = each worker answers its own batches; worth it where "
           "answering costs about as much host time as computing: small requests on a GPU)");
+ABSL_FLAG(int, rpc_threads, 0,
+          "serve: threads of rankd's own that receive and answer rankd.v1.Ranking calls (Score, "
+          "GetModelInfo) through gRPC's completion-queue API, one queue each (0 = automatic: "
+          "half the usable CPUs, 2 to 8; -1 = gRPC's callback API on gRPC's own threads, as "
+          "KServe v2 always is); at most 64");
 ABSL_FLAG(int, cpu_compute_nice, 10,
           "serve: CPU backend: nice increment (0-19) of the threads that compute batches, so "
           "the threads that receive, refuse and answer requests run first when the cores are "
@@ -270,6 +276,11 @@ absl::Status CheckMessageSizeFlag() {
 // The model workers' flags, and the request-size limits that share their
 // ">= 0" message.
 absl::Status CheckWorkerFlags() {
+  if (absl::GetFlag(FLAGS_rpc_threads) < -1 || absl::GetFlag(FLAGS_rpc_threads) > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rpc_threads must be -1 (callback API), 0 (automatic) or 1 to 64, got ",
+        absl::GetFlag(FLAGS_rpc_threads)));
+  }
   if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0 ||
       absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0 ||
       absl::GetFlag(FLAGS_completion_threads) < 0) {
@@ -853,12 +864,25 @@ KServeService::Options KServeOptions(const RankingService::Options& service_opti
   return o;
 }
 
-// The public gRPC listener (--host:--grpc_port): rankd.v1.Ranking and KServe
-// v2, with health and reflection (process-wide plugins, enabled here, so the
-// admin and health listeners built later have them too). Null after logging
-// why it cannot listen; `*port` is the port it bound.
+// --rpc_threads: the completion-queue front's options, or nullopt for the
+// callback API.
+std::optional<RankingCqFront::Options> CqFrontOptionsFromFlags() {
+  const int threads = absl::GetFlag(FLAGS_rpc_threads);
+  if (threads < 0) return std::nullopt;
+  RankingCqFront::Options o;
+  o.threads = threads > 0 ? threads : std::clamp(engine::UsableCpus() / 2, 2, 8);
+  return o;
+}
+
+// The public gRPC listener (--host:--grpc_port): rankd.v1.Ranking (through
+// the completion-queue front, made into `*front`, unless --rpc_threads -1)
+// and KServe v2, with health and reflection (process-wide plugins, enabled
+// here, so the admin and health listeners built later have them too). Null
+// after logging why it cannot listen; `*port` is the port it bound. The
+// caller keeps `*front` alive longer than the server.
 std::unique_ptr<grpc::Server> StartPublicServer(const std::string& host, const TlsFiles& tls,
                                                 RankingService* service, KServeService* kserve,
+                                                std::unique_ptr<RankingCqFront>* front,
                                                 int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -884,13 +908,19 @@ std::unique_ptr<grpc::Server> StartPublicServer(const std::string& host, const T
         std::min<int64_t>(2 * inflight_bytes, std::numeric_limits<int64_t>::max() / 2)));
     builder.SetResourceQuota(quota);
   }
-  builder.RegisterService(service);
+  if (std::optional<RankingCqFront::Options> cq = CqFrontOptionsFromFlags()) {
+    *front = std::make_unique<RankingCqFront>(service, *cq, &builder);
+    spdlog::info("rankd.v1.Ranking on {} completion-queue thread(s) (--rpc_threads)", cq->threads);
+  } else {
+    builder.RegisterService(service);
+  }
   builder.RegisterService(kserve);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *port == 0) {
     spdlog::error("--grpc_port: cannot listen on {}", address);
     return nullptr;
   }
+  if (*front != nullptr) (*front)->Start();
   return server;
 }
 
@@ -990,8 +1020,9 @@ int RunServe() {
 
   const TlsFiles tls = TlsFilesFromFlags();
   int grpc_port = 0;
+  std::unique_ptr<RankingCqFront> cq_front;  // outlives the server
   std::unique_ptr<grpc::Server> server =
-      StartPublicServer(host, tls, &service, &kserve, &grpc_port);
+      StartPublicServer(host, tls, &service, &kserve, &cq_front, &grpc_port);
   if (server == nullptr) return 1;
   absl::StatusOr<std::unique_ptr<AdminAuth>> auth =
       AdminAuth::Create(absl::GetFlag(FLAGS_admin_token_file));

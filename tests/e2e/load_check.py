@@ -172,9 +172,33 @@ def cmd_deadline(args, stub, requests, expected):
             short_codes.count("DEADLINE_EXCEEDED")}
 
 
+def cmd_cancel(args, stub, requests, expected):
+    """Calls cancelled by their client while queued behind busy ones: the
+    server must see the cancellation, so they are never computed (the test
+    checks rankd_candidates_total and the CANCELLED count)."""
+    lone = single_call_seconds(stub, requests[0], expected[0])
+    busy = [Call(stub, requests[i % len(requests)], i, 60) for i in range(args.busy)]
+    time.sleep(min(lone / 4, 0.02))  # the busy calls are queued / running
+    cancelled = [Call(stub, requests[i % len(requests)], 1000 + i, 60) for i in range(args.calls)]
+    time.sleep(min(lone / 2, 0.05))
+    for c in cancelled:
+        c.future.cancel()
+    if not wait_all(busy + cancelled, 120):
+        return {}
+    busy_codes = [c.code().name for c in busy]
+    check(all(c == "OK" for c in busy_codes), "every busy call OK (got %s)" % busy_codes)
+    check(all(c.future.cancelled() for c in cancelled), "every cancelled call cancelled")
+    # Enough time for the server to reach the cancelled calls in its queue.
+    time.sleep(lone * (args.busy + 1))
+    after = stub(requests[0], timeout=60)
+    check(bits(after.scores) == expected[0], "a call after the cancellations succeeds bit-exactly")
+    return {"lone_call_s": round(lone, 4), "busy_ok": busy_codes.count("OK"),
+            "cancelled": len(cancelled)}
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["flood", "deadline"])
+    p.add_argument("mode", choices=["flood", "deadline", "cancel"])
     p.add_argument("--target", required=True)
     p.add_argument("--requests", required=True, help="heavy ScoreRequest JSON lines")
     p.add_argument("--expected", required=True, help="their `rankd score` responses")
@@ -189,7 +213,7 @@ def main():
     ch = channel(args.target)
     stub = ch.unary_unary("/rankd.v1.Ranking/Score", request_serializer=None,
                           response_deserializer=ranking_pb2.ScoreResponse.FromString)
-    fn = cmd_flood if args.mode == "flood" else cmd_deadline
+    fn = {"flood": cmd_flood, "deadline": cmd_deadline, "cancel": cmd_cancel}[args.mode]
     summary = fn(args, stub, requests, expected)
     ch.close()
     print(json.dumps(summary))

@@ -7,7 +7,8 @@
 #   mini_dyn --dynamic_tables 1 --dtype bf16  (a DYNAMIC hash table, bf16 rows)
 # Requests mix sizes (64 and 5 candidates; weighted multi-id bags) and are
 # sent concurrently, so the server batches them differently from `rankd score`:
-# the CPU engine must not depend on batching.
+# the CPU engine must not depend on batching. The server answers Score on its
+# completion-queue front (the default) and, last, on gRPC's callback API.
 source "$(dirname "$0")/lib.sh"
 
 MODELS="$TMP/models"
@@ -49,4 +50,14 @@ done
 
 stop_rankd
 expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
+
+# rankd.v1.Ranking through gRPC's callback API (--rpc_threads -1) instead of
+# the completion-queue front above: the same scores.
+start_rankd "$MODELS" --rpc_threads -1
+rankctl score --input "$TMP/req_kaggle.jsonl" --output "$TMP/callback_kaggle.jsonl" \
+  --concurrency 8 --deadline_ms 30000 2>"$TMP/callback_kaggle.err" ||
+  fail "callback API: rankctl score failed: $(cat "$TMP/callback_kaggle.err")"
+compare_scores "kaggle via the callback API" "$TMP/want_kaggle.jsonl" "$TMP/callback_kaggle.jsonl"
+stop_rankd
+expect_eq "rankd (callback API) exit status after SIGTERM" "$RANKD_RC" 0
 finish
