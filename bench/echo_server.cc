@@ -3,8 +3,9 @@
 // once with num_candidates zeros (GetModelInfo with a name), on the same
 // raw-message path as rankd, through either gRPC API rankd can use:
 //   --mode callback  the callback API (rankd serve --rpc_threads -1);
-//   --mode async     the completion-queue API, --threads threads with one
-//                    queue each (rankd's RankingCqFront without its engine).
+//   --mode async     the completion-queue API, --threads threads, each
+//                    queue polled by --threads_per_queue of them (1: rankd's
+//                    RankingCqFront without its engine).
 // Driven by serve_bench like rankd (docs/benchmarks.md, "The gRPC front"),
 // it tells how much of a served request's cost is gRPC's alone. Serves for
 // --seconds, then exits.
@@ -27,7 +28,8 @@
 
 ABSL_FLAG(std::string, mode, "callback", "callback | async");
 ABSL_FLAG(int, port, 8500, "port on 127.0.0.1");
-ABSL_FLAG(int, threads, 4, "async: polling threads (one CQ each)");
+ABSL_FLAG(int, threads, 4, "async: polling threads");
+ABSL_FLAG(int, threads_per_queue, 1, "async: threads polling each completion queue");
 ABSL_FLAG(int, prepost, 64, "async: calls requested ahead per CQ per method");
 ABSL_FLAG(double, seconds, 30, "serve this long");
 
@@ -97,11 +99,16 @@ void Request(AsyncRanking* s, grpc::ServerCompletionQueue* cq, bool score) {
   }
 }
 
-void Poll(AsyncRanking* s, grpc::ServerCompletionQueue* cq, int prepost) {
+void Prepost(AsyncRanking* s, grpc::ServerCompletionQueue* cq, int prepost) {
   for (int i = 0; i < prepost; ++i) {
     Request(s, cq, true);
     Request(s, cq, false);
   }
+}
+
+// A call's events come one after the other (the answer is written only
+// after its arrival was handled), so threads sharing a queue need no lock.
+void Poll(AsyncRanking* s, grpc::ServerCompletionQueue* cq) {
   void* tag;
   bool ok;
   while (cq->Next(&tag, &ok)) {
@@ -126,10 +133,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "echo_server: --mode must be callback or async, got %s\n", mode.c_str());
     return 2;
   }
-  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_prepost) < 1) {
-    std::fprintf(stderr, "echo_server: --threads and --prepost must be >= 1\n");
+  const int threads_per_queue = absl::GetFlag(FLAGS_threads_per_queue);
+  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_prepost) < 1 ||
+      threads_per_queue < 1) {
+    std::fprintf(stderr, "echo_server: --threads, --threads_per_queue, --prepost must be >= 1\n");
     return 2;
   }
+  const int queues = std::max(1, absl::GetFlag(FLAGS_threads) / threads_per_queue);
   grpc::ServerBuilder b;
   b.AddListeningPort("127.0.0.1:" + std::to_string(absl::GetFlag(FLAGS_port)),
                      grpc::InsecureServerCredentials());
@@ -140,7 +150,7 @@ int main(int argc, char** argv) {
     b.RegisterService(&cb);
   } else {
     b.RegisterService(&as);
-    for (int i = 0; i < absl::GetFlag(FLAGS_threads); ++i) cqs.push_back(b.AddCompletionQueue());
+    for (int i = 0; i < queues; ++i) cqs.push_back(b.AddCompletionQueue());
   }
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr) {
@@ -148,7 +158,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::thread> threads;
-  for (auto& cq : cqs) threads.emplace_back(Poll, &as, cq.get(), absl::GetFlag(FLAGS_prepost));
+  for (auto& cq : cqs) Prepost(&as, cq.get(), absl::GetFlag(FLAGS_prepost));
+  for (int t = 0; t < static_cast<int>(cqs.size()) * threads_per_queue; ++t) {
+    threads.emplace_back(Poll, &as, cqs[t % cqs.size()].get());
+  }
   std::fprintf(stderr, "echo_server (%s) listening\n", mode.c_str());
   std::this_thread::sleep_for(std::chrono::duration<double>(absl::GetFlag(FLAGS_seconds)));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
