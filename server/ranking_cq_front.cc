@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/server_context.h"
@@ -146,29 +147,34 @@ class RankingCqFront::Rpc {
 
 void RankingCqFront::CqScoreCall::Send(const grpc::Status& status) { rpc_->Finish(status); }
 
-absl::Status RankingCqFront::CheckOptions(const Options& options) {
+absl::StatusOr<std::unique_ptr<RankingCqFront>> RankingCqFront::Create(
+    RankingService* service, const Options& options, grpc::ServerBuilder* builder) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("RankingCqFront options: threads must be >= 1, got ", options.threads));
-  }
-  if (options.inline_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RankingCqFront options: inline_bytes must be >= 0, got ", options.inline_bytes));
   }
   if (options.calls_ahead < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "RankingCqFront options: calls_ahead must be >= 1, got ", options.calls_ahead));
   }
-  return absl::OkStatus();
+  if (options.inline_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RankingCqFront options: inline_bytes must be >= 0, got ", options.inline_bytes));
+  }
+  engine::CompletionExecutor::Options parse;
+  parse.num_threads = options.threads;
+  parse.thread_name = "rankd-rpc-parse";
+  absl::StatusOr<std::unique_ptr<engine::CompletionExecutor>> parse_threads =
+      engine::CompletionExecutor::Create(parse);
+  if (!parse_threads.ok()) return parse_threads.status();
+  return absl::WrapUnique(
+      new RankingCqFront(service, options, *std::move(parse_threads), builder));
 }
 
-RankingCqFront::RankingCqFront(RankingService* service, Options options,
+RankingCqFront::RankingCqFront(RankingService* service, const Options& options,
+                               std::unique_ptr<engine::CompletionExecutor> parse_threads,
                                grpc::ServerBuilder* builder)
-    : service_(service), options_(options) {
-  engine::CompletionExecutor::Options parse;
-  parse.num_threads = options_.threads;
-  parse.thread_name = "rankd-rpc-parse";
-  parse_threads_ = *engine::CompletionExecutor::Create(parse);  // valid: threads >= 1
+    : service_(service), options_(options), parse_threads_(std::move(parse_threads)) {
   builder->RegisterService(&async_service_);
   for (int i = 0; i < options_.threads; ++i) queues_.push_back(builder->AddCompletionQueue());
 }

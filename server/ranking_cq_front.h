@@ -27,7 +27,7 @@
 // queues, the threads and every requested call; a call is deleted by its
 // queue's thread once its answer is written and gRPC reports it done, which
 // returns its admission hold.
-// Threading / lifecycle: construct with the builder before BuildAndStart
+// Threading / lifecycle: create with the builder before BuildAndStart
 // (it registers the service and adds the queues), Start once the server is
 // built, and shut the server down (grpc::Server::Shutdown, or its
 // destructor, which waits until every call is answered) before destroying
@@ -44,6 +44,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/serving/completion_executor.h"
 #include "grpcpp/server_builder.h"
@@ -68,11 +69,12 @@ class RankingCqFront {
     int64_t inline_bytes = 1 << 20;
   };
 
-  static absl::Status CheckOptions(const Options& options);
-
-  // Registers the service's methods with `builder` and adds the queues.
-  // `options` must pass CheckOptions.
-  RankingCqFront(RankingService* service, Options options, grpc::ServerBuilder* builder);
+  // Registers the service's methods with `builder` and adds the queues;
+  // INVALID_ARGUMENT naming the field for bad options (then `builder` is
+  // untouched).
+  static absl::StatusOr<std::unique_ptr<RankingCqFront>> Create(RankingService* service,
+                                                                 const Options& options,
+                                                                 grpc::ServerBuilder* builder);
   ~RankingCqFront();
   RankingCqFront(const RankingCqFront&) = delete;
   RankingCqFront& operator=(const RankingCqFront&) = delete;
@@ -87,6 +89,10 @@ class RankingCqFront {
       rankd::v1::Ranking::WithRawMethod_GetModelInfo<rankd::v1::Ranking::Service>>;
   enum class Method { kScore, kModelInfo };
   class Rpc;
+
+  RankingCqFront(RankingService* service, const Options& options,
+                 std::unique_ptr<engine::CompletionExecutor> parse_threads,
+                 grpc::ServerBuilder* builder);
   class CqScoreCall;
 
   // Keeps `queue` stocked: requests a call of `method` in place of one that
@@ -96,11 +102,11 @@ class RankingCqFront {
 
   RankingService* const service_;
   const Options options_;
+  // RunScore of large requests; shut down before the queues.
+  std::unique_ptr<engine::CompletionExecutor> parse_threads_;
   AsyncRanking async_service_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   std::vector<std::thread> threads_;
-  // RunScore of large requests; shut down before the queues.
-  std::unique_ptr<engine::CompletionExecutor> parse_threads_;
   // Set (writer side) before the queues are shut down; RequestAnother holds
   // the reader side, so no request reaches a queue that is shut down.
   absl::Mutex stop_mu_;

@@ -909,7 +909,13 @@ std::unique_ptr<grpc::Server> StartPublicServer(const std::string& host, const T
     builder.SetResourceQuota(quota);
   }
   if (std::optional<RankingCqFront::Options> cq = CqFrontOptionsFromFlags()) {
-    *front = std::make_unique<RankingCqFront>(service, *cq, &builder);
+    absl::StatusOr<std::unique_ptr<RankingCqFront>> made =
+        RankingCqFront::Create(service, *cq, &builder);
+    if (!made.ok()) {
+      spdlog::error("--rpc_threads: {}", std::string(made.status().message()));
+      return nullptr;
+    }
+    *front = *std::move(made);
     spdlog::info("rankd.v1.Ranking on {} completion-queue thread(s) (--rpc_threads)", cq->threads);
   } else {
     builder.RegisterService(service);
