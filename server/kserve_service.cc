@@ -35,26 +35,6 @@ grpc::ServerUnaryReactor* AnswerNow(grpc::CallbackServerContext* context,
 
 }  // namespace
 
-// One admitted ModelInfer RPC (admitted_call.h): the parsed request (the
-// engine request views it) and the response the workers write the scores into.
-class KServeService::InferCall : public AdmittedCall {
- public:
-  using AdmittedCall::AdmittedCall;
-
-  // The request and response live on this arena, which starts in a block
-  // inside the call: their many small parts (a message, a shape and a
-  // string per tensor) are not each a heap allocation made on a gRPC thread
-  // and freed on another, which contends in malloc as threads multiply.
-  static constexpr size_t kArenaBlock = 4096;
-  alignas(16) char arena_block[kArenaBlock];
-  google::protobuf::Arena arena{arena_block, kArenaBlock};
-  inference::ModelInferRequest& request =
-      *google::protobuf::Arena::CreateMessage<inference::ModelInferRequest>(&arena);
-  inference::ModelInferResponse& response =
-      *google::protobuf::Arena::CreateMessage<inference::ModelInferResponse>(&arena);
-  KServeRequest view;
-};
-
 KServeService::KServeService(const ModelManager* models, Metrics* metrics, RequestBudget* budget,
                              Options options)
     : models_(models),
@@ -120,38 +100,47 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(grpc::CallbackServerConte
       });
 }
 
+absl::StatusOr<RequestBudget::Hold> KServeService::AdmitInfer(int64_t wire_bytes,
+                                                              absl::Time arrival) {
+  return AdmitWireBytes(budget_, metrics_, Metrics::Protocol::kKServe, wire_bytes, arrival);
+}
+
 grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request_wire,
                                                     grpc::ByteBuffer* response_wire) {
   const absl::Time arrival = absl::Now();
   absl::StatusOr<RequestBudget::Hold> hold =
-      AdmitWireBytes(budget_, metrics_, Metrics::Protocol::kKServe,
-                     static_cast<int64_t>(request_wire->Length()), arrival);
+      AdmitInfer(static_cast<int64_t>(request_wire->Length()), arrival);
   if (!hold.ok()) return FinishRefused(context, hold.status());
-  auto* reactor = new ReactorCall<InferCall>(*std::move(hold), budget_->max_bytes(), response_wire,
-                                   metrics_, Metrics::Protocol::kKServe, arrival);
-  absl::Status parsed =
-      ParseRequest(const_cast<grpc::ByteBuffer*>(request_wire), &reactor->request);
+  auto* reactor = NewInferCall<ReactorCall<InferCall>>(*std::move(hold), response_wire, arrival);
+  RunInfer(reactor, const_cast<grpc::ByteBuffer*>(request_wire),
+           ToAbslDeadline(context->deadline()));
+  return reactor;
+}
+
+void KServeService::RunInfer(InferCall* call, grpc::ByteBuffer* request_wire,
+                             absl::Time deadline) {
+  absl::Status parsed = ParseRequest(request_wire, &call->request);
   if (!parsed.ok()) {
-    reactor->Refuse("malformed", "", 0, parsed);
-    return reactor;
+    call->Refuse("malformed", "", 0, parsed);
+    return;
   }
-  const inference::ModelInferRequest& req = reactor->request;
+  const inference::ModelInferRequest& req = call->request;
   // The parsed message's memory (protobuf's own estimate, walked once).
   const int64_t request_bytes = static_cast<int64_t>(req.SpaceUsedLong());
-  if (!reactor->GrowOrRefuse(request_bytes, req.model_name(), 0)) return reactor;
+  if (!call->GrowOrRefuse(request_bytes, req.model_name(), 0)) return;
   absl::StatusOr<int64_t> version = ParseKServeVersion(req.model_version());
   if (!version.ok()) {
-    reactor->Answer(req.model_name(), 0, version.status());
-    return reactor;
+    call->Answer(req.model_name(), 0, version.status());
+    return;
   }
   auto found = models_->Find(req.model_name(), *version, "");
   if (!found.ok()) {
-    reactor->Answer(req.model_name(), 0, found.status());
-    return reactor;
+    call->Answer(req.model_name(), 0, found.status());
+    return;
   }
-  reactor->served = *std::move(found);
-  ServedVersion* served = reactor->served.get();
+  call->served = *std::move(found);
+  ServedVersion* served = call->served.get();
   absl::Status converted;
   {
     // Validation looks keys up in dynamic tables (id_policy ERROR): not while
@@ -159,25 +148,23 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
     engine::LiveTables* live = served->live_tables();
     engine::LiveTables::BatchScope tables(
         live != nullptr && live->validation_reads_tables() ? live : nullptr);
-    converted = ToEngineRequest(served->instance().model(), req, limits_, &reactor->view);
+    converted = ToEngineRequest(served->instance().model(), req, limits_, &call->view);
   }
   if (!converted.ok()) {
-    reactor->Answer(served->name(), served->version(), converted);
-    return reactor;
+    call->Answer(served->name(), served->version(), converted);
+    return;
   }
-  const int32_t n = reactor->view.request.num_candidates;
+  const int32_t n = call->view.request.num_candidates;
   // The response's scores count too.
-  if (!reactor->GrowOrRefuse(request_bytes + int64_t{4} * n, served->name(),
-                             served->version())) {
-    return reactor;
+  if (!call->GrowOrRefuse(request_bytes + int64_t{4} * n, served->name(), served->version())) {
+    return;
   }
   engine::QueuedRequest item;
   item.scores = PrepareKServeResponse(served->name(), served->version(), req.id(), n,
-                                      reactor->view.raw, &reactor->response);
-  item.request = std::move(reactor->view.request);
-  item.deadline = ToAbslDeadline(context->deadline());
-  SubmitAdmitted(reactor, std::move(item));
-  return reactor;
+                                      call->view.raw, &call->response);
+  item.request = std::move(call->view.request);
+  item.deadline = deadline;
+  SubmitAdmitted(call, std::move(item));
 }
 
 }  // namespace rankd::server

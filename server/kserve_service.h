@@ -17,14 +17,24 @@
 // when Ranking would route to it.
 //
 // Borrows the manager, metrics and budget (they outlive the gRPC server).
-// Thread-safe; each ModelInfer's state lives in its reactor.
+// Thread-safe; each ModelInfer's state lives in its InferCall, deleted by its
+// transport once the answer is written. ModelInfer's handler (AdmitInfer,
+// NewInferCall, RunInfer) also serves the completion-queue front
+// (server/ranking_cq_front.h), which takes ModelInfer off the callback API.
 #ifndef RANKD_SERVER_KSERVE_SERVICE_H_
 #define RANKD_SERVER_KSERVE_SERVICE_H_
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "engine/request_validation.h"
+#include "google/protobuf/arena.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
+#include "server/admitted_call.h"
+#include "server/kserve_conversion.h"
 #include "server/lifecycle/model_manager.h"
 #include "server/metrics.h"
 #include "server/request_budget.h"
@@ -53,8 +63,44 @@ class KServeService final : public kserve_internal::RawBase {
     std::string platform = "rankd_cpu";
   };
 
+  // One admitted ModelInfer call (admitted_call.h): the parsed request (the
+  // engine request views it) and the response the workers write the scores
+  // into. Transports derive from it and implement Send.
+  class InferCall : public AdmittedCall {
+   public:
+    using AdmittedCall::AdmittedCall;
+
+    // The request and response live on this arena, which starts in a block
+    // inside the call: their many small parts (a message, a shape and a
+    // string per tensor) are not each a heap allocation made on a gRPC thread
+    // and freed on another, which contends in malloc as threads multiply.
+    static constexpr size_t kArenaBlock = 4096;
+    alignas(16) char arena_block[kArenaBlock];
+    google::protobuf::Arena arena{arena_block, kArenaBlock};
+    inference::ModelInferRequest& request =
+        *google::protobuf::Arena::CreateMessage<inference::ModelInferRequest>(&arena);
+    inference::ModelInferResponse& response =
+        *google::protobuf::Arena::CreateMessage<inference::ModelInferResponse>(&arena);
+    KServeRequest view;
+  };
+
   KServeService(const ModelManager* models, Metrics* metrics, RequestBudget* budget,
                 Options options);
+
+  // ModelInfer's handler, for any transport; the same life as
+  // RankingService's Score: AdmitInfer (a refusal is counted; answer it with
+  // its status), NewInferCall, then RunInfer, which answers exactly once.
+  absl::StatusOr<RequestBudget::Hold> AdmitInfer(int64_t wire_bytes, absl::Time arrival);
+  template <typename Call, typename... Extra>
+  Call* NewInferCall(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire,
+                     absl::Time arrival, Extra&&... extra) {
+    return new Call(std::move(hold), budget_->max_bytes(), response_wire, metrics_,
+                    Metrics::Protocol::kKServe, arrival, std::forward<Extra>(extra)...);
+  }
+  // Parses `request_wire` (emptying it), checks, routes and submits.
+  void RunInfer(InferCall* call, grpc::ByteBuffer* request_wire, absl::Time deadline);
+
+  // The callback API's methods.
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
@@ -76,8 +122,6 @@ class KServeService final : public kserve_internal::RawBase {
                                        grpc::ByteBuffer* response) override;
 
  private:
-  class InferCall;
-
   const ModelManager* models_;
   Metrics* metrics_;
   RequestBudget* budget_;

@@ -15,13 +15,55 @@
 
 namespace rankd::server {
 
-// A Score call answered through its Rpc's writer.
-class RankingCqFront::CqScoreCall final : public RankingService::ScoreCall {
+// KServe v2 with ModelInfer on the queues (raw async) and the other
+// methods, which answer at once, on the callback API, delegated to
+// KServeService.
+namespace kq = inference;
+using KServeMixedBase = kq::GRPCInferenceService::WithRawCallbackMethod_ServerLive<
+    kq::GRPCInferenceService::WithRawCallbackMethod_ServerReady<
+        kq::GRPCInferenceService::WithRawCallbackMethod_ModelReady<
+            kq::GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
+                kq::GRPCInferenceService::WithRawCallbackMethod_ModelMetadata<
+                    kq::GRPCInferenceService::WithRawMethod_ModelInfer<
+                        kq::GRPCInferenceService::Service>>>>>>;
+
+class RankingCqFront::KServeOnQueues final : public KServeMixedBase {
  public:
-  CqScoreCall(RequestBudget::Hold hold, int64_t max_bytes, grpc::ByteBuffer* response_wire,
-              Metrics* metrics, Metrics::Protocol protocol, absl::Time arrival, Rpc* rpc)
-      : ScoreCall(std::move(hold), max_bytes, response_wire, metrics, protocol, arrival),
-        rpc_(rpc) {}
+  explicit KServeOnQueues(KServeService* impl) : impl_(impl) {}
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* c, const grpc::ByteBuffer* q,
+                                       grpc::ByteBuffer* r) override {
+    return impl_->ServerLive(c, q, r);
+  }
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* c,
+                                        const grpc::ByteBuffer* q, grpc::ByteBuffer* r) override {
+    return impl_->ServerReady(c, q, r);
+  }
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* c, const grpc::ByteBuffer* q,
+                                       grpc::ByteBuffer* r) override {
+    return impl_->ModelReady(c, q, r);
+  }
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* c,
+                                           const grpc::ByteBuffer* q,
+                                           grpc::ByteBuffer* r) override {
+    return impl_->ServerMetadata(c, q, r);
+  }
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* c,
+                                          const grpc::ByteBuffer* q,
+                                          grpc::ByteBuffer* r) override {
+    return impl_->ModelMetadata(c, q, r);
+  }
+
+ private:
+  KServeService* const impl_;
+};
+
+// A Score or ModelInfer call (`Base`) answered through its Rpc's writer.
+template <typename Base>
+class RankingCqFront::CqCall final : public Base {
+ public:
+  CqCall(RequestBudget::Hold hold, int64_t max_bytes, grpc::ByteBuffer* response_wire,
+         Metrics* metrics, Metrics::Protocol protocol, absl::Time arrival, Rpc* rpc)
+      : Base(std::move(hold), max_bytes, response_wire, metrics, protocol, arrival), rpc_(rpc) {}
 
  private:
   void Send(const grpc::Status& status) override;
@@ -40,11 +82,19 @@ class RankingCqFront::Rpc {
     // Before the request: gRPC reports the call done (answered or
     // cancelled) on this tag.
     context_.AsyncNotifyWhenDone(&done_);
-    if (method == Method::kScore) {
-      front->async_service_.RequestScore(&context_, &request_, &writer_, queue, queue, &arrived_);
-    } else {
-      front->async_service_.RequestGetModelInfo(&context_, &request_, &writer_, queue, queue,
-                                                &arrived_);
+    switch (method) {
+      case Method::kScore:
+        front->async_service_.RequestScore(&context_, &request_, &writer_, queue, queue,
+                                           &arrived_);
+        return;
+      case Method::kModelInfo:
+        front->async_service_.RequestGetModelInfo(&context_, &request_, &writer_, queue, queue,
+                                                  &arrived_);
+        return;
+      case Method::kModelInfer:
+        front->kserve_service_->RequestModelInfer(&context_, &request_, &writer_, queue, queue,
+                                                  &arrived_);
+        return;
     }
   }
 
@@ -87,14 +137,41 @@ class RankingCqFront::Rpc {
       return;
     }
     front_->RequestAnother(queue_, method_);
-    if (method_ == Method::kModelInfo) {
-      Finish(front_->service_->AnswerModelInfo(&request_, &response_));
-      return;
+    switch (method_) {
+      case Method::kModelInfo:
+        Finish(front_->service_->AnswerModelInfo(&request_, &response_));
+        return;
+      case Method::kScore: {
+        RankingService* ranking = front_->service_;
+        Admit(ranking, &RankingService::AdmitScore, &RankingService::RunScore,
+              [&](RequestBudget::Hold hold, absl::Time arrival) {
+                return ranking->NewScoreCall<CqCall<RankingService::ScoreCall>>(
+                    std::move(hold), &response_, arrival, this);
+              });
+        return;
+      }
+      case Method::kModelInfer: {
+        KServeService* kserve = front_->kserve_;
+        Admit(kserve, &KServeService::AdmitInfer, &KServeService::RunInfer,
+              [&](RequestBudget::Hold hold, absl::Time arrival) {
+                return kserve->NewInferCall<CqCall<KServeService::InferCall>>(
+                    std::move(hold), &response_, arrival, this);
+              });
+        return;
+      }
     }
+  }
+
+  // Admits the arrived request with `admit`, makes its call with `make`
+  // and runs it with `run` (on the parse threads when it is large); a
+  // refusal is answered here.
+  template <typename Service, typename Call, typename Make>
+  void Admit(Service* service,
+             absl::StatusOr<RequestBudget::Hold> (Service::*admit)(int64_t, absl::Time),
+             void (Service::*run)(Call*, grpc::ByteBuffer*, absl::Time), Make make) {
     const absl::Time arrival = absl::Now();
-    RankingService* service = front_->service_;
-    absl::StatusOr<RequestBudget::Hold> hold =
-        service->AdmitScore(static_cast<int64_t>(request_.Length()), arrival);
+    const int64_t wire_bytes = static_cast<int64_t>(request_.Length());
+    absl::StatusOr<RequestBudget::Hold> hold = (service->*admit)(wire_bytes, arrival);
     if (!hold.ok()) {
       // Refused unread: its bytes go back to gRPC's memory quota now, not
       // when the call is deleted.
@@ -102,17 +179,18 @@ class RankingCqFront::Rpc {
       Finish(ToGrpcStatus(hold.status()));
       return;
     }
-    call_.reset(service->NewScoreCall<CqScoreCall>(*std::move(hold), &response_, arrival, this));
+    Call* call = make(*std::move(hold), arrival);
+    call_.reset(call);
     // The call may be answered (Finish) from here on, on any thread; it is
     // deleted only on this thread, after both of its tags came back (so not
-    // before RunScore answered it, wherever that runs).
+    // before `run` answered it, wherever that runs).
     const absl::Time deadline = ToAbslDeadline(context_.deadline());
-    if (static_cast<int64_t>(request_.Length()) <= front_->options_.inline_bytes) {
-      service->RunScore(call_.get(), &request_, deadline);
+    if (wire_bytes <= front_->options_.inline_bytes) {
+      (service->*run)(call, &request_, deadline);
       return;
     }
-    front_->parse_threads_->Run([service, call = call_.get(), request = &request_, deadline] {
-      service->RunScore(call, request, deadline);
+    front_->parse_threads_->Run([service, run, call, request = &request_, deadline] {
+      (service->*run)(call, request, deadline);
     });
   }
 
@@ -140,15 +218,19 @@ class RankingCqFront::Rpc {
   Tag done_{this, Event::kDone};
   bool written_ = false;
   bool done_seen_ = false;
-  // The admitted Score call (after AdmitScore); null for GetModelInfo and
+  // The admitted Score or ModelInfer call; null for GetModelInfo and
   // refused calls.
-  std::unique_ptr<RankingService::ScoreCall> call_;
+  std::unique_ptr<AdmittedCall> call_;
 };
 
-void RankingCqFront::CqScoreCall::Send(const grpc::Status& status) { rpc_->Finish(status); }
+template <typename Base>
+void RankingCqFront::CqCall<Base>::Send(const grpc::Status& status) {
+  rpc_->Finish(status);
+}
 
 absl::StatusOr<std::unique_ptr<RankingCqFront>> RankingCqFront::Create(
-    RankingService* service, const Options& options, grpc::ServerBuilder* builder) {
+    RankingService* service, KServeService* kserve, const Options& options,
+    grpc::ServerBuilder* builder) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("RankingCqFront options: threads must be >= 1, got ", options.threads));
@@ -168,14 +250,22 @@ absl::StatusOr<std::unique_ptr<RankingCqFront>> RankingCqFront::Create(
       engine::CompletionExecutor::Create(parse);
   if (!parse_threads.ok()) return parse_threads.status();
   return absl::WrapUnique(
-      new RankingCqFront(service, options, *std::move(parse_threads), builder));
+      new RankingCqFront(service, kserve, options, *std::move(parse_threads), builder));
 }
 
-RankingCqFront::RankingCqFront(RankingService* service, const Options& options,
+RankingCqFront::RankingCqFront(RankingService* service, KServeService* kserve,
+                               const Options& options,
                                std::unique_ptr<engine::CompletionExecutor> parse_threads,
                                grpc::ServerBuilder* builder)
-    : service_(service), options_(options), parse_threads_(std::move(parse_threads)) {
+    : service_(service),
+      kserve_(kserve),
+      options_(options),
+      parse_threads_(std::move(parse_threads)) {
   builder->RegisterService(&async_service_);
+  if (kserve != nullptr) {
+    kserve_service_ = std::make_unique<KServeOnQueues>(kserve);
+    builder->RegisterService(kserve_service_.get());
+  }
   for (int i = 0; i < options_.threads; ++i) queues_.push_back(builder->AddCompletionQueue());
 }
 
@@ -184,6 +274,7 @@ void RankingCqFront::Start() {
     for (int i = 0; i < options_.calls_ahead; ++i) {
       new Rpc(this, queue.get(), Method::kScore);
       new Rpc(this, queue.get(), Method::kModelInfo);
+      if (kserve_ != nullptr) new Rpc(this, queue.get(), Method::kModelInfer);
     }
   }
   for (const auto& queue : queues_) threads_.emplace_back(&RankingCqFront::Poll, this, queue.get());

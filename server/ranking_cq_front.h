@@ -1,29 +1,32 @@
-// rankd.v1.Ranking (Score, GetModelInfo) served through gRPC's
-// completion-queue API on threads of rankd's own, instead of the callback
-// API. gRPC's performance guide says the callback API "is currently slower
+// rankd.v1.Ranking (Score, GetModelInfo) and KServe v2's ModelInfer served
+// through gRPC's completion-queue API on threads of rankd's own, instead of
+// the callback API (KServe's other methods, which answer at once, stay on
+// the callback API). gRPC's performance guide says the callback API "is currently slower
 // for truly high-QPS workloads": on gRPC 1.51 a callback call is received on
 // gRPC's polling threads and its events pass through its executor, one more
 // thread hop per event. Here each thread owns one completion queue and
 // handles every event of the calls requested on it (arrival, the answer
-// written, the call done) itself. The handlers are RankingService's, so
-// admission, validation, routing, metrics and answers are the same bytes
-// for bytes; docs/benchmarks.md ("The gRPC front") has what it changes.
+// written, the call done) itself. The handlers are RankingService's and
+// KServeService's, so admission, validation, routing, metrics and answers
+// are the same bytes for bytes; docs/benchmarks.md ("The gRPC front") has
+// what it changes.
 //
 // Each queue keeps Options::calls_ahead calls of each method requested:
 // when one arrives its thread requests the next before it handles it.
 // Score: AdmitScore, then RunScore (answers from the worker thread through
-// ServerAsyncResponseWriter::Finish, which may be called from any thread).
-// A request of more than Options::inline_bytes on the wire is parsed and
-// validated (RunScore) on one of `threads` parse threads instead, so a large
+// ServerAsyncResponseWriter::Finish, which may be called from any thread);
+// ModelInfer likewise (AdmitInfer, RunInfer). A request of more than
+// Options::inline_bytes on the wire is parsed and validated (RunScore,
+// RunInfer) on one of `threads` parse threads instead, so a large
 // message does not hold up the other calls of its queue: their admission
 // and refusals stay immediate while it is parsed (under a flood of large
 // messages a refusal answered late may be cut off by gRPC's memory quota).
 // GetModelInfo is answered on the queue's thread. A call's cancellation
 // (the client gave up, its deadline passed) is seen when gRPC reports the
-// call done (ServerContext::AsyncNotifyWhenDone) and sets the ScoreCall's
+// call done (ServerContext::AsyncNotifyWhenDone) and sets the call's
 // `cancelled`, which the batcher polls.
 //
-// Ownership: borrows the service (it must outlive the front). Owns the
+// Ownership: borrows the services (they must outlive the front). Owns the
 // queues, the threads and every requested call; a call is deleted by its
 // queue's thread once its answer is written and gRPC reports it done, which
 // returns its admission hold.
@@ -49,6 +52,7 @@
 #include "engine/serving/completion_executor.h"
 #include "grpcpp/server_builder.h"
 #include "rankd/v1/ranking.grpc.pb.h"
+#include "server/kserve_service.h"
 #include "server/ranking_service.h"
 
 namespace rankd::server {
@@ -69,10 +73,12 @@ class RankingCqFront {
     int64_t inline_bytes = 1 << 20;
   };
 
-  // Registers the service's methods with `builder` and adds the queues;
-  // INVALID_ARGUMENT naming the field for bad options (then `builder` is
-  // untouched).
+  // Registers both services with `builder` (KServe's with ModelInfer on
+  // the queues; `kserve` may be null: KServe is then not served by it) and
+  // adds the queues; INVALID_ARGUMENT naming the field for bad options (then
+  // `builder` is untouched).
   static absl::StatusOr<std::unique_ptr<RankingCqFront>> Create(RankingService* service,
+                                                                 KServeService* kserve,
                                                                  const Options& options,
                                                                  grpc::ServerBuilder* builder);
   ~RankingCqFront();
@@ -87,13 +93,15 @@ class RankingCqFront {
   // The generated service with both methods taken over as raw async ones.
   using AsyncRanking = rankd::v1::Ranking::WithRawMethod_Score<
       rankd::v1::Ranking::WithRawMethod_GetModelInfo<rankd::v1::Ranking::Service>>;
-  enum class Method { kScore, kModelInfo };
+  class KServeOnQueues;
+  enum class Method { kScore, kModelInfo, kModelInfer };
   class Rpc;
+  template <typename Base>
+  class CqCall;
 
-  RankingCqFront(RankingService* service, const Options& options,
+  RankingCqFront(RankingService* service, KServeService* kserve, const Options& options,
                  std::unique_ptr<engine::CompletionExecutor> parse_threads,
                  grpc::ServerBuilder* builder);
-  class CqScoreCall;
 
   // Keeps `queue` stocked: requests a call of `method` in place of one that
   // arrived, unless the queues are being shut down.
@@ -101,10 +109,12 @@ class RankingCqFront {
   void Poll(grpc::ServerCompletionQueue* queue);
 
   RankingService* const service_;
+  KServeService* const kserve_;  // null: KServe is not on the queues
   const Options options_;
   // RunScore of large requests; shut down before the queues.
   std::unique_ptr<engine::CompletionExecutor> parse_threads_;
   AsyncRanking async_service_;
+  std::unique_ptr<KServeOnQueues> kserve_service_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
   std::vector<std::thread> threads_;
   // Set (writer side) before the queues are shut down; RequestAnother holds

@@ -16,6 +16,8 @@
 #include "gtest/gtest.h"
 #include "rankd/v1/ranking.grpc.pb.h"
 #include "server/lifecycle/model_manager.h"
+#include "inference/grpc_predict_v2.grpc.pb.h"
+#include "server/kserve_service.h"
 #include "server/metrics.h"
 #include "server/ranking_service.h"
 
@@ -35,8 +37,8 @@ class NeverLoads final : public VersionLoader {
   }
 };
 
-// A server whose rankd.v1.Ranking is on a RankingCqFront, with an empty
-// model root.
+// A server whose rankd.v1.Ranking and KServe v2 are on a RankingCqFront,
+// with an empty model root.
 class Served {
  public:
   explicit Served(RankingCqFront::Options front, int64_t max_inflight_request_bytes = 0)
@@ -50,10 +52,12 @@ class Served {
     RankingService::Options so;
     so.max_inflight_request_bytes = max_inflight_request_bytes;
     service_ = std::make_unique<RankingService>(manager_.get(), &metrics_, so);
+    kserve_ = std::make_unique<KServeService>(manager_.get(), &metrics_, service_->budget(),
+                                              KServeService::Options{});
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    front_ = *RankingCqFront::Create(service_.get(), front, &builder);
+    front_ = *RankingCqFront::Create(service_.get(), kserve_.get(), front, &builder);
     server_ = builder.BuildAndStart();
     front_->Start();
     channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
@@ -75,6 +79,7 @@ class Served {
   Metrics metrics_;
   std::unique_ptr<ModelManager> manager_;
   std::unique_ptr<RankingService> service_;
+  std::unique_ptr<KServeService> kserve_;
   std::unique_ptr<RankingCqFront> front_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -114,7 +119,7 @@ TEST(RankingCqFrontTest, CreateRefusesBadOptionsNamingTheField) {
   cases[2].field = "inline_bytes";
   for (const Case& c : cases) {
     absl::StatusOr<std::unique_ptr<RankingCqFront>> made =
-        RankingCqFront::Create(nullptr, c.options, &builder);
+        RankingCqFront::Create(nullptr, nullptr, c.options, &builder);
     ASSERT_FALSE(made.ok()) << c.field;
     EXPECT_EQ(made.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(made.status().message(), HasSubstr(c.field));
@@ -125,12 +130,14 @@ TEST(RankingCqFrontTest, CreatedButNeverStartedShutsDown) {
   grpc::ServerBuilder builder;
   RankingCqFront::Options options;
   options.threads = 3;
-  auto front = RankingCqFront::Create(nullptr, options, &builder);
+  auto front = RankingCqFront::Create(nullptr, nullptr, options, &builder);
   ASSERT_TRUE(front.ok());
   front->reset();  // no server was built: the queues drain at once
 }
 
-// Many clients at once on few queues with few calls requested ahead, so
+// Many clients at once on few queues with few calls requested ahead (Score,
+// GetModelInfo and ModelInfer on the queues; ServerLive on the callback
+// API beside them), so
 // calls keep arriving while their queue's thread handles others and each
 // queue keeps requesting. inline_bytes 0 sends every Score through the parse
 // threads; 1 MiB keeps them on the queue threads.
@@ -149,6 +156,7 @@ TEST(RankingCqFrontTest, AnswersEveryCallFromManyClients) {
     for (int c = 0; c < kClients; ++c) {
       clients.emplace_back([&, c] {
         auto stub = rankd::v1::Ranking::NewStub(served.channel());
+        auto kserve = inference::GRPCInferenceService::NewStub(served.channel());
         for (int i = 0; i < kCalls; ++i) {
           grpc::ClientContext score_context;
           rankd::v1::ScoreRequest request;
@@ -164,6 +172,18 @@ TEST(RankingCqFrontTest, AnswersEveryCallFromManyClients) {
           rankd::v1::ModelInfo info;
           s = stub->GetModelInfo(&info_context, info_request, &info);
           if (s.error_code() != grpc::StatusCode::NOT_FOUND) ++wrong[c];
+
+          grpc::ClientContext infer_context;
+          inference::ModelInferRequest infer;
+          infer.set_model_name("absent");
+          inference::ModelInferResponse inferred;
+          s = kserve->ModelInfer(&infer_context, infer, &inferred);
+          if (s.error_code() != grpc::StatusCode::NOT_FOUND) ++wrong[c];
+
+          grpc::ClientContext live_context;
+          inference::ServerLiveResponse live;
+          s = kserve->ServerLive(&live_context, inference::ServerLiveRequest(), &live);
+          if (!s.ok() || !live.live()) ++wrong[c];
 
           s = ScoreRawBytes(served.channel().get(), std::string("\xff\xff\xff", 3));
           if (s.error_code() != grpc::StatusCode::INVALID_ARGUMENT ||

@@ -874,9 +874,9 @@ std::optional<RankingCqFront::Options> CqFrontOptionsFromFlags() {
   return o;
 }
 
-// The public gRPC listener (--host:--grpc_port): rankd.v1.Ranking (through
-// the completion-queue front, made into `*front`, unless --rpc_threads -1)
-// and KServe v2, with health and reflection (process-wide plugins, enabled
+// The public gRPC listener (--host:--grpc_port): rankd.v1.Ranking and KServe
+// v2 (Ranking and ModelInfer through the completion-queue front, made into
+// `*front`, unless --rpc_threads -1), with health and reflection (process-wide plugins, enabled
 // here, so the admin and health listeners built later have them too). Null
 // after logging why it cannot listen; `*port` is the port it bound. The
 // caller keeps `*front` alive longer than the server.
@@ -910,17 +910,19 @@ std::unique_ptr<grpc::Server> StartPublicServer(const std::string& host, const T
   }
   if (std::optional<RankingCqFront::Options> cq = CqFrontOptionsFromFlags()) {
     absl::StatusOr<std::unique_ptr<RankingCqFront>> made =
-        RankingCqFront::Create(service, *cq, &builder);
+        RankingCqFront::Create(service, kserve, *cq, &builder);
     if (!made.ok()) {
       spdlog::error("--rpc_threads: {}", std::string(made.status().message()));
       return nullptr;
     }
     *front = *std::move(made);
-    spdlog::info("rankd.v1.Ranking on {} completion-queue thread(s) (--rpc_threads)", cq->threads);
+    spdlog::info("rankd.v1.Ranking and KServe ModelInfer on {} completion-queue thread(s) "
+                 "(--rpc_threads)",
+                 cq->threads);
   } else {
     builder.RegisterService(service);
+    builder.RegisterService(kserve);
   }
-  builder.RegisterService(kserve);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *port == 0) {
     spdlog::error("--grpc_port: cannot listen on {}", address);
