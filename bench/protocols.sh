@@ -19,18 +19,21 @@
 #
 #   bench/protocols.sh --rankd BIN/rankd --rankload BIN/rankload --out DIR \
 #       [--backend cpu|cuda] [--cases "mini:1 mini:64 kaggle:256"] \
-#       [--concurrency 32] [--duration_s 5] [--repeat 3] [--kaggle_scale 0.01]
+#       [--concurrency 32] [--duration_s 5] [--repeat 3] [--kaggle_scale 0.01] \
+#       [--serve_flags "--rpc_threads -1"]   (more rankd serve flags, split on spaces)
 set -euo pipefail
 bench_name=protocols.sh
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-usage() { bench_print_header 24; }
+usage() { bench_print_header 23; }
 
 rankd_bin= rankload_bin= out_dir= work_dir= backend=cpu cases="mini:1 mini:64 kaggle:256"
 concurrency=32 duration=5 warmup=2 repeat=3 kaggle_scale=0.01 server_cpus= client_cpus= protocols="rankd kserve http"
+serve_flags=
 # --option VALUE sets the variable of the same name ("option:variable" otherwise).
 options="rankd:rankd_bin rankload:rankload_bin out:out_dir work:work_dir backend cases protocols
-  concurrency duration_s:duration repeat warmup_s:warmup kaggle_scale server_cpus client_cpus"
+  concurrency duration_s:duration repeat warmup_s:warmup kaggle_scale server_cpus client_cpus
+  serve_flags"
 bench_parse_options "$options" "$@"
 bench_require_binaries "$rankd_bin" "$rankload_bin" "$out_dir"
 bench_positive_int --concurrency "$concurrency"
@@ -59,9 +62,10 @@ for case in $cases; do
   "$rankd_bin" gen-requests --model "$work/models/$model/1" --count 200 \
     --candidates "$candidates" --seed 11 --output "$work/req_${model}_$candidates.jsonl"
 done
+# shellcheck disable=SC2086  # --serve_flags: split into words on purpose
 bench_start_rankd "$work/rankd.log" "$work/ports" "${server_pin[@]}" "$rankd_bin" serve \
   --model_root "$work/models" --backend "$backend" --grpc_port 0 --http_port 0 --metrics_port 0 \
-  --admin_port -1 --port_file "$work/ports" --log_level warn
+  --admin_port -1 --port_file "$work/ports" --log_level warn $serve_flags
 http=$(sed -n 's/^http_port=//p' "$work/ports")
 
 for case in $cases; do
