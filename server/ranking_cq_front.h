@@ -16,11 +16,13 @@
 // Score: AdmitScore, then RunScore (answers from the worker thread through
 // ServerAsyncResponseWriter::Finish, which may be called from any thread);
 // ModelInfer likewise (AdmitInfer, RunInfer). A request of more than
-// Options::inline_bytes on the wire is parsed and validated (RunScore,
-// RunInfer) on one of `threads` parse threads instead, so a large
-// message does not hold up the other calls of its queue: their admission
-// and refusals stay immediate while it is parsed (under a flood of large
-// messages a refusal answered late may be cut off by gRPC's memory quota).
+// Options::inline_bytes on the wire is parsed and validated on one of
+// `threads` parse threads instead: every call of a connection arrives on the
+// same queue, so parsing on the queue's thread would put a few connections'
+// large requests on one thread, and a large message would hold up the other
+// calls of its queue (their admission and refusals stay immediate this way;
+// under a flood of large messages a refusal answered late may still be cut
+// off by gRPC's memory quota).
 // GetModelInfo is answered on the queue's thread. A call's cancellation
 // (the client gave up, its deadline passed) is seen when gRPC reports the
 // call done (ServerContext::AsyncNotifyWhenDone) and sets the call's
@@ -68,9 +70,11 @@ class RankingCqFront {
     // arrive on a queue at once before gRPC holds the next until its thread
     // requests another.
     int calls_ahead = 32;
-    // Score requests larger than this (wire bytes) are parsed on the parse
-    // threads, smaller ones on the queue's thread (>= 0).
-    int64_t inline_bytes = 1 << 20;
+    // Requests larger than this (wire bytes) are parsed on the parse
+    // threads, smaller ones on the queue's thread (>= 0). A connection's
+    // calls all arrive on one queue, so a few clients sending large requests
+    // would otherwise load one thread with all their parsing.
+    int64_t inline_bytes = 8 << 10;
   };
 
   // Registers both services with `builder` (KServe's with ModelInfer on

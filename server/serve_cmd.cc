@@ -95,11 +95,12 @@ ABSL_FLAG(int, completion_threads, 2,
           "serve: threads per model version that answer computed requests so workers go "
           "straight back to computing (0 = each worker answers its own batches; worth it where "
           "answering costs about as much host time as computing: small requests on a GPU)");
-ABSL_FLAG(int, rpc_threads, 0,
-          "serve: threads of rankd's own that receive and answer rankd.v1.Ranking calls (Score, "
-          "GetModelInfo) through gRPC's completion-queue API, one queue each (0 = automatic: "
-          "half the usable CPUs, 2 to 8; -1 = gRPC's callback API on gRPC's own threads, as "
-          "KServe v2 always is); at most 64");
+ABSL_FLAG(int, rpc_threads, -1,
+          "serve: -1 = rankd.v1.Ranking and KServe v2 on gRPC's callback API (gRPC's own "
+          "threads); N >= 1 = on N threads of rankd's own polling gRPC completion queues, one "
+          "queue each (0 = half the usable CPUs, 2 to 8): less CPU and more requests/s for small "
+          "requests, fewer requests/s for large ones on a few connections (docs/operations.md); "
+          "at most 64");
 ABSL_FLAG(int, cpu_compute_nice, 10,
           "serve: CPU backend: nice increment (0-19) of the threads that compute batches, so "
           "the threads that receive, refuse and answer requests run first when the cores are "

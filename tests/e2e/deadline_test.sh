@@ -69,23 +69,34 @@ expect_eq "rankd_candidates_total after rankctl" \
   "$(metric_int "$TMP/metrics2.txt" rankd_candidates_total 'model="heavy"')" $((17 * 128 + 65))
 
 # --- 3. Calls their client cancels while they are queued ---------------------
-# The server learns of the cancellation (on the completion-queue front: when
-# gRPC reports the call done) and never computes them. Same call pattern as
-# part 1 (2 lone, 6 busy, 1 after), plus 4 cancelled.
-PYTHONPATH="$PY_CLIENT_PATH" run_bounded 150 "$PY" "$E2E_DIR/load_check.py" cancel --target "$TARGET" \
-  --requests "$TMP/heavy.jsonl" --expected "$TMP/heavy_want.jsonl" --busy 6 --calls 4 \
-  >"$TMP/cancel.json" 2>"$TMP/cancel.err"
-RC=$?
-cat "$TMP/cancel.err" >&2
-[[ $RC -eq 0 ]] || fail "load_check.py cancel failed (exit $RC)"
-scrape "$TMP/metrics3.txt"
-expect_eq "rankd_requests_total{code=CANCELLED}" \
-  "$(metric_int "$TMP/metrics3.txt" rankd_requests_total 'model="heavy"' 'code="CANCELLED"')" 4
-expect_eq "rankd_requests_total{code=OK} after the cancellations" \
-  "$(metric_int "$TMP/metrics3.txt" rankd_requests_total 'model="heavy"' 'code="OK"')" 26
-expect_eq "rankd_candidates_total (cancelled calls never computed)" \
-  "$(metric_int "$TMP/metrics3.txt" rankd_candidates_total 'model="heavy"')" $((26 * 128 + 65))
+# The server learns of the cancellation (gRPC's OnCancel on the callback
+# API; on the completion-queue front, when gRPC reports the call done) and
+# never computes them. Same call pattern as part 1 (2 lone, 6 busy, 1 after),
+# plus 4 cancelled; on a second server with the front, the same again.
+# cancel_round LABEL OK_BEFORE CANDIDATES_BEFORE: the cancellations on the
+# running server, whose counters stood at those values.
+cancel_round() {
+  PYTHONPATH="$PY_CLIENT_PATH" run_bounded 150 "$PY" "$E2E_DIR/load_check.py" cancel --target "$TARGET" \
+    --requests "$TMP/heavy.jsonl" --expected "$TMP/heavy_want.jsonl" --busy 6 --calls 4 \
+    >"$TMP/cancel_$1.json" 2>"$TMP/cancel_$1.err"
+  local rc=$?
+  cat "$TMP/cancel_$1.err" >&2
+  [[ $rc -eq 0 ]] || fail "$1: load_check.py cancel failed (exit $rc)"
+  scrape "$TMP/metrics_$1.txt"
+  expect_eq "$1: rankd_requests_total{code=CANCELLED}" \
+    "$(metric_int "$TMP/metrics_$1.txt" rankd_requests_total 'model="heavy"' 'code="CANCELLED"')" 4
+  expect_eq "$1: rankd_requests_total{code=OK} after the cancellations" \
+    "$(metric_int "$TMP/metrics_$1.txt" rankd_requests_total 'model="heavy"' 'code="OK"')" $(($2 + 9))
+  expect_eq "$1: rankd_candidates_total (cancelled calls never computed)" \
+    "$(metric_int "$TMP/metrics_$1.txt" rankd_candidates_total 'model="heavy"')" $(($3 + 9 * 128))
+}
+cancel_round callback_api 17 $((17 * 128 + 65))
 
 stop_rankd
 expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
+
+start_rankd "$MODELS" --rpc_threads 2
+cancel_round cq_front 0 65  # the load's warm-up batch counts 65 candidates
+stop_rankd
+expect_eq "rankd (completion-queue front) exit status after SIGTERM" "$RANKD_RC" 0
 finish

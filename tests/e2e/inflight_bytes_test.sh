@@ -18,6 +18,8 @@
 #      plus the admitted requests; +990 MiB without any bound, +526 MiB with it,
 #      on the 2-core dev machine).
 #   3. rankd_request_bytes_in_flight is back to 0 and normal requests work.
+# All of it on gRPC's callback API, then again on the completion-queue front
+# (--rpc_threads 2).
 source "$(dirname "$0")/lib.sh"
 
 RSS_BOUND_MIB=700
@@ -28,39 +30,47 @@ set_model_options "$MODELS/mini/1" \
 NUM_DENSE="$(sed -n 's/^num_dense: *//p' "$MODELS/mini/1/model.pbtxt")"
 FEATURES="$(model_features "$MODELS/mini/1")"
 gen_requests "$MODELS/mini/1" "$TMP/req.jsonl" --count 4 --candidates 8 --seed 3
-start_rankd "$MODELS" --backend cpu --max_message_bytes 67108864 \
-  --max_inflight_request_bytes 134217728 --max_ids_per_feature 4194304
 hostile() { run_bounded 300 "$PY" "$E2E_DIR/hostile_client.py" "$@"; }
 rss_kib() { awk -v k="$2" '$1 == k ":" { print $2 }' "/proc/$1/status"; }
 
-hostile inflight-admission --target "$TARGET" --model mini --num_dense "$NUM_DENSE" \
-  --features "$FEATURES" --concurrency 4 --codes_out "$TMP/codes1.txt" ||
-  fail "admission of concurrent large valid requests (above)"
-scrape "$TMP/m1.txt"
-OURS1="$(awk '$1 == "OURS" { print $2 }' "$TMP/codes1.txt")"
-expect_eq "refusals counted in rankd_requests_refused_total{reason=inflight_bytes}" \
-  "$(metric_int "$TMP/m1.txt" rankd_requests_refused_total 'reason="inflight_bytes"')" "${OURS1:-x}"
+# One server: -1 = gRPC's callback API, N = the completion-queue front.
+run_round() {
+  log "--rpc_threads $1"
+  start_rankd "$MODELS" --backend cpu --max_message_bytes 67108864 \
+    --max_inflight_request_bytes 134217728 --max_ids_per_feature 4194304 --rpc_threads "$1"
 
-RSS0="$(rss_kib "$RANKD_PID" VmRSS)"
-hostile inflight --target "$TARGET" --model mini --concurrency 24 --request_mib 63 \
-  --codes_out "$TMP/codes2.txt" || fail "concurrent 63 MiB requests (above)"
-kill -0 "$RANKD_PID" 2>/dev/null || die "rankd died under concurrent large requests"
-PEAK="$(rss_kib "$RANKD_PID" VmHWM)"
-GROWTH_MIB=$(( (PEAK - RSS0) / 1024 ))
-log "RSS: $((RSS0 / 1024)) MiB before the flood, peak $((PEAK / 1024)) MiB (+$GROWTH_MIB MiB)"
-[[ "$GROWTH_MIB" -lt "$RSS_BOUND_MIB" ]] ||
-  fail "peak RSS grew by $GROWTH_MIB MiB under 24 x 63 MiB requests (bound $RSS_BOUND_MIB MiB)"
+  hostile inflight-admission --target "$TARGET" --model mini --num_dense "$NUM_DENSE" \
+    --features "$FEATURES" --concurrency 4 --codes_out "$TMP/codes1.txt" ||
+    fail "admission of concurrent large valid requests (above)"
+  scrape "$TMP/m1.txt"
+  OURS1="$(awk '$1 == "OURS" { print $2 }' "$TMP/codes1.txt")"
+  expect_eq "refusals counted in rankd_requests_refused_total{reason=inflight_bytes}" \
+    "$(metric_int "$TMP/m1.txt" rankd_requests_refused_total 'reason="inflight_bytes"')" "${OURS1:-x}"
 
-scrape "$TMP/m2.txt"
-OURS2="$(awk '$1 == "OURS" { print $2 }' "$TMP/codes2.txt")"
-expect_eq "all of rankd's refusals counted" \
-  "$(metric_int "$TMP/m2.txt" rankd_requests_refused_total 'reason="inflight_bytes"')" \
-  "$(( ${OURS1:-0} + ${OURS2:-0} ))"
-expect_eq "rankd_request_bytes_in_flight after the burst" \
-  "$(metric_int "$TMP/m2.txt" rankd_request_bytes_in_flight)" 0
+  RSS0="$(rss_kib "$RANKD_PID" VmRSS)"
+  hostile inflight --target "$TARGET" --model mini --concurrency 24 --request_mib 63 \
+    --codes_out "$TMP/codes2.txt" || fail "concurrent 63 MiB requests (above)"
+  kill -0 "$RANKD_PID" 2>/dev/null || die "rankd died under concurrent large requests"
+  PEAK="$(rss_kib "$RANKD_PID" VmHWM)"
+  GROWTH_MIB=$(( (PEAK - RSS0) / 1024 ))
+  log "RSS: $((RSS0 / 1024)) MiB before the flood, peak $((PEAK / 1024)) MiB (+$GROWTH_MIB MiB)"
+  [[ "$GROWTH_MIB" -lt "$RSS_BOUND_MIB" ]] ||
+    fail "peak RSS grew by $GROWTH_MIB MiB under 24 x 63 MiB requests (bound $RSS_BOUND_MIB MiB)"
 
-rankctl score --input "$TMP/req.jsonl" --output "$TMP/got.jsonl" --deadline_ms 10000 2>"$TMP/rankctl.err" ||
-  fail "normal requests after the burst: $(tail -3 "$TMP/rankctl.err")"
-stop_rankd TERM
-expect_eq "rankd exit status" "$RANKD_RC" 0
+  scrape "$TMP/m2.txt"
+  OURS2="$(awk '$1 == "OURS" { print $2 }' "$TMP/codes2.txt")"
+  expect_eq "all of rankd's refusals counted" \
+    "$(metric_int "$TMP/m2.txt" rankd_requests_refused_total 'reason="inflight_bytes"')" \
+    "$(( ${OURS1:-0} + ${OURS2:-0} ))"
+  expect_eq "rankd_request_bytes_in_flight after the burst" \
+    "$(metric_int "$TMP/m2.txt" rankd_request_bytes_in_flight)" 0
+
+  rankctl score --input "$TMP/req.jsonl" --output "$TMP/got.jsonl" --deadline_ms 10000 2>"$TMP/rankctl.err" ||
+    fail "normal requests after the burst: $(tail -3 "$TMP/rankctl.err")"
+  stop_rankd TERM
+  expect_eq "rankd exit status" "$RANKD_RC" 0
+}
+
+run_round -1
+run_round 2
 finish

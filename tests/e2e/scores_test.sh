@@ -7,8 +7,8 @@
 #   mini_dyn --dynamic_tables 1 --dtype bf16  (a DYNAMIC hash table, bf16 rows)
 # Requests mix sizes (64 and 5 candidates; weighted multi-id bags) and are
 # sent concurrently, so the server batches them differently from `rankd score`:
-# the CPU engine must not depend on batching. The server answers Score on its
-# completion-queue front (the default) and, last, on gRPC's callback API.
+# the CPU engine must not depend on batching. The server answers Score on
+# gRPC's callback API (the default) and, last, on its completion-queue front.
 source "$(dirname "$0")/lib.sh"
 
 MODELS="$TMP/models"
@@ -51,13 +51,17 @@ done
 stop_rankd
 expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
 
-# rankd.v1.Ranking through gRPC's callback API (--rpc_threads -1) instead of
-# the completion-queue front above: the same scores.
-start_rankd "$MODELS" --rpc_threads -1
-rankctl score --input "$TMP/req_kaggle.jsonl" --output "$TMP/callback_kaggle.jsonl" \
-  --concurrency 8 --deadline_ms 30000 2>"$TMP/callback_kaggle.err" ||
-  fail "callback API: rankctl score failed: $(cat "$TMP/callback_kaggle.err")"
-compare_scores "kaggle via the callback API" "$TMP/want_kaggle.jsonl" "$TMP/callback_kaggle.jsonl"
+# rankd.v1.Ranking on the completion-queue front (--rpc_threads 2) instead of
+# gRPC's callback API above: the same scores, through both clients.
+start_rankd "$MODELS" --rpc_threads 2
+rankctl score --input "$TMP/req_kaggle.jsonl" --output "$TMP/cq_kaggle.jsonl" \
+  --concurrency 8 --deadline_ms 30000 2>"$TMP/cq_kaggle.err" ||
+  fail "completion-queue front: rankctl score failed: $(cat "$TMP/cq_kaggle.err")"
+compare_scores "kaggle via the completion-queue front" "$TMP/want_kaggle.jsonl" "$TMP/cq_kaggle.jsonl"
+PYTHONPATH="$PY_CLIENT_PATH" run_bounded 120 "$PY" "$E2E_DIR/e2e_util.py" py-score \
+  --target "$TARGET" --input "$TMP/req_kaggle.jsonl" --output "$TMP/cq_py_kaggle.jsonl" \
+  2>"$TMP/cq_py_kaggle.err" || fail "completion-queue front: Python client failed"
+compare_scores "kaggle via the front, Python" "$TMP/want_kaggle.jsonl" "$TMP/cq_py_kaggle.jsonl"
 stop_rankd
-expect_eq "rankd (callback API) exit status after SIGTERM" "$RANKD_RC" 0
+expect_eq "rankd (completion-queue front) exit status after SIGTERM" "$RANKD_RC" 0
 finish
