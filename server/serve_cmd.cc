@@ -876,11 +876,12 @@ std::optional<RankingCqFront::Options> CqFrontOptionsFromFlags() {
 }
 
 // The public gRPC listener (--host:--grpc_port): rankd.v1.Ranking and KServe
-// v2 (Ranking and ModelInfer through the completion-queue front, made into
-// `*front`, unless --rpc_threads -1), with health and reflection (process-wide plugins, enabled
-// here, so the admin and health listeners built later have them too). Null
-// after logging why it cannot listen; `*port` is the port it bound. The
-// caller keeps `*front` alive longer than the server.
+// v2 (with --rpc_threads >= 0, Ranking and ModelInfer through the
+// completion-queue front, made into `*front`), with health and reflection
+// (process-wide plugins, enabled here, so the admin and health listeners
+// built later have them too). Null after logging why it cannot listen;
+// `*port` is the port it bound. The caller keeps `*front` alive longer than
+// the server.
 std::unique_ptr<grpc::Server> StartPublicServer(const std::string& host, const TlsFiles& tls,
                                                 RankingService* service, KServeService* kserve,
                                                 std::unique_ptr<RankingCqFront>* front,
