@@ -277,11 +277,6 @@ absl::Status CheckMessageSizeFlag() {
 // The model workers' flags, and the request-size limits that share their
 // ">= 0" message.
 absl::Status CheckWorkerFlags() {
-  if (absl::GetFlag(FLAGS_rpc_threads) < -1 || absl::GetFlag(FLAGS_rpc_threads) > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rpc_threads must be -1 (callback API), 0 (automatic) or 1 to 64, got ",
-        absl::GetFlag(FLAGS_rpc_threads)));
-  }
   if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0 ||
       absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0 ||
       absl::GetFlag(FLAGS_completion_threads) < 0) {
@@ -296,6 +291,8 @@ absl::Status CheckWorkerFlags() {
         engine::TruncateForError(update_priority), "\""));
   }
   return FirstError({
+      CheckRange("--rpc_threads", absl::GetFlag(FLAGS_rpc_threads), -1, 64,
+                 " (-1 = callback API, 0 = automatic)"),
       CheckRange("--cpu_compute_nice", absl::GetFlag(FLAGS_cpu_compute_nice), 0, 19),
       CheckRange("--gpu_pack_threads", absl::GetFlag(FLAGS_gpu_pack_threads), -1, 64,
                  " (-1 = default, 0 = none)"),
