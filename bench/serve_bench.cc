@@ -5,11 +5,16 @@
 // open-loop harness; this is the quick number for docs/benchmarks.md.)
 //
 // --rpc picks what each virtual client sends:
-//   score       Score through the client's callback API (default);
-//   score_sync  Score through the blocking API, one thread per client;
-//   model_info  GetModelInfo through the blocking API: no batcher, no engine,
-//               so with --concurrency 1 it is the gRPC round trip floor of the
-//               same server and client (what Score's latency is compared to).
+//   score             Score through the client's callback API (default);
+//   score_sync        Score through the blocking API, one thread per client;
+//   model_info        GetModelInfo through the blocking API: no batcher, no
+//                     engine, so with --concurrency 1 it is the gRPC round trip
+//                     floor of the same server and client (what score_sync's
+//                     latency is compared to);
+//   model_info_async  GetModelInfo through the callback API: the floor that
+//                     `score` is compared to. The two client APIs differ in
+//                     their own cost (which thread picks up the answer), so a
+//                     Score's gap to the floor is taken with the same API.
 // --pause_us (blocking modes) sleeps between a client's calls, so the threads
 // on both sides go idle as they do at low load, wake-ups included.
 #include <algorithm>
@@ -38,7 +43,8 @@ ABSL_FLAG(int, connections, 1, "gRPC connections");
 ABSL_FLAG(double, duration_s, 5, "measured seconds");
 ABSL_FLAG(double, warmup_s, 1, "seconds before measuring");
 ABSL_FLAG(std::string, label, "", "label printed in the result line");
-ABSL_FLAG(std::string, rpc, "score", "score | score_sync | model_info (see the top of the file)");
+ABSL_FLAG(std::string, rpc, "score",
+          "score | score_sync | model_info | model_info_async (see the top of the file)");
 ABSL_FLAG(int64_t, pause_us, 0, "score_sync / model_info: sleep between a client's calls");
 
 namespace {
@@ -57,27 +63,39 @@ struct State {
   absl::Notification all_done;
 };
 
-void SendNext(State* s, int user) {
+// Records one call that started at `start` (if inside the measured window).
+void Record(State* s, Clock::time_point start, bool ok) {
+  const Clock::time_point end = Clock::now();
+  if (start < s->measure_start) return;
+  absl::MutexLock lock(&s->mu);
+  if (ok) {
+    s->latencies_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+  } else {
+    ++s->errors;
+  }
+}
+
+// Callback modes: each answer's callback sends the client's next call.
+// `info` (model_info_async) asks GetModelInfo for the requests' model.
+void SendNext(State* s, int user, const std::shared_ptr<const rankd::v1::GetModelInfoRequest>& info) {
   const Clock::time_point now = Clock::now();
   if (now >= s->measure_end) {
     if (s->active.fetch_sub(1) == 1) s->all_done.Notify();
     return;
   }
-  const int64_t i = s->next.fetch_add(1);
   auto& client = s->clients[user % s->clients.size()];
+  if (info != nullptr) {
+    client->GetModelInfoAsync(info, [s, user, now, info](absl::StatusOr<rankd::v1::ModelInfo> r) {
+      Record(s, now, r.ok());
+      SendNext(s, user, info);
+    });
+    return;
+  }
+  const int64_t i = s->next.fetch_add(1);
   client->ScoreAsync(s->requests[i % s->requests.size()],
                      [s, user, now](absl::StatusOr<rankd::v1::ScoreResponse> r) {
-                       const Clock::time_point end = Clock::now();
-                       if (now >= s->measure_start) {
-                         absl::MutexLock lock(&s->mu);
-                         if (r.ok()) {
-                           s->latencies_us.push_back(
-                               std::chrono::duration<double, std::micro>(end - now).count());
-                         } else {
-                           ++s->errors;
-                         }
-                       }
-                       SendNext(s, user);
+                       Record(s, now, r.ok());
+                       SendNext(s, user, nullptr);
                      });
 }
 
@@ -96,15 +114,7 @@ void RunBlocking(State* s, int user, bool model_info, absl::Duration pause) {
       const int64_t i = s->next.fetch_add(1);
       ok = client->Score(*s->requests[i % s->requests.size()]).ok();
     }
-    const Clock::time_point end = Clock::now();
-    if (now >= s->measure_start) {
-      absl::MutexLock lock(&s->mu);
-      if (ok) {
-        s->latencies_us.push_back(std::chrono::duration<double, std::micro>(end - now).count());
-      } else {
-        ++s->errors;
-      }
-    }
+    Record(s, now, ok);
     if (pause > absl::ZeroDuration()) absl::SleepFor(pause);
   }
 }
@@ -121,8 +131,9 @@ double Percentile(std::vector<double>& v, double p) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string rpc = absl::GetFlag(FLAGS_rpc);
-  if (rpc != "score" && rpc != "score_sync" && rpc != "model_info") {
-    std::cerr << "serve_bench: --rpc: score, score_sync or model_info, got \"" << rpc << "\"\n";
+  if (rpc != "score" && rpc != "score_sync" && rpc != "model_info" && rpc != "model_info_async") {
+    std::cerr << "serve_bench: --rpc: score, score_sync, model_info or model_info_async, got \""
+              << rpc << "\"\n";
     return 2;
   }
   State s;
@@ -158,9 +169,14 @@ int main(int argc, char** argv) {
   s.measure_end = s.measure_start + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(absl::GetFlag(FLAGS_duration_s)));
   const int users = absl::GetFlag(FLAGS_concurrency);
-  if (rpc == "score") {
+  if (rpc == "score" || rpc == "model_info_async") {
+    std::shared_ptr<rankd::v1::GetModelInfoRequest> info;
+    if (rpc == "model_info_async") {
+      info = std::make_shared<rankd::v1::GetModelInfoRequest>();
+      info->set_model(s.requests[0]->model());
+    }
     s.active = users;
-    for (int u = 0; u < users; ++u) SendNext(&s, u);
+    for (int u = 0; u < users; ++u) SendNext(&s, u, info);
     s.all_done.WaitForNotification();
   } else {
     const absl::Duration pause = absl::Microseconds(absl::GetFlag(FLAGS_pause_us));

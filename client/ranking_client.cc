@@ -208,6 +208,17 @@ void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> re
       });
 }
 
+void RankingClient::GetModelInfoAsync(
+    std::shared_ptr<const rankd::v1::GetModelInfoRequest> request, ModelInfoCallback done,
+    const CallOptions& call) {
+  StartAsync<rankd::v1::GetModelInfoRequest, rankd::v1::ModelInfo>(
+      std::move(request), std::move(done), call,
+      [this](grpc::ClientContext* context, const rankd::v1::GetModelInfoRequest* req,
+             rankd::v1::ModelInfo* resp, std::function<void(grpc::Status)> on_done) {
+        ranking_->async()->GetModelInfo(context, req, resp, std::move(on_done));
+      });
+}
+
 void RankingClient::InferAsync(std::shared_ptr<const inference::ModelInferRequest> request,
                                InferCallback done, const CallOptions& call) {
   StartAsync<inference::ModelInferRequest, inference::ModelInferResponse>(

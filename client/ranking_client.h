@@ -131,6 +131,13 @@ class RankingClient {
   void ScoreAsync(const rankd::v1::ScoreRequest& request, ScoreCallback done,
                   const CallOptions& call = {});
 
+  using ModelInfoCallback = std::function<void(absl::StatusOr<rankd::v1::ModelInfo>)>;
+
+  // GetModelInfo without blocking, as ScoreAsync (same deadline, token,
+  // tracking and callback rules).
+  void GetModelInfoAsync(std::shared_ptr<const rankd::v1::GetModelInfoRequest> request,
+                         ModelInfoCallback done, const CallOptions& call = {});
+
   using InferCallback = std::function<void(absl::StatusOr<inference::ModelInferResponse>)>;
 
   // KServe v2 ModelInfer without blocking, as ScoreAsync (same deadline,

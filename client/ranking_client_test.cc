@@ -220,6 +220,35 @@ TEST_F(RankingClientTest, GetModelInfo) {
   EXPECT_EQ(missing.status().message(), "model \"nope\" is not served");
 }
 
+TEST_F(RankingClientTest, GetModelInfoAsyncAnswersAsTheBlockingCall) {
+  auto client = NewClient();
+  ASSERT_NE(client, nullptr);
+  struct Case {
+    const char* model;
+    int64_t version;
+  };
+  const Case cases[] = {{"mini", 0}, {"mini", 1}, {"nope", 0}};
+  std::vector<absl::StatusOr<rankd::v1::ModelInfo>> results(3);
+  absl::BlockingCounter done(3);
+  for (int i = 0; i < 3; ++i) {
+    auto request = std::make_shared<rankd::v1::GetModelInfoRequest>();
+    request->set_model(cases[i].model);
+    request->set_version(cases[i].version);
+    client->GetModelInfoAsync(request, [&results, &done, i](absl::StatusOr<rankd::v1::ModelInfo> r) {
+      results[i] = std::move(r);
+      done.DecrementCount();
+    });
+  }
+  done.Wait();
+  ASSERT_TRUE(results[0].ok()) << results[0].status();
+  EXPECT_EQ(results[0]->name(), "mini");
+  EXPECT_EQ(results[0]->version(), 2);
+  ASSERT_TRUE(results[1].ok()) << results[1].status();
+  EXPECT_EQ(results[1]->version(), 1);
+  EXPECT_EQ(results[2].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(results[2].status().message(), "model \"nope\" is not served");
+}
+
 TEST_F(RankingClientTest, VersionLabels) {
   auto client = NewClient();
   ASSERT_NE(client, nullptr);
