@@ -14,7 +14,11 @@
 //   model_info_async  GetModelInfo through the callback API: the floor that
 //                     `score` is compared to. The two client APIs differ in
 //                     their own cost (which thread picks up the answer), so a
-//                     Score's gap to the floor is taken with the same API.
+//                     Score's gap to the floor is taken with the same API;
+//   health            grpc.health.v1 Check of the server through the blocking
+//                     API: a round trip with next to no payload. A large
+//                     model's ModelInfo (one entry per feature) is itself
+//                     work for both sides, which this floor leaves out.
 // --pause_us (blocking modes) sleeps between a client's calls, so the threads
 // on both sides go idle as they do at low load, wake-ups included.
 #include <algorithm>
@@ -44,8 +48,8 @@ ABSL_FLAG(double, duration_s, 5, "measured seconds");
 ABSL_FLAG(double, warmup_s, 1, "seconds before measuring");
 ABSL_FLAG(std::string, label, "", "label printed in the result line");
 ABSL_FLAG(std::string, rpc, "score",
-          "score | score_sync | model_info | model_info_async (see the top of the file)");
-ABSL_FLAG(int64_t, pause_us, 0, "score_sync / model_info: sleep between a client's calls");
+          "score | score_sync | model_info | model_info_async | health (see the top of the file)");
+ABSL_FLAG(int64_t, pause_us, 0, "blocking modes (score_sync, model_info, health): sleep between a client's calls");
 
 namespace {
 
@@ -101,15 +105,17 @@ void SendNext(State* s, int user, const std::shared_ptr<const rankd::v1::GetMode
 
 // Blocking modes: one thread per virtual client, calls back to back (or
 // --pause_us apart).
-void RunBlocking(State* s, int user, bool model_info, absl::Duration pause) {
+void RunBlocking(State* s, int user, const std::string& rpc, absl::Duration pause) {
   auto& client = s->clients[user % s->clients.size()];
   const std::string model = s->requests[0]->model();
   for (;;) {
     const Clock::time_point now = Clock::now();
     if (now >= s->measure_end) break;
     bool ok;
-    if (model_info) {
+    if (rpc == "model_info") {
       ok = client->GetModelInfo(model).ok();
+    } else if (rpc == "health") {
+      ok = client->Health().ok();
     } else {
       const int64_t i = s->next.fetch_add(1);
       ok = client->Score(*s->requests[i % s->requests.size()]).ok();
@@ -131,8 +137,10 @@ double Percentile(std::vector<double>& v, double p) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string rpc = absl::GetFlag(FLAGS_rpc);
-  if (rpc != "score" && rpc != "score_sync" && rpc != "model_info" && rpc != "model_info_async") {
-    std::cerr << "serve_bench: --rpc: score, score_sync, model_info or model_info_async, got \""
+  if (rpc != "score" && rpc != "score_sync" && rpc != "model_info" && rpc != "model_info_async" &&
+      rpc != "health") {
+    std::cerr << "serve_bench: --rpc: score, score_sync, model_info, model_info_async or health, "
+                 "got \""
               << rpc << "\"\n";
     return 2;
   }
@@ -182,7 +190,7 @@ int main(int argc, char** argv) {
     const absl::Duration pause = absl::Microseconds(absl::GetFlag(FLAGS_pause_us));
     std::vector<std::thread> threads;
     for (int u = 0; u < users; ++u) {
-      threads.emplace_back(RunBlocking, &s, u, rpc == "model_info", pause);
+      threads.emplace_back(RunBlocking, &s, u, rpc, pause);
     }
     for (std::thread& t : threads) t.join();
   }

@@ -442,7 +442,10 @@ fi
 # client on the same machine, one call at a time: GetModelInfo (gRPC round trip
 # through the same server, no batcher or GPU: the floor) and Score, blocking
 # calls back to back and FLOOR_PAUSE_US apart (threads go idle as at low load),
-# and Score through the callback API; then rankload's open loop at 200 req/s.
+# and both again through the client's callback API (its own floor: the two
+# client APIs differ in their own cost, so Score is compared with the floor of
+# the same API); a health check (a floor without GetModelInfo's per-feature
+# answer); then rankload's open loop at 200 req/s.
 # FLOOR_SERVERS: space-separated NAME:FLAGS settings, FLAGS without spaces
 # (e.g. "ct2:--completion_threads=2 spin200:--worker_spin_us=200").
 if want floor; then
@@ -455,7 +458,7 @@ if want floor; then
       kill $srv_pid 2>/dev/null; wait $srv_pid 2>/dev/null
       continue
     fi
-    for probe in "model_info 0" "model_info ${FLOOR_PAUSE_US:-2000}" "score_sync 0" "score_sync ${FLOOR_PAUSE_US:-2000}" "score 0"; do
+    for probe in "health 0" "model_info 0" "model_info ${FLOOR_PAUSE_US:-2000}" "score_sync 0" "score_sync ${FLOOR_PAUSE_US:-2000}" "model_info_async 0" "score 0"; do
       set -- $probe
       run serve_bench --target "127.0.0.1:$srv_port" --requests "$f1" --rpc "$1" --pause_us "$2" \
         --concurrency 1 --duration_s 4 --label "$name $1 pause $2" >> "$out/floor.log" 2>&1

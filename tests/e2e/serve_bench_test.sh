@@ -1,0 +1,45 @@
+#!/bin/bash
+# End to end: bench/serve_bench against the real rankd (CPU backend). Every
+# --rpc mode (score, score_sync, model_info, model_info_async, health) sends
+# calls and counts them answered with no error; calls the server refuses
+# (a model it does not serve) are counted as errors, not as latencies, in the
+# callback and the blocking modes; an unknown --rpc is refused, naming it.
+source "$(dirname "$0")/lib.sh"
+
+if [[ -x "$E2E_ROOT/bench/serve_bench" ]]; then
+  SERVE_BENCH="$E2E_ROOT/bench/serve_bench"
+else
+  SERVE_BENCH="$E2E_ROOT/bazel-bin/bench/serve_bench"
+fi
+MODELS="$TMP/models"
+gen_model "$MODELS" mini --preset mini
+gen_requests "$MODELS/mini/1" "$TMP/reqs.jsonl" --count 3 --candidates 2 --seed 7
+sed 's/"model": *"mini"/"model":"nope"/' "$TMP/reqs.jsonl" >"$TMP/nope.jsonl"
+expect_grep "the unserved model's requests name it" "$TMP/nope.jsonl" '"model":"nope"'
+start_rankd "$MODELS"
+
+# bench RPC REQUESTS: serve_bench's result line (stdout) for 0.5 s at 2 in flight.
+bench() {
+  run_bounded 60 "$SERVE_BENCH" --target "$TARGET" --requests "$2" --rpc "$1" --concurrency 2 \
+    --duration_s 0.5 --warmup_s 0.1 --label "e2e $1" 2>"$TMP/bench.err"
+}
+
+for rpc in score score_sync model_info model_info_async health; do
+  bench "$rpc" "$TMP/reqs.jsonl" >"$TMP/$rpc.out"
+  expect_eq "$rpc: exit code" "$?" 0
+  expect_grep "$rpc: calls answered" "$TMP/$rpc.out" "^e2e $rpc +conc +2 +[1-9][0-9]* req/s .* errors 0$"
+done
+for rpc in score score_sync model_info model_info_async; do
+  bench "$rpc" "$TMP/nope.jsonl" >"$TMP/$rpc.nope.out"
+  expect_eq "$rpc, unserved model: exit code" "$?" 0
+  expect_grep "$rpc, unserved model: errors counted, no latency" "$TMP/$rpc.nope.out" \
+    "^e2e $rpc +conc +2 +0 req/s .* errors [1-9][0-9]*$"
+done
+
+bench no_such_rpc "$TMP/reqs.jsonl" >/dev/null
+expect_eq "unknown --rpc: exit code" "$?" 2
+expect_grep "unknown --rpc: named" "$TMP/bench.err" '^serve_bench: --rpc: .*got "no_such_rpc"$'
+
+stop_rankd
+expect_eq "rankd exit code" "$RANKD_RC" 0
+finish
