@@ -49,6 +49,10 @@ ABSL_FLAG(double, warmup_s, 1, "seconds before measuring");
 ABSL_FLAG(std::string, label, "", "label printed in the result line");
 ABSL_FLAG(std::string, rpc, "score",
           "score | score_sync | model_info | model_info_async | health (see the top of the file)");
+ABSL_FLAG(int, async_threads, 0,
+          "score / model_info_async: each connection's client runs its calls on gRPC's callback "
+          "API (0) or on this many completion-queue threads of its own "
+          "(RankingClient::Options::async_threads)");
 ABSL_FLAG(int64_t, pause_us, 0, "blocking modes (score_sync, model_info, health): sleep between a client's calls");
 
 namespace {
@@ -164,6 +168,7 @@ int main(int argc, char** argv) {
     o.target = absl::GetFlag(FLAGS_target);
     o.dedicated_connection = true;
     o.deadline_ms = 10000;
+    o.async_threads = absl::GetFlag(FLAGS_async_threads);
     auto client = rankd::client::RankingClient::Create(o);
     if (!client.ok()) {
       std::cerr << "serve_bench: " << client.status() << "\n";

@@ -1,5 +1,7 @@
 #include "client/ranking_client.h"
 
+#include <pthread.h>
+
 #include <climits>
 #include <cstdint>
 #include <map>
@@ -47,6 +49,7 @@ absl::Status Validate(const RankingClient::Options& o) {
       CheckAtLeast("connect_timeout_ms", o.connect_timeout_ms, 0),
       CheckInRange("keepalive_time_ms", o.keepalive_time_ms, 0, INT_MAX),
       CheckInRange("keepalive_timeout_ms", o.keepalive_timeout_ms, 1, INT_MAX),
+      CheckInRange("async_threads", o.async_threads, 0, 64),
   });
 }
 
@@ -69,6 +72,61 @@ grpc::ChannelArguments ChannelArgs(const RankingClient::Options& o) {
   return args;
 }
 
+// One async call on a completion queue (Options::async_threads): its reader
+// and final status until a polling thread takes its tag from the queue.
+class QueuedCall {
+ public:
+  virtual ~QueuedCall() = default;
+  // Runs the call's completion and deletes the call. `ok` is false only for
+  // a call the queue could not finish (its status then says so).
+  virtual void Complete(bool ok) = 0;
+};
+
+template <typename Response>
+class QueuedUnary final : public QueuedCall {
+ public:
+  explicit QueuedUnary(std::function<void(grpc::Status)> on_done) : on_done_(std::move(on_done)) {}
+
+  // Starts the call; its completion may run (and delete this) on a polling
+  // thread before Start returns, so nothing here follows Finish.
+  void Start(std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> rpc, Response* response) {
+    rpc_ = std::move(rpc);
+    rpc_->StartCall();
+    rpc_->Finish(response, &status_, this);
+  }
+
+  void Complete(bool ok) override {
+    const grpc::Status status =
+        ok ? status_ : grpc::Status(grpc::StatusCode::UNKNOWN, "completion queue: call not finished");
+    // The reader lives in the call's arena, which the context (freed by
+    // on_done) owns: it goes first.
+    rpc_.reset();
+    std::function<void(grpc::Status)> on_done = std::move(on_done_);
+    delete this;
+    on_done(status);
+  }
+
+ private:
+  std::function<void(grpc::Status)> on_done_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> rpc_;
+  grpc::Status status_;
+};
+
+template <typename Response>
+void StartQueued(std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> rpc,
+                 Response* response, std::function<void(grpc::Status)> on_done) {
+  (new QueuedUnary<Response>(std::move(on_done)))->Start(std::move(rpc), response);
+}
+
+// A polling thread: completes every call of `queue` until it is shut down
+// and drained.
+void Poll(grpc::CompletionQueue* queue) {
+  pthread_setname_np(pthread_self(), "rankd-client");
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue->Next(&tag, &ok)) static_cast<QueuedCall*>(tag)->Complete(ok);
+}
+
 }  // namespace
 
 std::string ServingStatusName(ServingStatus status) {
@@ -89,7 +147,12 @@ RankingClient::RankingClient(const Options& options, std::shared_ptr<grpc::Chann
       ranking_(rankd::v1::Ranking::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)),
       kserve_(inference::GRPCInferenceService::NewStub(channel_)),
-      tracker_(std::make_shared<Tracker>()) {}
+      tracker_(std::make_shared<Tracker>()) {
+  for (int i = 0; i < options_.async_threads; ++i) {
+    queues_.push_back(std::make_unique<grpc::CompletionQueue>());
+    pollers_.emplace_back(Poll, queues_.back().get());
+  }
+}
 
 RankingClient::~RankingClient() {
   std::vector<std::shared_ptr<grpc::ClientContext>> contexts;
@@ -108,6 +171,13 @@ RankingClient::~RankingClient() {
         return contexts->empty();
       },
       &tracker_->contexts));
+  // No call is left on the queues: they drain at once.
+  for (auto& queue : queues_) queue->Shutdown();
+  for (std::thread& poller : pollers_) poller.join();
+}
+
+grpc::CompletionQueue* RankingClient::NextQueue() {
+  return queues_[next_queue_.fetch_add(1, std::memory_order_relaxed) % queues_.size()].get();
 }
 
 void RankingClient::Prepare(const CallOptions& call, grpc::ClientContext* context) const {
@@ -204,7 +274,12 @@ void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> re
       std::move(request), std::move(done), call,
       [this](grpc::ClientContext* context, const rankd::v1::ScoreRequest* req,
              rankd::v1::ScoreResponse* resp, std::function<void(grpc::Status)> on_done) {
-        ranking_->async()->Score(context, req, resp, std::move(on_done));
+        if (queues_.empty()) {
+          ranking_->async()->Score(context, req, resp, std::move(on_done));
+        } else {
+          StartQueued(ranking_->PrepareAsyncScore(context, *req, NextQueue()), resp,
+                      std::move(on_done));
+        }
       });
 }
 
@@ -215,7 +290,12 @@ void RankingClient::GetModelInfoAsync(
       std::move(request), std::move(done), call,
       [this](grpc::ClientContext* context, const rankd::v1::GetModelInfoRequest* req,
              rankd::v1::ModelInfo* resp, std::function<void(grpc::Status)> on_done) {
-        ranking_->async()->GetModelInfo(context, req, resp, std::move(on_done));
+        if (queues_.empty()) {
+          ranking_->async()->GetModelInfo(context, req, resp, std::move(on_done));
+        } else {
+          StartQueued(ranking_->PrepareAsyncGetModelInfo(context, *req, NextQueue()), resp,
+                      std::move(on_done));
+        }
       });
 }
 
@@ -225,7 +305,12 @@ void RankingClient::InferAsync(std::shared_ptr<const inference::ModelInferReques
       std::move(request), std::move(done), call,
       [this](grpc::ClientContext* context, const inference::ModelInferRequest* req,
              inference::ModelInferResponse* resp, std::function<void(grpc::Status)> on_done) {
-        kserve_->async()->ModelInfer(context, req, resp, std::move(on_done));
+        if (queues_.empty()) {
+          kserve_->async()->ModelInfer(context, req, resp, std::move(on_done));
+        } else {
+          StartQueued(kserve_->PrepareAsyncModelInfer(context, *req, NextQueue()), resp,
+                      std::move(on_done));
+        }
       });
 }
 

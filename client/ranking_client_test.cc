@@ -1,11 +1,14 @@
 #include "client/ranking_client.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -85,6 +88,8 @@ TEST_F(RankingClientTest, CreateRejectsBadOptionsNamingTheField) {
       {[](RankingClient::Options* o) { o->connect_timeout_ms = -1; }, "connect_timeout_ms"},
       {[](RankingClient::Options* o) { o->keepalive_time_ms = -1; }, "keepalive_time_ms"},
       {[](RankingClient::Options* o) { o->keepalive_timeout_ms = 0; }, "keepalive_timeout_ms"},
+      {[](RankingClient::Options* o) { o->async_threads = -1; }, "async_threads"},
+      {[](RankingClient::Options* o) { o->async_threads = 65; }, "async_threads"},
   };
   for (const Case& c : cases) {
     RankingClient::Options options = OptionsFor(fake_->target());
@@ -220,8 +225,26 @@ TEST_F(RankingClientTest, GetModelInfo) {
   EXPECT_EQ(missing.status().message(), "model \"nope\" is not served");
 }
 
-TEST_F(RankingClientTest, GetModelInfoAsyncAnswersAsTheBlockingCall) {
-  auto client = NewClient();
+// The async calls, through gRPC's callback API (async_threads 0) and through
+// the client's own completion-queue threads (2).
+class RankingClientAsyncTest : public RankingClientTest,
+                               public ::testing::WithParamInterface<int> {
+ protected:
+  static std::unique_ptr<RankingClient> NewAsyncClient() {
+    RankingClient::Options options = OptionsFor(fake_->target());
+    options.async_threads = GetParam();
+    return NewClient(options);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Apis, RankingClientAsyncTest, ::testing::Values(0, 2),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("CallbackApi")
+                                                  : absl::StrCat(info.param, "Queues");
+                         });
+
+TEST_P(RankingClientAsyncTest, GetModelInfoAsyncAnswersAsTheBlockingCall) {
+  auto client = NewAsyncClient();
   ASSERT_NE(client, nullptr);
   struct Case {
     const char* model;
@@ -285,8 +308,8 @@ TEST_F(RankingClientTest, HealthAgainstGrpcsOwnHealthService) {
   EXPECT_EQ(ServingStatusName(HealthCheckResponse::NOT_SERVING), "NOT_SERVING");
 }
 
-TEST_F(RankingClientTest, ScoreAsyncCompletesEveryCall) {
-  auto client = NewClient();
+TEST_P(RankingClientAsyncTest, ScoreAsyncCompletesEveryCall) {
+  auto client = NewAsyncClient();
   ASSERT_NE(client, nullptr);
   constexpr int kCalls = 64;
   std::vector<absl::StatusOr<rankd::v1::ScoreResponse>> results(kCalls);
@@ -314,8 +337,32 @@ TEST_F(RankingClientTest, ScoreAsyncCompletesEveryCall) {
   }
 }
 
-TEST_F(RankingClientTest, ScoreAsyncSharedRequestAndDeadline) {
-  auto client = NewClient();
+TEST_P(RankingClientAsyncTest, CallbacksRunWhereTheOptionsSay) {
+  auto client = NewAsyncClient();
+  ASSERT_NE(client, nullptr);
+  constexpr int kCalls = 8;
+  std::vector<std::string> threads(kCalls);
+  absl::BlockingCounter done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    client->ScoreAsync(Request("mini", 1), [&threads, &done, i](absl::StatusOr<rankd::v1::ScoreResponse>) {
+      char name[16] = {};
+      pthread_getname_np(pthread_self(), name, sizeof(name));
+      threads[i] = name;
+      done.DecrementCount();
+    });
+  }
+  done.Wait();
+  for (int i = 0; i < kCalls; ++i) {
+    if (GetParam() == 0) {
+      EXPECT_NE(threads[i], "rankd-client") << i;
+    } else {
+      EXPECT_EQ(threads[i], "rankd-client") << i;
+    }
+  }
+}
+
+TEST_P(RankingClientAsyncTest, ScoreAsyncSharedRequestAndDeadline) {
+  auto client = NewAsyncClient();
   ASSERT_NE(client, nullptr);
   auto request = std::make_shared<const rankd::v1::ScoreRequest>(Request("slow", 1));
   RankingClient::CallOptions call;
@@ -333,7 +380,7 @@ TEST_F(RankingClientTest, ScoreAsyncSharedRequestAndDeadline) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
 }
 
-TEST_F(RankingClientTest, NoCallStateOutlivesTheDestructor) {
+TEST_P(RankingClientAsyncTest, NoCallStateOutlivesTheDestructor) {
   // Each callback holds a reference to `sentinel`; once the destructor has
   // returned, every call, its callback and its context (which holds the
   // channel) must be gone, so that a tool exiting right after destroying its
@@ -341,7 +388,7 @@ TEST_F(RankingClientTest, NoCallStateOutlivesTheDestructor) {
   constexpr int kRounds = 30;
   constexpr int kCalls = 16;
   for (int round = 0; round < kRounds; ++round) {
-    auto client = NewClient();
+    auto client = NewAsyncClient();
     ASSERT_NE(client, nullptr);
     auto sentinel = std::make_shared<int>(round);
     for (int i = 0; i < kCalls; ++i) {
@@ -352,8 +399,8 @@ TEST_F(RankingClientTest, NoCallStateOutlivesTheDestructor) {
   }
 }
 
-TEST_F(RankingClientTest, DestructorCancelsAsyncCallsInFlight) {
-  auto client = NewClient();
+TEST_P(RankingClientAsyncTest, DestructorCancelsAsyncCallsInFlight) {
+  auto client = NewAsyncClient();
   ASSERT_NE(client, nullptr);
   RankingClient::CallOptions call;
   call.deadline = absl::InfiniteDuration();
