@@ -92,10 +92,10 @@ class RankingClient {
     // N in [1, 64]: N threads of this client's own, each polling one gRPC
     // completion queue (calls spread over them in turn), read the answers and
     // run the callbacks themselves: no hand-off from the thread that read an
-    // answer to the one that runs its callback, so less CPU and latency per
-    // call where a process makes many async calls (a load generator, a
-    // ranking service fanning out). The threads, named "rankd-client", live
-    // as long as the client.
+    // answer to the one that runs its callback. That shortens each round trip
+    // when few calls are in flight and saves a little CPU; under heavy load it
+    // served no more calls than the callback API (docs/client.md). The
+    // threads, named "rankd-client", live as long as the client.
     int async_threads = 0;
   };
 
@@ -136,9 +136,10 @@ class RankingClient {
   // completion there.
   using ScoreCallback = std::function<void(absl::StatusOr<rankd::v1::ScoreResponse>)>;
 
-  // Starts Score without blocking (gRPC callback API); `done` runs when it
-  // ends. The shared_ptr keeps the request alive for the call without a copy,
-  // so a load generator can send one prepared request many times.
+  // Starts Score without blocking (gRPC's callback API, or the client's
+  // completion queues: Options::async_threads); `done` runs when it ends.
+  // The shared_ptr keeps the request alive for the call without a copy, so a
+  // load generator can send one prepared request many times.
   void ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> request, ScoreCallback done,
                   const CallOptions& call = {});
   // Same; copies `request`.
