@@ -280,8 +280,10 @@ def cmd_inflight(a):
             check(False, f"RESOURCE_EXHAUSTED says why: {m[:200]!r}")
     ours = sum(1 for m in messages.get(grpc.StatusCode.RESOURCE_EXHAUSTED, [])
                if "--max_inflight_request_bytes" in m)
+    resets = sum(1 for m in messages.get(grpc.StatusCode.RESOURCE_EXHAUSTED, [])
+                 if "error code 11" in m)
     with open(a.codes_out, "w") as f:
-        f.write(f"OURS {ours}\n")
+        f.write(f"OURS {ours}\nRESETS {resets}\n")
 
 
 def client_ports(server_port):
