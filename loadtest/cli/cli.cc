@@ -45,10 +45,6 @@ ABSL_FLAG(double, duration_s, 10, "measured seconds per step (each sweep point, 
 ABSL_FLAG(double, warmup_s, 2, "seconds of load before each step's measured window (not measured)");
 ABSL_FLAG(int, connections, 4, "gRPC connections (one channel each) the calls are spread over");
 ABSL_FLAG(int, threads, 0, "open-loop sender threads; 0 = cores / 4 (1 .. 8)");
-ABSL_FLAG(int, async_threads, 0,
-          "gRPC: how each connection's client runs its calls: 0 = gRPC's callback API; N (1 .. "
-          "64) = N completion-queue threads of its own, which shorten each round trip at low "
-          "load (RankingClient::Options::async_threads; docs/client.md)");
 ABSL_FLAG(int64_t, spin_us, 200,
           "open loop: a sender spins (rather than sleeps) this long before each send, so "
           "sends leave on time where thread wake-ups are slow (VMs); 0 = sleep only");
@@ -270,8 +266,6 @@ absl::Status LoadFromFlags(Config* c) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     c->threads = std::max(1, std::min(8, cores / 4));
   }
-  c->async_threads = absl::GetFlag(FLAGS_async_threads);
-  if (absl::Status s = InRange("--async_threads", c->async_threads, 0, 64); !s.ok()) return s;
   c->spin_us = absl::GetFlag(FLAGS_spin_us);
   if (absl::Status s = InRange("--spin_us", c->spin_us, 0, 100000); !s.ok()) return s;
   c->max_in_flight = absl::GetFlag(FLAGS_max_in_flight);

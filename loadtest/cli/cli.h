@@ -51,7 +51,6 @@ struct Config {
   double warmup_s = 2;
   int connections = 4;
   int threads = 1;                  // resolved (never 0)
-  int async_threads = 0;            // RankingClient::Options::async_threads
   int64_t spin_us = 200;            // LoadDriver::Options::spin_us
   int64_t max_in_flight = 20000;
   double deadline_ms = 1000;

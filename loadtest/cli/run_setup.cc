@@ -102,7 +102,6 @@ absl::StatusOr<RunSetup> PrepareRun(const Config& c) {
     o.credentials = security->credentials;
     o.bearer_token = security->bearer_token;
     o.dedicated_connection = true;
-    o.async_threads = c.async_threads;
     o.connect_timeout_ms = c.connect_timeout_ms;
     o.deadline_ms = std::max<int64_t>(1, static_cast<int64_t>(c.deadline_ms));
     auto client = client::RankingClient::Create(o);

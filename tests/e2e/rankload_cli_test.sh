@@ -8,7 +8,7 @@ source "$(dirname "$0")/rankload_lib.sh"
 "$RANKLOAD" --help >"$TMP/help.txt" 2>&1
 for flag in mode rate arrival concurrency requests model candidates zipf_alpha slo_latency_ms \
   slo_percentile json csv plot_dir metrics_url deadline_ms connections threads response_log \
-  model_version version_label async_threads; do
+  model_version version_label; do
   expect_grep "--help lists --$flag" "$TMP/help.txt" "--$flag \("
 done
 
@@ -38,7 +38,6 @@ expect_usage "bad range" 2 '^rankload: --rate: ' "${T[@]}" --model mini --rate 1
 expect_usage "bad arrival" 2 '^rankload: --arrival: ' "${T[@]}" --model mini --arrival bursty
 expect_usage "bad concurrency" 2 '^rankload: --concurrency: ' "${T[@]}" --model mini --mode closed --concurrency 0
 expect_usage "bad duration" 2 '^rankload: --duration_s: ' "${T[@]}" --model mini --duration_s 0
-expect_usage "bad async_threads" 2 '^rankload: --async_threads: ' "${T[@]}" --model mini --async_threads 65
 expect_usage "bad candidates" 2 '^rankload: --candidates: ' "${T[@]}" --model mini --candidates uniform:9:3
 expect_usage "slo without bound" 2 '^rankload: --slo_latency_ms: required' "${T[@]}" --model mini --mode slo
 expect_usage "bad percentile" 2 '^rankload: --slo_percentile: ' "${T[@]}" --model mini --slo_percentile 101
@@ -64,14 +63,6 @@ run_bounded 60 "$RANKLOAD" "${T[@]}" --model mini --model_config "$MODELS/mini/1
   --rate 100 --warmup_s 0 --duration_s 0.3 --quiet >"$TMP/ok.txt" 2>"$TMP/ok.err"
 expect_eq "--model_config run: exit code" "$?" 0
 expect_grep "--model_config run: no errors" "$TMP/ok.txt" '^  errors     none$'
-
-# The client's own completion-queue threads serve the same run.
-run_bounded 60 "$RANKLOAD" "${T[@]}" --model mini --async_threads 2 --rate 100 --warmup_s 0 \
-  --duration_s 0.3 --json "$TMP/queues.json" --quiet >"$TMP/queues.txt" 2>"$TMP/queues.err"
-expect_eq "--async_threads 2 run: exit code" "$?" 0
-expect_grep "--async_threads 2 run: no errors" "$TMP/queues.txt" '^  errors     none$'
-expect_eq "--async_threads 2 run: calls answered OK" \
-  "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"][0]["ok"] > 0)' "$TMP/queues.json")" True
 
 stop_rankd
 finish
