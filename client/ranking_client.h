@@ -92,10 +92,13 @@ class RankingClient {
     // N in [1, 64]: N threads of this client's own, each polling one gRPC
     // completion queue (calls spread over them in turn), read the answers and
     // run the callbacks themselves: no hand-off from the thread that read an
-    // answer to the one that runs its callback. That shortens each round trip
-    // when few calls are in flight and saves a little CPU; under heavy load it
-    // served no more calls than the callback API (docs/client.md). The
-    // threads, named "rankd-client", live as long as the client.
+    // answer to the one that runs its callback. That shortened round trips
+    // where each callback starts the next call (a chain of calls, one at a
+    // time), and saves a little CPU; calls started now and then from other
+    // threads found the queue's thread asleep and came back later, and under
+    // heavy load it served no more calls than the callback API
+    // (docs/client.md). The threads, named "rankd-client", live as long as
+    // the client.
     int async_threads = 0;
   };
 
