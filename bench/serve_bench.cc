@@ -53,7 +53,8 @@ ABSL_FLAG(int, async_threads, 0,
           "score / model_info_async: each connection's client runs its calls on gRPC's callback "
           "API (0) or on this many completion-queue threads of its own "
           "(RankingClient::Options::async_threads)");
-ABSL_FLAG(int64_t, pause_us, 0, "blocking modes (score_sync, model_info, health): sleep between a client's calls");
+ABSL_FLAG(int64_t, pause_us, 0,
+          "blocking modes (score_sync, model_info, health): sleep between a client's calls");
 
 namespace {
 
@@ -143,9 +144,8 @@ int main(int argc, char** argv) {
   const std::string rpc = absl::GetFlag(FLAGS_rpc);
   if (rpc != "score" && rpc != "score_sync" && rpc != "model_info" && rpc != "model_info_async" &&
       rpc != "health") {
-    std::cerr << "serve_bench: --rpc: score, score_sync, model_info, model_info_async or health, "
-                 "got \""
-              << rpc << "\"\n";
+    std::cerr << "serve_bench: --rpc: score, score_sync, model_info, model_info_async or "
+              << "health, got \"" << rpc << "\"\n";
     return 2;
   }
   State s;
