@@ -1072,9 +1072,10 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCudaWorkers(
     CudaSetupReport* report) {
   if (workers_per_device < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("workers per GPU must be >= 0 (0 = 2), got ", workers_per_device));
+        absl::StrCat("workers per GPU must be >= 0 (0 = ", kDefaultWorkersPerGpu,
+                     "), got ", workers_per_device));
   }
-  if (workers_per_device == 0) workers_per_device = 2;
+  if (workers_per_device == 0) workers_per_device = kDefaultWorkersPerGpu;
   if (devices.empty()) {
     std::string why;
     const int n = UsableCudaDevices(&why);

@@ -476,8 +476,17 @@ bool FusedLookupDotFits(const Model& model, absl::Span<const kernels::cuda::Devi
 // anything else.
 bool ParseCrossMath(absl::string_view text, CudaWorker::CrossMath* out);
 
+// Workers per GPU when neither the flag nor the model's config names a count.
+// Each worker packs a batch on the host, then waits for the GPU, so two leave
+// the GPU idle while both pack and three keep it busier under back-to-back
+// batches; but through gRPC a third served no more requests, and fewer where
+// the server had few cores of its own (docs/benchmarks.md, "GPU workers per
+// GPU"), so the default stays at two.
+inline constexpr int kDefaultWorkersPerGpu = 2;
+
 // Workers for every visible GPU (or `devices` when not empty): one
-// DeviceModel per GPU shared by `workers_per_device` workers (0 = 2).
+// DeviceModel per GPU shared by `workers_per_device` workers (0 =
+// kDefaultWorkersPerGpu).
 // What CreateCudaWorkers set up, for the server's log.
 struct CudaSetupReport {
   std::shared_ptr<const PlacementPlan> plan;  // the placement every GPU uses
