@@ -12,7 +12,8 @@
 //   steady   --steady_workers workers of the same GPU, as the server runs
 //            them, each fed the request back to back on its own thread: wall
 //            time / batches, so one worker's packing overlaps another's GPU
-//            work (scores checked against the CPU engine too).
+//            work (scores checked against the CPU engine too); the median of
+//            --steady_windows windows, with the fastest and slowest.
 // Prints one line: model, batch, math, max rel error, forward us, execute us,
 // host phases, device stages.
 #include <algorithm>
@@ -26,6 +27,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "absl/synchronization/barrier.h"
 
 #include <cuda_runtime_api.h>
 
@@ -92,6 +95,9 @@ ABSL_FLAG(int, max_rows, 0,
 ABSL_FLAG(int, steady_workers, 2,
           "steady state: this many workers on the one GPU (the server's default per GPU), "
           "sharing one packing pool, each running Execute back to back (0 = skip)");
+ABSL_FLAG(int, steady_windows, 5,
+          "steady state: windows of --iters / 2 batches per worker; the figure is their "
+          "median (min and max printed beside it)");
 ABSL_FLAG(double, host_cache_fraction, -1,
           ">= 0: also run every table in pinned host memory (placement HOST) behind an HBM "
           "cache of this fraction of its rows, refresh the caches between runs, and require "
@@ -100,6 +106,65 @@ ABSL_FLAG(double, host_cache_fraction, -1,
 namespace {
 
 using rankd::bench::Median;
+
+// Wall time per batch of workers running Execute back to back, each on its
+// own thread: the median, fastest and slowest of the windows.
+struct SteadyTimes {
+  double median_us = 0, min_us = 0, max_us = 0;
+};
+
+// Each window starts every worker's thread, releases them together (thread
+// start-up is not timed) and stops the clock when the last is done; one
+// scheduling stall then moves one window, not the figure. A first window,
+// not timed, warms what only runs side by side. Leaves each
+// worker's last scores in `outs` (cleared to NaN first, so a worker that
+// wrote nothing fails the caller's check).
+absl::StatusOr<SteadyTimes> MeasureSteadyState(
+    const std::vector<std::unique_ptr<rankd::engine::cuda::CudaWorker>>& workers,
+    absl::Span<const rankd::engine::Request* const> reqs, std::vector<std::vector<float>>* outs,
+    int per_worker, int windows) {
+  const int n = static_cast<int>(workers.size());
+  std::vector<absl::Status> status(n);
+  auto run = [&](int w, int batches) {
+    absl::Span<float> o[] = {absl::MakeSpan((*outs)[w])};
+    for (int i = 0; i < batches && status[w].ok(); ++i) {
+      status[w] = workers[w]->Execute(reqs, o, nullptr);
+    }
+  };
+  for (int w = 0; w < n; ++w) run(w, 2);  // graphs captured, arenas sized
+  std::vector<double> per_batch;
+  // Window 0 is untimed: workers side by side take other paths than one
+  // alone (CudaWorker::Options::dense_first_min_rows), whose graphs are
+  // captured on first use.
+  for (int k = 0; k <= windows; ++k) {
+    if (k == 1) {
+      for (auto& o : *outs) std::fill(o.begin(), o.end(), std::nanf(""));
+    }
+    absl::Barrier* start = new absl::Barrier(n + 1);  // deletes itself
+    std::vector<std::thread> threads;
+    for (int w = 0; w < n; ++w) {
+      threads.emplace_back([&, w, start] {
+        if (start->Block()) delete start;
+        run(w, per_worker);
+      });
+    }
+    if (start->Block()) delete start;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& t : threads) t.join();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (k == 0) continue;
+    per_batch.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() /
+                        (static_cast<double>(per_worker) * n));
+  }
+  for (const absl::Status& st : status) {
+    if (!st.ok()) return st;
+  }
+  SteadyTimes out;
+  out.median_us = Median(per_batch);
+  out.min_us = *std::min_element(per_batch.begin(), per_batch.end());
+  out.max_us = *std::max_element(per_batch.begin(), per_batch.end());
+  return out;
+}
 
 }  // namespace
 
@@ -245,7 +310,7 @@ int main(int argc, char** argv) {
     }
   }
   // Steady state: workers of this GPU back to back, one shared packing pool.
-  double steady_us = 0;
+  SteadyTimes steady;
   const int steady_workers = absl::GetFlag(FLAGS_steady_workers);
   if (steady_workers > 0) {
     namespace ec = rankd::engine::cuda;
@@ -262,24 +327,14 @@ int main(int argc, char** argv) {
       workers.push_back(std::move(*sw));
     }
     std::vector<std::vector<float>> outs_w(steady_workers, std::vector<float>(b));
-    const int per_worker = std::max(1, absl::GetFlag(FLAGS_iters) / 2);
-    std::vector<absl::Status> status(steady_workers);
-    auto run = [&](int w, int n) {
-      absl::Span<float> o[] = {absl::MakeSpan(outs_w[w])};
-      for (int i = 0; i < n && status[w].ok(); ++i) status[w] = workers[w]->Execute(reqs, o, nullptr);
-    };
-    for (int w = 0; w < steady_workers; ++w) run(w, 2);  // graphs captured, arenas sized
-    for (int w = 0; w < steady_workers; ++w) std::fill(outs_w[w].begin(), outs_w[w].end(), std::nanf(""));
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads_w;
-    for (int w = 0; w < steady_workers; ++w) threads_w.emplace_back(run, w, per_worker);
-    for (auto& t : threads_w) t.join();
-    const auto t1 = std::chrono::steady_clock::now();
+    auto st = MeasureSteadyState(workers, reqs, &outs_w, std::max(1, absl::GetFlag(FLAGS_iters) / 2),
+                                 std::max(1, absl::GetFlag(FLAGS_steady_windows)));
+    if (!st.ok()) {
+      std::cerr << st.status() << "\n";
+      return 2;
+    }
+    steady = *st;
     for (int w = 0; w < steady_workers; ++w) {
-      if (!status[w].ok()) {
-        std::cerr << status[w] << "\n";
-        return 2;
-      }
       for (int i = 0; i < b; ++i) {
         const double ref = (*want)[i];
         const double err = std::isnan(outs_w[w][i])
@@ -288,8 +343,6 @@ int main(int argc, char** argv) {
         max_rel = std::max(max_rel, err);
       }
     }
-    steady_us = std::chrono::duration<double, std::micro>(t1 - t0).count() /
-                (static_cast<double>(per_worker) * steady_workers);
   }
   // Per-stage device times (direct launches, no graph), median over runs.
   std::string stages = "-";
@@ -387,14 +440,15 @@ int main(int argc, char** argv) {
   }
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
   std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld dense_first_min_rows=%lld unit_bags_min_rows=%lld pack_threads=%d "
-              "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f (x%d workers) "
+              "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f steady_min_us=%.2f "
+              "steady_max_us=%.2f (x%d workers) "
               "host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
               absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), probe.uses_fused_tiny() ? 1 : 0,
               wo.small_rows_mlp ? 1 : 0, static_cast<long long>(wo.lookup_beside_mlp_max_rows),
               static_cast<long long>(wo.dense_first_min_rows),
               static_cast<long long>(wo.unit_bags_min_rows),
-              absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady_us,
-              steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
+              absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady.median_us,
+              steady.min_us, steady.max_us, steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
