@@ -98,6 +98,10 @@ ABSL_FLAG(int, steady_workers, 2,
 ABSL_FLAG(int, steady_windows, 5,
           "steady state: windows of --iters / 2 batches per worker; the figure is their "
           "median (min and max printed beside it)");
+ABSL_FLAG(bool, steady_warm_up, true,
+          "steady state: warm each worker as the server does (Worker::WarmUp: the paths of "
+          "an idle and a busy GPU) rather than with two batches alone; steady_first_us shows "
+          "what the first window side by side costs either way");
 ABSL_FLAG(double, host_cache_fraction, -1,
           ">= 0: also run every table in pinned host memory (placement HOST) behind an HBM "
           "cache of this fraction of its rows, refresh the caches between runs, and require "
@@ -111,18 +115,19 @@ using rankd::bench::Median;
 // own thread: the median, fastest and slowest of the windows.
 struct SteadyTimes {
   double median_us = 0, min_us = 0, max_us = 0;
+  double first_us = 0;  // the untimed first window's, per batch
 };
 
 // Each window starts every worker's thread, releases them together (thread
 // start-up is not timed) and stops the clock when the last is done; one
 // scheduling stall then moves one window, not the figure. A first window,
-// not timed, warms what only runs side by side. Leaves each
+// kept out of the figure, warms what only runs side by side. Leaves each
 // worker's last scores in `outs` (cleared to NaN first, so a worker that
 // wrote nothing fails the caller's check).
 absl::StatusOr<SteadyTimes> MeasureSteadyState(
     const std::vector<std::unique_ptr<rankd::engine::cuda::CudaWorker>>& workers,
     absl::Span<const rankd::engine::Request* const> reqs, std::vector<std::vector<float>>* outs,
-    int per_worker, int windows) {
+    int per_worker, int windows, bool warm_paths) {
   const int n = static_cast<int>(workers.size());
   std::vector<absl::Status> status(n);
   auto run = [&](int w, int batches) {
@@ -131,11 +136,21 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
       status[w] = workers[w]->Execute(reqs, o, nullptr);
     }
   };
-  for (int w = 0; w < n; ++w) run(w, 2);  // graphs captured, arenas sized
+  // Graphs captured, arenas sized: the server's warm-up (CudaWorker::WarmUp:
+  // the paths of an idle and of a busy GPU), or two batches alone.
+  for (int w = 0; w < n; ++w) {
+    if (warm_paths) {
+      absl::Span<float> o[] = {absl::MakeSpan((*outs)[w])};
+      if (absl::Status s = workers[w]->WarmUp(reqs, o); !s.ok()) return s;
+    } else {
+      run(w, 2);
+    }
+  }
   std::vector<double> per_batch;
-  // Window 0 is untimed: workers side by side take other paths than one
-  // alone (CudaWorker::Options::dense_first_min_rows), whose graphs are
-  // captured on first use.
+  double first_us = 0;
+  // Window 0 is not in the figure: without warm_paths, workers side by side
+  // take paths that one alone does not (CudaWorker::Options::
+  // dense_first_min_rows), whose graphs are captured on first use.
   for (int k = 0; k <= windows; ++k) {
     if (k == 1) {
       for (auto& o : *outs) std::fill(o.begin(), o.end(), std::nanf(""));
@@ -152,9 +167,13 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
     const auto t0 = std::chrono::steady_clock::now();
     for (auto& t : threads) t.join();
     const auto t1 = std::chrono::steady_clock::now();
-    if (k == 0) continue;
-    per_batch.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() /
-                        (static_cast<double>(per_worker) * n));
+    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count() /
+                      (static_cast<double>(per_worker) * n);
+    if (k == 0) {
+      first_us = us;
+      continue;
+    }
+    per_batch.push_back(us);
   }
   for (const absl::Status& st : status) {
     if (!st.ok()) return st;
@@ -163,6 +182,7 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
   out.median_us = Median(per_batch);
   out.min_us = *std::min_element(per_batch.begin(), per_batch.end());
   out.max_us = *std::max_element(per_batch.begin(), per_batch.end());
+  out.first_us = first_us;
   return out;
 }
 
@@ -328,7 +348,8 @@ int main(int argc, char** argv) {
     }
     std::vector<std::vector<float>> outs_w(steady_workers, std::vector<float>(b));
     auto st = MeasureSteadyState(workers, reqs, &outs_w, std::max(1, absl::GetFlag(FLAGS_iters) / 2),
-                                 std::max(1, absl::GetFlag(FLAGS_steady_windows)));
+                                 std::max(1, absl::GetFlag(FLAGS_steady_windows)),
+                                 absl::GetFlag(FLAGS_steady_warm_up));
     if (!st.ok()) {
       std::cerr << st.status() << "\n";
       return 2;
@@ -441,7 +462,7 @@ int main(int argc, char** argv) {
   const bool ok = max_rel <= absl::GetFlag(FLAGS_tolerance) && host_ok;
   std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld dense_first_min_rows=%lld unit_bags_min_rows=%lld pack_threads=%d "
               "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f steady_min_us=%.2f "
-              "steady_max_us=%.2f (x%d workers) "
+              "steady_max_us=%.2f steady_first_us=%.2f (x%d workers) "
               "host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
               absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), probe.uses_fused_tiny() ? 1 : 0,
@@ -449,6 +470,6 @@ int main(int argc, char** argv) {
               static_cast<long long>(wo.dense_first_min_rows),
               static_cast<long long>(wo.unit_bags_min_rows),
               absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady.median_us,
-              steady.min_us, steady.max_us, steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
+              steady.min_us, steady.max_us, steady.first_us, steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

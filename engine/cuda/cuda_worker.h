@@ -180,6 +180,12 @@ class CudaWorker final : public Worker {
   absl::Status Execute(absl::Span<const Request* const> requests,
                        absl::Span<const absl::Span<float>> scores,
                        BatchStats* stats) override;
+  // Executes the batch as if alone on the GPU, then as if another batch of
+  // the model were in flight: a batch that finds the GPU busy skips the
+  // dense-rows-first and copy-beside paths (Options::dense_first_min_rows,
+  // copy_beside_mlp_min_rows) for the one-pass one, whose graph is another.
+  absl::Status WarmUp(absl::Span<const Request* const> requests,
+                      absl::Span<const absl::Span<float>> scores) override;
   // Holds `live`'s gate only while a batch is enqueued: the CUDA store
   // orders updates on the GPU (DeviceModel::Update).
   bool AttachLiveTables(LiveTables* live) override {
@@ -432,6 +438,8 @@ class CudaWorker final : public Worker {
   // between stages.
   std::vector<cudaEvent_t>* stage_events_ = nullptr;
   HostPathTimes host_path_;  // of the last Execute
+  // WarmUp's second pass: Execute takes the paths of a busy GPU.
+  bool assume_busy_ = false;
 
   // One graph per padded row count, valid for the current arena.
   // Keyed by GraphKey(padded rows, part, unit only): `unit_only` batches

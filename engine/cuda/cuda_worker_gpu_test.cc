@@ -10,6 +10,7 @@
 // bottom MLP (its scores equal the third's bit for bit: same kernels).
 // Needs a CUDA device (tags "manual", "gpu"); skips without.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -342,6 +343,69 @@ TEST(CudaWorkerGpuTest, SplitTf32CrossLayersMatchTheCpuEngineLikeFp32) {
     auto refused = CudaWorker::Create(dm, wo, "refused");
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+// A batch that finds another of its model in flight skips the dense-rows-first
+// and copy-beside paths for the one-pass one, whose graph is another. After
+// Execute alone, the first such batch captures a graph (the cost WarmUp takes
+// out of serving); after WarmUp it replays one, with the CPU engine's scores.
+TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90};
+  spec.dim = 8;
+  spec.bottom = {16};
+  spec.top = {12};
+  auto model = MakeRandomModel(spec);
+  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto dm = DeviceModel::Create(model, DeviceModel::Options());
+  ASSERT_TRUE(dm.ok()) << dm.status();
+  CudaWorker::Options dense_first;
+  dense_first.allow_fused_tiny = false;
+  dense_first.pack_threads = 0;
+  dense_first.lookup_beside_mlp_max_rows = 0;
+  dense_first.dense_first_min_rows = 1;
+  CudaWorker::Options copy_beside = dense_first;
+  copy_beside.dense_first_min_rows = 0;
+  copy_beside.copy_beside_mlp_min_rows = 1;
+  const Batch batch = MakeBatch(*model, 1, 40, 3, 5);
+  auto want = (*cpu)->Score(*batch.requests[0]);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::atomic<int>& busy = (*dm)->busy_workers();
+  for (const auto& [name, options] : {std::pair{"dense first", dense_first},
+                                      std::pair{"copy beside", copy_beside}}) {
+    SCOPED_TRACE(name);
+    auto plain = CudaWorker::Create(*dm, options, "plain");
+    auto warmed = CudaWorker::Create(*dm, options, "warmed");
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_TRUE(warmed.ok()) << warmed.status();
+    ScoreOn(**plain, batch);
+    std::vector<float> out(batch.requests[0]->num_candidates, std::nanf(""));
+    const absl::Span<float> spans[] = {absl::MakeSpan(out)};
+    absl::Status s = (*warmed)->WarmUp(batch.requests, spans);
+    ASSERT_TRUE(s.ok()) << s;
+    for (size_t c = 0; c < want->size(); ++c) {
+      ASSERT_NEAR(out[c], (*want)[c], 1e-5f * std::max(1.0f, std::abs((*want)[c]))) << c;
+    }
+    const int plain_graphs = CudaWorkerProbe(plain->get()).graphs_captured();
+    const int warmed_graphs = CudaWorkerProbe(warmed->get()).graphs_captured();
+    EXPECT_GT(warmed_graphs, plain_graphs);
+
+    busy.fetch_add(1);  // another worker's batch in flight
+    const auto busy_plain = ScoreOn(**plain, batch);
+    const auto busy_warmed = ScoreOn(**warmed, batch);
+    busy.fetch_sub(1);
+    EXPECT_GT(CudaWorkerProbe(plain->get()).graphs_captured(), plain_graphs)
+        << "the busy path should need a graph of its own";
+    EXPECT_EQ(CudaWorkerProbe(warmed->get()).graphs_captured(), warmed_graphs)
+        << "WarmUp should have captured the busy path's graph";
+    for (size_t c = 0; c < want->size(); ++c) {
+      const float tol = 1e-5f * std::max(1.0f, std::abs((*want)[c]));
+      ASSERT_NEAR(busy_plain[0][c], (*want)[c], tol) << c;
+      ASSERT_EQ(busy_warmed[0][c], busy_plain[0][c]) << c;
+    }
   }
 }
 

@@ -8,6 +8,8 @@ cudaStream_t CudaWorkerProbe::stream() const { return w_->stream_; }
 
 bool CudaWorkerProbe::uses_fused_tiny() const { return w_->fused_tiny_; }
 
+int CudaWorkerProbe::graphs_captured() const { return static_cast<int>(w_->graphs_.size()); }
+
 const CudaWorker::HostPathTimes& CudaWorkerProbe::last_host_path() const {
   return w_->host_path_;
 }

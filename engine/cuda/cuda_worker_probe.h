@@ -36,6 +36,8 @@ class CudaWorkerProbe {
   // each stage and returns the stages' device times in us: {bottom MLP,
   // embedding lookup, interaction, top MLP}; empty for the fused tiny path.
   absl::StatusOr<std::vector<double>> ProfileLastForward();
+  // CUDA graphs captured so far (one per bucket and forward part).
+  int graphs_captured() const;
   // Where the host's time went in the last Execute.
   const CudaWorker::HostPathTimes& last_host_path() const;
 

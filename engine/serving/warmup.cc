@@ -79,7 +79,7 @@ absl::Status WarmUpWorkers(const Model& model, absl::Span<const std::unique_ptr<
       WarmRequest warm(model, b);
       const Request* requests[] = {&warm.request};
       const absl::Span<float> scores[] = {absl::MakeSpan(warm.scores)};
-      absl::Status s = worker->Execute(requests, scores, nullptr);
+      absl::Status s = worker->WarmUp(requests, scores);
       if (!s.ok()) {
         return WarmUpFailed(model, absl::StrCat(" on worker ", worker->name()), b, s);
       }

@@ -18,10 +18,11 @@ namespace rankd::engine {
 // waits for all. Any failure is returned with the size that failed.
 absl::Status WarmUp(ModelInstance& instance, const std::vector<int32_t>& candidate_counts);
 
-// Runs every worker directly (before a ModelInstance owns them) on one
-// request of each size in `candidate_counts`, built as WarmUp's: each CUDA
-// worker captures the graph of every bucket those sizes reach. Errors name
-// the worker and the size.
+// Runs every worker's WarmUp directly (before a ModelInstance owns them) on
+// one request of each size in `candidate_counts`, built as WarmUp's: each
+// CUDA worker captures the graph of every bucket those sizes reach, on the
+// paths of an idle GPU and of a busy one. Errors name the worker and the
+// size.
 absl::Status WarmUpWorkers(const Model& model, absl::Span<const std::unique_ptr<Worker>> workers,
                            const std::vector<int32_t>& candidate_counts);
 

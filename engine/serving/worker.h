@@ -35,6 +35,16 @@ class Worker {
                                absl::Span<const absl::Span<float>> scores,
                                BatchStats* stats) = 0;
 
+  // Warm-up (engine/serving/warmup.h), before the worker serves: scores like
+  // Execute, and also takes every path Execute takes for a batch of this
+  // size only while other workers are busy, so that no first-use cost of
+  // such a path (a CUDA graph's capture) falls on a served batch. Default:
+  // Execute.
+  virtual absl::Status WarmUp(absl::Span<const Request* const> requests,
+                              absl::Span<const absl::Span<float>> scores) {
+    return Execute(requests, scores, nullptr);
+  }
+
   // Embedding updates (live_tables.h). A worker whose batches run on a
   // device queue, and whose tables order each update on that queue after the
   // batches enqueued before it, may hold `live`'s gate (a BatchScope) only
