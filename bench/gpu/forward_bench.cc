@@ -28,12 +28,11 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/barrier.h"
-
 #include <cuda_runtime_api.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/synchronization/barrier.h"
 #include "bench/gpu/check_cuda.h"
 #include "bench/median.h"
 #include "engine/cpu/cpu_engine.h"
@@ -115,7 +114,7 @@ using rankd::bench::Median;
 // own thread: the median, fastest and slowest of the windows.
 struct SteadyTimes {
   double median_us = 0, min_us = 0, max_us = 0;
-  double first_us = 0;  // the untimed first window's, per batch
+  double first_us = 0;  // the first window's (kept out of the figure), per batch
 };
 
 // Each window starts every worker's thread, releases them together (thread
