@@ -19,6 +19,7 @@
 #include "engine/cpu/cpu_engine.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/cuda_worker_probe.h"
+#include "engine/serving/warmup.h"
 #include "engine/testing/test_models.h"
 #include "gtest/gtest.h"
 
@@ -406,6 +407,56 @@ TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
       ASSERT_NEAR(busy_plain[0][c], (*want)[c], tol) << c;
       ASSERT_EQ(busy_warmed[0][c], busy_plain[0][c]) << c;
     }
+  }
+}
+
+// The server's warm-up (WarmUpWorkers) leaves no graph to capture for a
+// served batch of a warmed size: one-hot or multi-hot (graphs are keyed by
+// whether every bag holds one id), alone on the GPU or beside another batch.
+TEST(CudaWorkerGpuTest, WarmUpWorkersLeavesNoGraphToCaptureWhenServing) {
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90};
+  spec.dim = 8;
+  spec.bottom = {16};
+  spec.top = {12};
+  auto model = MakeRandomModel(spec);
+  auto dm = DeviceModel::Create(model, DeviceModel::Options());
+  ASSERT_TRUE(dm.ok()) << dm.status();
+  CudaWorker::Options options;
+  options.allow_fused_tiny = false;
+  options.pack_threads = 0;
+  options.lookup_beside_mlp_max_rows = 0;
+  options.dense_first_min_rows = 1;
+  options.unit_bags_min_rows = 1;  // unit and other bags in separate graphs
+  auto worker = CudaWorker::Create(*dm, options, "warmed");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  std::vector<std::unique_ptr<Worker>> workers;
+  workers.push_back(std::move(*worker));
+  ASSERT_TRUE(WarmUpWorkers(*model, workers, {64}).ok());
+  auto& w = static_cast<CudaWorker&>(*workers[0]);
+  const int warmed = CudaWorkerProbe(&w).graphs_captured();
+
+  testing::RandomRequestSpec one_hot;
+  one_hot.num_candidates = 50;
+  one_hot.min_bag = 1;
+  one_hot.max_bag = 1;
+  one_hot.seed = 3;
+  testing::RandomRequestSpec multi_hot = one_hot;
+  multi_hot.min_bag = 0;
+  multi_hot.max_bag = 4;
+  std::atomic<int>& busy = (*dm)->busy_workers();
+  for (const auto& rs : {one_hot, multi_hot}) {
+    SCOPED_TRACE(::testing::Message() << "max_bag " << rs.max_bag);
+    Batch batch;
+    batch.owned.push_back(MakeRandomRequest(*model, rs));
+    batch.views.push_back(batch.owned[0].view());
+    batch.requests.push_back(&batch.views[0]);
+    ScoreOn(w, batch);
+    busy.fetch_add(1);
+    ScoreOn(w, batch);
+    busy.fetch_sub(1);
+    EXPECT_EQ(CudaWorkerProbe(&w).graphs_captured(), warmed);
   }
 }
 

@@ -9,6 +9,10 @@ namespace rankd::engine {
 namespace {
 
 // One synthetic request of `b` candidates and the storage its views point at.
+// Every bag holds one id, or (`other_bags`) no bag does: two ids each, or
+// where a feature takes at most one, alternately none and one, the first
+// empty. The CUDA worker keys its graphs by whether every bag holds one id
+// (CudaWorker: unit bags), so a warm-up runs both.
 struct WarmRequest {
   std::vector<float> dense;
   std::vector<std::vector<int64_t>> ids;
@@ -16,21 +20,30 @@ struct WarmRequest {
   std::vector<float> scores;
   Request request;
 
-  WarmRequest(const Model& m, int32_t b)
+  WarmRequest(const Model& m, int32_t b, bool other_bags = false)
       : dense(static_cast<size_t>(b) * m.num_dense, 0.5f),
         ids(m.features.size()),
         lengths(m.features.size()),
         scores(b) {
     for (size_t f = 0; f < m.features.size(); ++f) {
-      const EmbeddingTable& t = m.tables[m.features[f].table];
+      const SparseFeature& feature = m.features[f];
+      const EmbeddingTable& t = m.tables[feature.table];
       // A stored key of a dynamic table (a table without keys pools its
       // default vector for any key).
       const int64_t id = t.dynamic && t.num_rows > 0
                              ? reinterpret_cast<const int64_t*>(t.keys.data)[0]
                              : 0;
-      const int bags = m.features[f].request_level ? 1 : b;
-      ids[f].assign(bags, id);
-      lengths[f].assign(bags, 1);
+      const int bags = feature.request_level ? 1 : b;
+      if (!other_bags) {
+        lengths[f].assign(bags, 1);
+      } else if (feature.max_ids_per_bag == 1) {
+        for (int k = 0; k < bags; ++k) lengths[f].push_back(k % 2);
+      } else {
+        lengths[f].assign(bags, 2);
+      }
+      int64_t total = 0;
+      for (int32_t len : lengths[f]) total += len;
+      ids[f].assign(total, id);
     }
     request.num_candidates = b;
     request.dense = dense;
@@ -76,12 +89,18 @@ absl::Status WarmUpWorkers(const Model& model, absl::Span<const std::unique_ptr<
   for (const std::unique_ptr<Worker>& worker : workers) {
     for (int32_t b : candidate_counts) {
       if (b <= 0) continue;
-      WarmRequest warm(model, b);
-      const Request* requests[] = {&warm.request};
-      const absl::Span<float> scores[] = {absl::MakeSpan(warm.scores)};
-      absl::Status s = worker->WarmUp(requests, scores);
-      if (!s.ok()) {
-        return WarmUpFailed(model, absl::StrCat(" on worker ", worker->name()), b, s);
+      for (bool other_bags : {false, true}) {
+        WarmRequest warm(model, b, other_bags);
+        const Request* requests[] = {&warm.request};
+        const absl::Span<float> scores[] = {absl::MakeSpan(warm.scores)};
+        absl::Status s = worker->WarmUp(requests, scores);
+        if (!s.ok()) {
+          return WarmUpFailed(
+              model,
+              absl::StrCat(" on worker ", worker->name(),
+                           other_bags ? " (bags of other than one id)" : ""),
+              b, s);
+        }
       }
     }
   }

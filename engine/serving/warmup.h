@@ -19,8 +19,10 @@ namespace rankd::engine {
 absl::Status WarmUp(ModelInstance& instance, const std::vector<int32_t>& candidate_counts);
 
 // Runs every worker's WarmUp directly (before a ModelInstance owns them) on
-// one request of each size in `candidate_counts`, built as WarmUp's: each
-// CUDA worker captures the graph of every bucket those sizes reach, on the
+// two requests of each size in `candidate_counts`: one built as WarmUp's,
+// one whose bags hold other than one id each (two, or none and one where a
+// feature takes at most one). Each CUDA worker so captures the graphs of
+// every bucket those sizes reach, for one-hot and multi-hot batches, on the
 // paths of an idle GPU and of a busy one. Errors name the worker and the
 // size.
 absl::Status WarmUpWorkers(const Model& model, absl::Span<const std::unique_ptr<Worker>> workers,
