@@ -102,9 +102,9 @@ absl::StatusOr<LoadedVersion> EngineVersionLoader::Load(const std::string& name,
   const int num_workers = static_cast<int>(workers->size());
   const absl::Time made = absl::Now();
   if (options_.backend == "cuda") {
-    // A bucket's first batch captures its CUDA graphs: one batch per bucket on
-    // every worker, on the paths of an idle and of a busy GPU, so no request
-    // of the new version pays a capture.
+    // A bucket's first batch captures its CUDA graphs: one-hot and multi-hot
+    // batches of every bucket on every worker, on the paths of an idle and of
+    // a busy GPU, so no request of the new version pays a capture.
     absl::Status warm = engine::WarmUpWorkers(
         **model, *workers, BucketSizes((*model)->config.batching().max_batch_candidates()));
     if (!warm.ok()) return InDirectory(warm, directory);

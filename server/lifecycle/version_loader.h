@@ -58,8 +58,9 @@ class EngineVersionLoader final : public VersionLoader {
     // Candidate counts of the warm-up requests sent through the instance
     // before a version is ready. The CUDA backend also runs every worker
     // directly at each graph bucket (1, 2, 4, ... up to the model's
-    // max_batch_candidates), as if the GPU were idle and as if it were busy
-    // (CudaWorker::WarmUp), so every CUDA graph is captured first.
+    // max_batch_candidates), one-hot and multi-hot, as if the GPU were idle
+    // and as if it were busy (engine::WarmUpWorkers, CudaWorker::WarmUp), so
+    // every CUDA graph is captured first.
     std::vector<int32_t> warmup_candidates = {1, 64};
     // "cpu" or "cuda" (resolved; no "auto" here).
     std::string backend = "cpu";
