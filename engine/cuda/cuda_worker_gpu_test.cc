@@ -347,27 +347,40 @@ TEST(CudaWorkerGpuTest, SplitTf32CrossLayersMatchTheCpuEngineLikeFp32) {
   }
 }
 
+// The warm-up tests' model: three small static tables, fp32 rows of whole
+// 16-byte chunks (so unit bags use the unit-bag kernel).
+std::shared_ptr<Model> WarmUpModel() {
+  testing::RandomModelSpec spec;
+  spec.table_rows = {50, 70, 90};
+  spec.dim = 8;
+  spec.bottom = {16};
+  spec.top = {12};
+  return MakeRandomModel(spec);
+}
+
+// A worker that packs and copies the dense rows first at every size when
+// alone on the GPU (the one-pass path when another batch is in flight).
+CudaWorker::Options DenseFirstAtEverySize() {
+  CudaWorker::Options o;
+  o.allow_fused_tiny = false;
+  o.pack_threads = 0;
+  o.lookup_beside_mlp_max_rows = 0;
+  o.dense_first_min_rows = 1;
+  return o;
+}
+
 // A batch that finds another of its model in flight skips the dense-rows-first
 // and copy-beside paths for the one-pass one, whose graph is another. After
 // Execute alone, the first such batch captures a graph (the cost WarmUp takes
 // out of serving); after WarmUp it replays one, with the CPU engine's scores.
 TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
   if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
-  testing::RandomModelSpec spec;
-  spec.table_rows = {50, 70, 90};
-  spec.dim = 8;
-  spec.bottom = {16};
-  spec.top = {12};
-  auto model = MakeRandomModel(spec);
+  auto model = WarmUpModel();
   auto cpu = CpuEngine::Create(model, CpuEngine::Options());
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto dm = DeviceModel::Create(model, DeviceModel::Options());
   ASSERT_TRUE(dm.ok()) << dm.status();
-  CudaWorker::Options dense_first;
-  dense_first.allow_fused_tiny = false;
-  dense_first.pack_threads = 0;
-  dense_first.lookup_beside_mlp_max_rows = 0;
-  dense_first.dense_first_min_rows = 1;
+  const CudaWorker::Options dense_first = DenseFirstAtEverySize();
   CudaWorker::Options copy_beside = dense_first;
   copy_beside.dense_first_min_rows = 0;
   copy_beside.copy_beside_mlp_min_rows = 1;
@@ -415,19 +428,10 @@ TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
 // whether every bag holds one id), alone on the GPU or beside another batch.
 TEST(CudaWorkerGpuTest, WarmUpWorkersLeavesNoGraphToCaptureWhenServing) {
   if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
-  testing::RandomModelSpec spec;
-  spec.table_rows = {50, 70, 90};
-  spec.dim = 8;
-  spec.bottom = {16};
-  spec.top = {12};
-  auto model = MakeRandomModel(spec);
+  auto model = WarmUpModel();
   auto dm = DeviceModel::Create(model, DeviceModel::Options());
   ASSERT_TRUE(dm.ok()) << dm.status();
-  CudaWorker::Options options;
-  options.allow_fused_tiny = false;
-  options.pack_threads = 0;
-  options.lookup_beside_mlp_max_rows = 0;
-  options.dense_first_min_rows = 1;
+  CudaWorker::Options options = DenseFirstAtEverySize();
   options.unit_bags_min_rows = 1;  // unit and other bags in separate graphs
   auto worker = CudaWorker::Create(*dm, options, "warmed");
   ASSERT_TRUE(worker.ok()) << worker.status();
