@@ -15,6 +15,13 @@
 // than the dot kernel's lane group per row, keeps enough gathers in flight:
 // each thread's chain (descriptor, id, row) is one item long, and a batch of
 // 2,048 rows has 4,096 warps instead of 2,048 walking four items each.
+//
+// The kernel is instruction-bound more than memory-bound, so it is compiled
+// for the common cases: a dim of 16, 32, 64 or 128 as a constant (shifts
+// for the item arithmetic, unrolled dot products) and, when every table has
+// fp32 rows and SUM / MEAN pooling (PooledLookupArgs::fp32_tables_only),
+// without the row-type and MAX branches. Every variant does the same
+// arithmetic in the same order, so the bits do not depend on the variant.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -44,6 +51,8 @@ struct ItemSource {
 
 // Item e of row r (e >= dim4: feature (e - dim4) / dim4): where its floats
 // come from. Counts an unresolved bag (q == 0) in args.unresolved.
+// kFp32Only: every table has fp32 rows and SUM / MEAN pooling.
+template <bool kFp32Only>
 __device__ __forceinline__ ItemSource ResolveItem(const PooledLookupArgs& args, int64_t r, int e,
                                                   int dim4, int n) {
   ItemSource src;
@@ -60,9 +69,11 @@ __device__ __forceinline__ ItemSource ResolveItem(const PooledLookupArgs& args, 
   const bool wide = args.ids32 == nullptr || feat.wide_ids != 0;
   const int64_t id = wide ? __ldg(args.ids + pos) : static_cast<int64_t>(__ldg(args.ids32 + pos));
   src.weight = (feat.weighted != 0 && args.weights != nullptr) ? __ldg(args.weights + pos) : 1.0f;
-  src.row_type = static_cast<int32_t>(t.row_type);
-  src.is_max = t.pooling == Pooling::kMax ? 1 : 0;
-  const int elem = t.row_type == RowType::kFp32 ? 4 : 2;
+  if (!kFp32Only) {
+    src.row_type = static_cast<int32_t>(t.row_type);
+    src.is_max = t.pooling == Pooling::kMax ? 1 : 0;
+  }
+  const int elem = kFp32Only || t.row_type == RowType::kFp32 ? 4 : 2;
   if (id >= 0 && id < t.num_rows) {
     src.row = static_cast<const char*>(t.rows) + (id * dim + q * 4) * elem;
   } else {
@@ -90,6 +101,7 @@ __device__ __forceinline__ float Pool1(const ItemSource& s, float x) {
 
 // Stages row r's n vectors at s4 (vector v at v * pitch): thread t takes
 // items t, t + kRowThreads, ...
+template <bool kFp32Only>
 __device__ __forceinline__ void StageUnitRow(const PooledLookupArgs& args, const float* x,
                                              int64_t x_stride, int64_t r, int n, int dim4,
                                              int pitch, float4* s4) {
@@ -99,12 +111,12 @@ __device__ __forceinline__ void StageUnitRow(const PooledLookupArgs& args, const
       s4[e] = __ldg(reinterpret_cast<const float4*>(x + r * x_stride) + e);
       continue;
     }
-    const ItemSource s = ResolveItem(args, r, e, dim4, n);
+    const ItemSource s = ResolveItem<kFp32Only>(args, r, e, dim4, n);
     if (s.vector < 0) continue;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (s.row != nullptr) {
       uint32_t raw[4];
-      if (s.row_type == static_cast<int32_t>(RowType::kFp32)) {
+      if (kFp32Only || s.row_type == static_cast<int32_t>(RowType::kFp32)) {
         LoadRaw<16>(s.row, raw);
       } else {
         uint32_t half[2];
@@ -123,13 +135,17 @@ __device__ __forceinline__ void StageUnitRow(const PooledLookupArgs& args, const
   }
 }
 
+// kDim: the vectors' width when compiled for one (16, 32, 64, 128), 0 for
+// any other (then `dim`); kFp32Only: PooledLookupArgs::fp32_tables_only.
+template <int kDim, bool kFp32Only>
 __global__ void __launch_bounds__(kRowThreads)
     UnitBagDotKernel(const PooledLookupArgs args, const float* __restrict__ x, int64_t x_stride,
-                     int64_t rows, int n, int dim, int offset, int num_pairs, int pitch,
+                     int64_t rows, int n, int dim_arg, int offset, int num_pairs, int pitch,
                      float* __restrict__ out, int64_t out_stride) {
   extern __shared__ float4 smem4[];
+  const int dim = kDim != 0 ? kDim : dim_arg;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    StageUnitRow(args, x, x_stride, r, n, dim >> 2, pitch, smem4);
+    StageUnitRow<kFp32Only>(args, x, x_stride, r, n, dim >> 2, pitch, smem4);
     __syncthreads();
     WriteStagedRowVec4(smem4, pitch, dim, threadIdx.x, kRowThreads, threadIdx.x, kRowThreads,
                        offset, num_pairs, out + r * out_stride);
@@ -168,9 +184,18 @@ cudaError_t LaunchUnitBagDotInteraction(const PooledLookupArgs& lookup, const fl
   const size_t smem = static_cast<size_t>(n) * pitch * sizeof(float4);
   constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // the grid strides over the rest
   const unsigned grid = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
-  UnitBagDotKernel<<<grid, kRowThreads, smem, stream>>>(lookup, x, x_stride, rows, n, dim,
-                                                         self_interaction ? 1 : 0, num_pairs,
-                                                         pitch, out, out_stride);
+  const bool fp32 = lookup.fp32_tables_only;
+  auto kernel = fp32 ? UnitBagDotKernel<0, true> : UnitBagDotKernel<0, false>;
+  switch (dim) {
+    case 16: kernel = fp32 ? UnitBagDotKernel<16, true> : UnitBagDotKernel<16, false>; break;
+    case 32: kernel = fp32 ? UnitBagDotKernel<32, true> : UnitBagDotKernel<32, false>; break;
+    case 64: kernel = fp32 ? UnitBagDotKernel<64, true> : UnitBagDotKernel<64, false>; break;
+    case 128: kernel = fp32 ? UnitBagDotKernel<128, true> : UnitBagDotKernel<128, false>; break;
+    default: break;
+  }
+  kernel<<<grid, kRowThreads, smem, stream>>>(lookup, x, x_stride, rows, n, dim,
+                                               self_interaction ? 1 : 0, num_pairs, pitch, out,
+                                               out_stride);
   return cudaGetLastError();
 }
 

@@ -41,7 +41,9 @@ bool UnitBagDotFits(int num_features, int dim);
 // some order. Refused with cudaErrorInvalidValue: lookup.unit_bags_only
 // unset or lookup.any_host set, dim not a positive multiple of 4, x or
 // x_stride not 16-byte aligned, out_stride < dim + pairs, missing pointers,
-// or rows too wide to stage (UnitBagDotFits false).
+// or rows too wide to stage (UnitBagDotFits false). lookup.fp32_tables_only
+// selects a variant compiled for fp32 rows and SUM / MEAN pooling (wrong
+// results where set without TablesFitFp32Kernel holding, as for the lookup).
 cudaError_t LaunchUnitBagDotInteraction(const PooledLookupArgs& lookup, const float* x,
                                         int64_t x_stride, int64_t rows, int dim,
                                         bool self_interaction, float* out, int64_t out_stride,

@@ -54,6 +54,8 @@ struct Case {
   bool self_interaction = false;
   bool ids32 = false;
   int out_pad = 0;       // out_stride = width + out_pad
+  bool allow_fp32_only = false;  // set fp32_tables_only where the tables fit it
+  bool fp32_sum_tables = false;  // every table fp32 with SUM / MEAN pooling
 };
 
 struct HostTable {
@@ -64,10 +66,11 @@ struct HostTable {
   std::vector<float> default_vector;  // empty = zeros
 };
 
-HostTable RandomTable(int dim, bool halves_ok, std::mt19937_64& rng) {
+// fp32_sum: fp32 rows and SUM / MEAN pooling (the fp32-only kernel's tables).
+HostTable RandomTable(int dim, bool halves_ok, bool fp32_sum, std::mt19937_64& rng) {
   HostTable t;
-  t.type = halves_ok ? static_cast<RowType>(rng() % 3) : RowType::kFp32;
-  t.pooling = static_cast<Pooling>(rng() % 3);
+  t.type = halves_ok && !fp32_sum ? static_cast<RowType>(rng() % 3) : RowType::kFp32;
+  t.pooling = static_cast<Pooling>(rng() % (fp32_sum ? 2 : 3));
   t.num_rows = 1 + static_cast<int64_t>(rng() % 3000);
   const std::vector<float> values =
       testing::NonZeroUniform(static_cast<size_t>(t.num_rows) * dim, -1.0f, 1.0f, &rng);
@@ -90,7 +93,9 @@ void RunCase(const Case& c, uint64_t seed) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " (RANKD_TEST_SEED to replay): batch " +
                std::to_string(c.batch) + " rows " + std::to_string(c.rows) + " dim " +
                std::to_string(c.dim) + " features " + std::to_string(c.num_features) +
-               (c.self_interaction ? " self" : "") + (c.ids32 ? " ids32" : ""));
+               (c.self_interaction ? " self" : "") + (c.ids32 ? " ids32" : "") +
+               (c.allow_fp32_only ? " fp32-only allowed" : "") +
+               (c.fp32_sum_tables ? " fp32 sum tables" : ""));
   std::mt19937_64 rng(seed);
   const int n = 1 + c.num_features;
   const int dim = c.dim;
@@ -99,7 +104,9 @@ void RunCase(const Case& c, uint64_t seed) {
   const int feats_stride = n * dim;
 
   std::vector<HostTable> tables;
-  for (int t = 0; t < c.num_tables; ++t) tables.push_back(RandomTable(dim, dim % 8 == 0, rng));
+  for (int t = 0; t < c.num_tables; ++t) {
+    tables.push_back(RandomTable(dim, dim % 8 == 0, c.fp32_sum_tables, rng));
+  }
   // Features: table, column (a shuffled vector slot), weights, ids with junk between.
   std::vector<int> slot(c.num_features);
   std::iota(slot.begin(), slot.end(), 1);
@@ -205,6 +212,13 @@ void RunCase(const Case& c, uint64_t seed) {
   args.max_bags_per_feature = c.rows;
   args.unit_bag_chunks = dim / 4;  // the most 16-byte chunks in a row (fp32)
   args.unit_bags_only = true;
+  // The fp32-only variant where the tables allow it (and in half of those
+  // cases the general one, which must give the same bits).
+  args.fp32_tables_only =
+      c.allow_fp32_only && TablesFitFp32Kernel(device_tables.data(), c.num_tables);
+  if (c.allow_fp32_only && c.fp32_sum_tables) {
+    EXPECT_TRUE(args.fp32_tables_only) << "fp32 SUM / MEAN tables should fit the fp32 kernel";
+  }
   std::vector<unsigned long long> start(c.num_tables);
   for (int t = 0; t < c.num_tables; ++t) start[t] = 1000 + 17 * t;  // counts add to these
   std::vector<int64_t> prefix(c.num_features + 1);
@@ -289,18 +303,20 @@ void RunCase(const Case& c, uint64_t seed) {
 TEST(UnitBagDotGpuTest, RandomCasesMatchTheCpuTwinsAndTheTwoLaunches) {
   SKIP_WITHOUT_GPU();
   const uint64_t base = TestSeed();
-  const int dims[] = {4, 8, 12, 16, 32, 64};
+  const int dims[] = {4, 8, 12, 16, 32, 64, 128};
   for (int iter = 0; iter < 40; ++iter) {
     std::mt19937_64 rng(base + iter);
     Case c;
     c.batch = iter % 5 == 0 ? 1 + static_cast<int>(rng() % 3) : 1 + static_cast<int>(rng() % 2100);
     c.rows = c.batch + static_cast<int>(rng() % 17);
-    c.dim = dims[rng() % 6];
+    c.dim = dims[rng() % 7];
     c.num_tables = 1 + static_cast<int>(rng() % 5);
     c.num_features = 1 + static_cast<int>(rng() % 30);
     c.self_interaction = rng() % 3 == 0;
     c.ids32 = rng() % 2 == 0;
     c.out_pad = static_cast<int>(rng() % 5);
+    c.allow_fp32_only = rng() % 2 == 0;
+    c.fp32_sum_tables = rng() % 3 == 0;
     RunCase(c, base + iter);
     if (::testing::Test::HasFailure()) break;
   }
@@ -313,6 +329,21 @@ TEST(UnitBagDotGpuTest, KaggleShape) {
   c.rows = 2048;
   c.num_tables = 26;
   c.num_features = 26;
+  RunCase(c, TestSeed());
+}
+
+// The serving case of the kaggle model (fp32 tables, SUM): the variant
+// compiled for dim 16 and fp32 rows.
+TEST(UnitBagDotGpuTest, KaggleShapeFp32Tables) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.batch = 2048;
+  c.rows = 2048;
+  c.num_tables = 26;
+  c.num_features = 26;
+  c.ids32 = true;
+  c.allow_fp32_only = true;
+  c.fp32_sum_tables = true;
   RunCase(c, TestSeed());
 }
 
