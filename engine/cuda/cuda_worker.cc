@@ -141,7 +141,6 @@ void CudaWorker::ChooseLookupKernels() {
   unit_bag_chunks_ = 0;
   every_table_unit_pooled_ = use_unit_kernel;
   fused_dot_fits_ = false;
-  last_bottom_fits_ = false;
   if (!use_unit_kernel) return;
   for (const kc::DeviceTable& t : tables) {
     const int32_t chunks = kc::UnitBagRowChunks(t);
@@ -151,14 +150,6 @@ void CudaWorker::ChooseLookupKernels() {
   fused_dot_fits_ = options_.fused_lookup_dot &&
                     FusedLookupDotFits(dm_->model(), tables, every_table_unit_pooled_,
                                        dm_->any_host());
-  const std::vector<kc::DeviceLinear>& bottom = dm_->bottom();
-  const Model& m = dm_->model();
-  last_bottom_fits_ =
-      options_.fused_last_bottom_layer && fused_dot_fits_ && bottom.size() >= 2 &&
-      bottom.back().out == m.dense_out_width() &&
-      kc::UnitBagDotBottomFits(static_cast<int>(m.features.size()), m.dense_out_width(),
-                               bottom.back().in) &&
-      reinterpret_cast<uintptr_t>(bottom.back().weight) % 16 == 0;
 }
 
 bool FusedLookupDotFits(const Model& model, absl::Span<const kc::DeviceTable> tables,
@@ -335,7 +326,7 @@ absl::Status CudaWorker::Forward(const PackedLayout& l) {
     s = BottomMlpBesideLookup(l);
     if (!s.ok()) return s;
   } else {
-    s = BottomMlp(l, BottomInDotKernel(l));
+    s = BottomMlp(l);
     if (!s.ok()) return s;
     MarkStage();
     if (FusedLookupDot(l)) {
@@ -358,20 +349,10 @@ absl::Status CudaWorker::ForwardAfterBottom(const PackedLayout& l) {
 
 absl::Status CudaWorker::FusedLookupDotAndTop(const PackedLayout& l) {
   const Model& m = dm_->model();
-  kc::UnitBagDotBottomLayer last;
-  if (BottomInDotKernel(l)) {
-    // Its input is what the layer before it wrote (BottomMlp stopped there).
-    const std::vector<kc::DeviceLinear>& bottom = dm_->bottom();
-    last.h = BottomOutput(bottom.size() - 2);
-    last.h_ld = bottom.back().in;
-    last.weight = bottom.back().weight;
-    last.bias = bottom.back().bias;
-    last.in = bottom.back().in;
-  }
   absl::Status s = LaunchStatus(
       kc::LaunchUnitBagDotInteraction(LookupArgs(l), feats_.as<float>(), feat_width_,
                                       l.padded_rows, m.dense_out_width(), m.self_interaction,
-                                      top_in_.as<float>(), dm_->top_in_ld(), stream_, last),
+                                      top_in_.as<float>(), dm_->top_in_ld(), stream_),
       "unit-bag lookup and dot interaction");
   if (!s.ok()) return s;
   MarkStage();
@@ -396,13 +377,8 @@ void CudaWorker::MarkStage() {
   stage_events_->push_back(e);
 }
 
-float* CudaWorker::BottomOutput(size_t i) const {
+absl::Status CudaWorker::BottomMlp(const PackedLayout& l) {
   // The last layer writes x into columns [0, xw) of the interaction input.
-  if (i + 1 == dm_->bottom().size()) return feats_.as<float>();
-  return i % 2 == 0 ? ping_.as<float>() : pong_.as<float>();
-}
-
-absl::Status CudaWorker::BottomMlp(const PackedLayout& l, bool skip_last) {
   const Model& m = dm_->model();
   const int64_t rows = l.padded_rows;
   const int fw = feat_width_;
@@ -417,10 +393,9 @@ absl::Status CudaWorker::BottomMlp(const PackedLayout& l, bool skip_last) {
   }
   const float* in = dense;
   int64_t in_ld = l.dense_ld;
-  const size_t layers = dm_->bottom().size() - (skip_last ? 1 : 0);
-  for (size_t i = 0; i < layers; ++i) {
+  for (size_t i = 0; i < dm_->bottom().size(); ++i) {
     const bool last = i + 1 == dm_->bottom().size();
-    float* out = BottomOutput(i);
+    float* out = last ? feats : (in == ping_.as<float>() ? pong_.as<float>() : ping_.as<float>());
     const int64_t out_ld = last ? fw : dm_->bottom()[i].out;
     // The first layer follows the batch's copy, not a kernel: not chained.
     absl::Status s = RunLinear(dm_->bottom()[i], in, in_ld, rows, out, out_ld, /*chained=*/i > 0);
@@ -437,7 +412,7 @@ absl::Status CudaWorker::BottomMlpBesideLookup(const PackedLayout& l) {
   absl::Status s = PooledLookup(l, side_stream_);
   if (!s.ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventRecord(join_, side_stream_), "join the lookup");
-  s = BottomMlp(l, /*skip_last=*/false);  // the interaction after it is not fused
+  s = BottomMlp(l);
   if (!s.ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(stream_, join_, 0), "join the lookup");
   return absl::OkStatus();
@@ -899,7 +874,7 @@ absl::Status CudaWorker::EnqueueSlice(ForwardPart part, bool copy_in) {
 
 absl::Status CudaWorker::RunForward(const PackedLayout& layout, ForwardPart part) {
   switch (part) {
-    case ForwardPart::kBottom: return BottomMlp(layout, BottomInDotKernel(layout));
+    case ForwardPart::kBottom: return BottomMlp(layout);
     case ForwardPart::kRest: return ForwardAfterBottom(layout);
     case ForwardPart::kWhole: break;
   }

@@ -131,13 +131,6 @@ class CudaWorker final : public Worker {
     // (lookup_beside_mlp_max_rows). false: two launches (the peer in the
     // benchmarks).
     bool fused_lookup_dot = true;
-    // In those fused batches, the bottom MLP's last layer runs inside the
-    // fused kernel (kernels/cuda/unit_bag_dot.h, UnitBagDotBottomLayer) when
-    // its width is the embedding dim and its input fits
-    // (UnitBagDotBottomFits): one cuBLASLt launch fewer on the forward's
-    // critical path. That layer's products are then fp32 FMAs whatever
-    // `math` is. false: the layer on cuBLASLt (the peer in the benchmarks).
-    bool fused_last_bottom_layer = true;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
@@ -224,9 +217,9 @@ class CudaWorker final : public Worker {
   // The pool's ParallelFor for a slice of `rows` rows, or none (pack alone).
   ParallelFor PackParallel(int64_t rows) const;
   absl::Status Init();
-  // Sets fp32_tables_only_, unit_bag_chunks_, every_table_unit_pooled_,
-  // fused_dot_fits_ and last_bottom_fits_ from the model (and
-  // Options::unit_bag_kernel, fused_lookup_dot, fused_last_bottom_layer).
+  // Sets fp32_tables_only_, unit_bag_chunks_, every_table_unit_pooled_ and
+  // fused_dot_fits_ from the model's tables (and Options::unit_bag_kernel,
+  // Options::fused_lookup_dot).
   void ChooseLookupKernels();
   // Host arenas for slices of up to `ids` ids: the first always, the second
   // when `slots` is 2 (batches of several slices). Growing drops the graphs.
@@ -291,12 +284,7 @@ class CudaWorker final : public Worker {
   absl::Status ForwardAfterBottom(const PackedLayout& layout);
   // The interaction (or DCN cross layers) and the top MLP with its logit.
   absl::Status InteractionAndTop(const PackedLayout& layout);
-  // The bottom MLP, all but its last layer when `skip_last` (the fused
-  // kernel computes that one: BottomInDotKernel).
-  absl::Status BottomMlp(const PackedLayout& layout, bool skip_last);
-  // Where bottom layer i writes: the interaction input for the last layer,
-  // else ping_ / pong_ alternately.
-  float* BottomOutput(size_t i) const;
+  absl::Status BottomMlp(const PackedLayout& layout);
   absl::Status PooledLookup(const PackedLayout& layout, cudaStream_t stream);
   // The pooled lookup's arguments for this slice.
   kernels::cuda::PooledLookupArgs LookupArgs(const PackedLayout& layout) const;
@@ -361,10 +349,6 @@ class CudaWorker final : public Worker {
   // DOT interaction, every table pooled by the unit-bag kernel, one dim (a
   // multiple of 4) whose rows fit its shared memory. Set by Init.
   bool fused_dot_fits_ = false;
-  // Options::fused_last_bottom_layer holds, fused_dot_fits_, and the bottom
-  // MLP has two or more layers, the last dim wide with an input the fused
-  // kernel takes. Set by Init.
-  bool last_bottom_fits_ = false;
   // Recorded after each enqueued slice (DeviceModel::AddBatchEvent).
   cudaEvent_t batch_done_ = nullptr;
   LiveTables* live_ = nullptr;  // AttachLiveTables; null: the caller holds the gate
@@ -474,11 +458,6 @@ class CudaWorker final : public Worker {
   // (Options::fused_lookup_dot; graphs of such slices are keyed unit-only).
   bool FusedLookupDot(const PackedLayout& layout) const {
     return fused_dot_fits_ && UnitBagsOnly(layout);
-  }
-  // Whether that fused kernel also runs the bottom MLP's last layer
-  // (Options::fused_last_bottom_layer); BottomMlp then stops before it.
-  bool BottomInDotKernel(const PackedLayout& layout) const {
-    return last_bottom_fits_ && FusedLookupDot(layout);
   }
   void DropGraphs();
 };

@@ -101,7 +101,6 @@ __device__ __forceinline__ float Pool1(const ItemSource& s, float x) {
 
 // Stages row r's n vectors at s4 (vector v at v * pitch): thread t takes
 // items t, t + kRowThreads, ...
-// x == nullptr: x is computed later (the bottom layer in the kernel).
 template <bool kFp32Only>
 __device__ __forceinline__ void StageUnitRow(const PooledLookupArgs& args, const float* x,
                                              int64_t x_stride, int64_t r, int n, int dim4,
@@ -109,7 +108,7 @@ __device__ __forceinline__ void StageUnitRow(const PooledLookupArgs& args, const
   const int items = n * dim4;
   for (int e = threadIdx.x; e < items; e += kRowThreads) {
     if (e < dim4) {
-      if (x != nullptr) s4[e] = __ldg(reinterpret_cast<const float4*>(x + r * x_stride) + e);
+      s4[e] = __ldg(reinterpret_cast<const float4*>(x + r * x_stride) + e);
       continue;
     }
     const ItemSource s = ResolveItem<kFp32Only>(args, r, e, dim4, n);
@@ -136,58 +135,18 @@ __device__ __forceinline__ void StageUnitRow(const PooledLookupArgs& args, const
   }
 }
 
-// Stages h_r (in / 4 float4s) at sh4; each thread its share.
-__device__ __forceinline__ void StageBottomInput(const UnitBagDotBottomLayer& b, int64_t r,
-                                                 float4* sh4) {
-  const float4* h4 = reinterpret_cast<const float4*>(b.h + r * b.h_ld);
-  for (int k = threadIdx.x; k < (b.in >> 2); k += kRowThreads) sh4[k] = __ldg(h4 + k);
-}
-
-// x_r = ReLU(h_r W^T + b) from the staged h_r into s0 (vector 0): thread t
-// computes outputs t, t + kRowThreads, ... with 4 partial sums over k.
-__device__ __forceinline__ void BottomLayerRow(const UnitBagDotBottomLayer& b, int dim,
-                                               const float4* sh4, float* s0) {
-  const int in4 = b.in >> 2;
-  for (int c = threadIdx.x; c < dim; c += kRowThreads) {
-    const float4* w4 = reinterpret_cast<const float4*>(b.weight + static_cast<int64_t>(c) * b.in);
-    float ax = 0.f, ay = 0.f, az = 0.f, aw = 0.f;
-    for (int k = 0; k < in4; ++k) {
-      const float4 u = sh4[k];
-      const float4 v = __ldg(w4 + k);
-      ax = fmaf(u.x, v.x, ax);
-      ay = fmaf(u.y, v.y, ay);
-      az = fmaf(u.z, v.z, az);
-      aw = fmaf(u.w, v.w, aw);
-    }
-    float v = (ax + ay) + (az + aw);
-    if (b.bias != nullptr) v += __ldg(b.bias + c);
-    s0[c] = fmaxf(v, 0.0f);
-  }
-}
-
 // kDim: the vectors' width when compiled for one (16, 32, 64, 128), 0 for
 // any other (then `dim`); kFp32Only: PooledLookupArgs::fp32_tables_only.
-// bottom.h set: x is computed (BottomLayerRow; h_r staged after the n
-// vectors), and x is not read.
 template <int kDim, bool kFp32Only>
 __global__ void __launch_bounds__(kRowThreads)
     UnitBagDotKernel(const PooledLookupArgs args, const float* __restrict__ x, int64_t x_stride,
                      int64_t rows, int n, int dim_arg, int offset, int num_pairs, int pitch,
-                     float* __restrict__ out, int64_t out_stride,
-                     const UnitBagDotBottomLayer bottom) {
+                     float* __restrict__ out, int64_t out_stride) {
   extern __shared__ float4 smem4[];
   const int dim = kDim != 0 ? kDim : dim_arg;
-  const bool in_kernel = bottom.h != nullptr;
-  float4* sh4 = smem4 + n * pitch;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    if (in_kernel) StageBottomInput(bottom, r, sh4);
-    StageUnitRow<kFp32Only>(args, in_kernel ? nullptr : x, x_stride, r, n, dim >> 2, pitch,
-                            smem4);
+    StageUnitRow<kFp32Only>(args, x, x_stride, r, n, dim >> 2, pitch, smem4);
     __syncthreads();
-    if (in_kernel) {
-      BottomLayerRow(bottom, dim, sh4, reinterpret_cast<float*>(smem4));
-      __syncthreads();
-    }
     WriteStagedRowVec4(smem4, pitch, dim, threadIdx.x, kRowThreads, threadIdx.x, kRowThreads,
                        offset, num_pairs, out + r * out_stride);
     __syncthreads();  // the next row overwrites smem4
@@ -201,47 +160,28 @@ bool UnitBagDotFits(int num_features, int dim) {
   return static_cast<int64_t>(1 + num_features) * Vec4Pitch(dim / 4) * 16 <= kDotStageLimitBytes;
 }
 
-bool UnitBagDotBottomFits(int num_features, int dim, int in) {
-  if (!UnitBagDotFits(num_features, dim) || in < 4 || in % 4 != 0 ||
-      in > kUnitBagDotMaxBottomIn) {
-    return false;
-  }
-  return (static_cast<int64_t>(1 + num_features) * Vec4Pitch(dim / 4) + in / 4) * 16 <=
-         kDotStageLimitBytes;
-}
-
 cudaError_t LaunchUnitBagDotInteraction(const PooledLookupArgs& lookup, const float* x,
                                         int64_t x_stride, int64_t rows, int dim,
                                         bool self_interaction, float* out, int64_t out_stride,
-                                        cudaStream_t stream, const UnitBagDotBottomLayer& bottom) {
+                                        cudaStream_t stream) {
   const int n = 1 + lookup.num_features;
-  const bool in_kernel = bottom.h != nullptr;
-  if (in_kernel) {
-    if (!UnitBagDotBottomFits(lookup.num_features, dim, bottom.in) || bottom.h_ld < bottom.in || bottom.h_ld % 4 != 0 ||
-        bottom.weight == nullptr || (reinterpret_cast<uintptr_t>(bottom.h) & 15u) != 0 ||
-        (reinterpret_cast<uintptr_t>(bottom.weight) & 15u) != 0) {
-      return cudaErrorInvalidValue;
-    }
-    x = nullptr;  // not read
-  }
   if (rows < 0 || lookup.num_features < 1 || dim <= 0 || dim % 4 != 0 ||
       !lookup.unit_bags_only || lookup.any_host) {
     return cudaErrorInvalidValue;
   }
   const int num_pairs = self_interaction ? n * (n + 1) / 2 : n * (n - 1) / 2;
-  if ((!in_kernel && (x_stride < dim || x_stride % 4 != 0)) || out_stride < dim + num_pairs) {
+  if (x_stride < dim || x_stride % 4 != 0 || out_stride < dim + num_pairs) {
     return cudaErrorInvalidValue;
   }
   if (rows == 0) return cudaSuccess;
-  if ((x == nullptr && !in_kernel) || out == nullptr || lookup.features == nullptr || lookup.tables == nullptr ||
+  if (x == nullptr || out == nullptr || lookup.features == nullptr || lookup.tables == nullptr ||
       (lookup.ids == nullptr && lookup.ids32 == nullptr) ||
       (reinterpret_cast<uintptr_t>(x) & 15u) != 0) {
     return cudaErrorInvalidValue;
   }
   if (!UnitBagDotFits(lookup.num_features, dim)) return cudaErrorInvalidValue;
   const int pitch = Vec4Pitch(dim / 4);
-  const size_t smem =
-      (static_cast<size_t>(n) * pitch + (in_kernel ? bottom.in / 4 : 0)) * sizeof(float4);
+  const size_t smem = static_cast<size_t>(n) * pitch * sizeof(float4);
   constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // the grid strides over the rest
   const unsigned grid = static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks);
   const bool fp32 = lookup.fp32_tables_only;
@@ -255,7 +195,7 @@ cudaError_t LaunchUnitBagDotInteraction(const PooledLookupArgs& lookup, const fl
   }
   kernel<<<grid, kRowThreads, smem, stream>>>(lookup, x, x_stride, rows, n, dim,
                                                self_interaction ? 1 : 0, num_pairs, pitch, out,
-                                               out_stride, bottom);
+                                               out_stride);
   return cudaGetLastError();
 }
 

@@ -56,45 +56,7 @@ struct Case {
   int out_pad = 0;       // out_stride = width + out_pad
   bool allow_fp32_only = false;  // set fp32_tables_only where the tables fit it
   bool fp32_sum_tables = false;  // every table fp32 with SUM / MEAN pooling
-  int bottom_in = 0;  // > 0: x from the bottom layer in the kernel (h of this width)
-  bool bottom_bias = true;
 };
-
-// The bottom layer run inside the kernel: small integers, so that every sum
-// is exact in fp32 whatever its order and x matches the CPU twin bit for bit.
-struct BottomCase {
-  int64_t h_ld = 0;
-  std::vector<float> h, w, b;  // h NaN past `in` in each row
-};
-
-BottomCase RandomBottom(const Case& c, std::mt19937_64& rng) {
-  BottomCase bc;
-  bc.h_ld = c.bottom_in + 4 * static_cast<int64_t>(rng() % 3);
-  bc.h.assign(static_cast<size_t>(c.rows) * bc.h_ld, kNaN);
-  auto draw = [&](int half) { return static_cast<float>(static_cast<int>(rng() % (2 * half + 1)) - half); };
-  for (int r = 0; r < c.rows; ++r) {
-    for (int k = 0; k < c.bottom_in; ++k) bc.h[static_cast<size_t>(r) * bc.h_ld + k] = draw(3);
-  }
-  bc.w.resize(static_cast<size_t>(c.dim) * c.bottom_in);
-  for (float& v : bc.w) v = draw(2);
-  if (c.bottom_bias) {
-    bc.b.resize(c.dim);
-    for (float& v : bc.b) v = draw(3);
-  }
-  return bc;
-}
-
-// x = ReLU(h W^T + b) on the CPU (kernels::LinearForward).
-std::vector<float> BottomX(const Case& c, const BottomCase& bc) {
-  std::vector<float> x(static_cast<size_t>(c.rows) * c.dim);
-  LinearView layer;
-  layer.weight = bc.w.data();
-  layer.bias = bc.b.empty() ? nullptr : bc.b.data();
-  layer.in = c.bottom_in;
-  layer.out = c.dim;
-  LinearForward(layer, bc.h.data(), bc.h_ld, c.rows, Activation::kRelu, x.data(), c.dim);
-  return x;
-}
 
 struct HostTable {
   RowType type = RowType::kFp32;
@@ -133,9 +95,7 @@ void RunCase(const Case& c, uint64_t seed) {
                std::to_string(c.dim) + " features " + std::to_string(c.num_features) +
                (c.self_interaction ? " self" : "") + (c.ids32 ? " ids32" : "") +
                (c.allow_fp32_only ? " fp32-only allowed" : "") +
-               (c.fp32_sum_tables ? " fp32 sum tables" : "") +
-               (c.bottom_in > 0 ? " bottom in " + std::to_string(c.bottom_in) : "") +
-               (c.bottom_in > 0 && !c.bottom_bias ? " no bias" : ""));
+               (c.fp32_sum_tables ? " fp32 sum tables" : ""));
   std::mt19937_64 rng(seed);
   const int n = 1 + c.num_features;
   const int dim = c.dim;
@@ -188,10 +148,7 @@ void RunCase(const Case& c, uint64_t seed) {
   // CPU twins: the interaction input (x, pooled vectors, zeros past the
   // bags), then the dot interaction.
   std::vector<float> feats(static_cast<size_t>(c.rows) * feats_stride, 0.0f);
-  const BottomCase bottom = c.bottom_in > 0 ? RandomBottom(c, rng) : BottomCase{};
-  const std::vector<float> x =
-      c.bottom_in > 0 ? BottomX(c, bottom)
-                      : testing::NonZeroUniform(static_cast<size_t>(c.rows) * dim, -1, 1, &rng);
+  const std::vector<float> x = testing::NonZeroUniform(static_cast<size_t>(c.rows) * dim, -1, 1, &rng);
   for (int r = 0; r < c.rows; ++r) {
     std::copy_n(&x[static_cast<size_t>(r) * dim], dim, &feats[static_cast<size_t>(r) * feats_stride]);
   }
@@ -284,16 +241,6 @@ void RunCase(const Case& c, uint64_t seed) {
   for (int r = 0; r < c.rows; ++r) {
     std::copy_n(&x[static_cast<size_t>(r) * dim], dim, &fused_in[static_cast<size_t>(r) * feats_stride]);
   }
-  UnitBagDotBottomLayer d_bottom;
-  if (c.bottom_in > 0) {
-    // x comes from h: the kernel must not read its x input (all NaN).
-    std::fill(fused_in.begin(), fused_in.end(), kNaN);
-    d_bottom.h = up.Copy(bottom.h);
-    d_bottom.h_ld = bottom.h_ld;
-    d_bottom.weight = up.Copy(bottom.w);
-    d_bottom.bias = bottom.b.empty() ? nullptr : up.Copy(bottom.b);
-    d_bottom.in = c.bottom_in;
-  }
   const float* d_fused_in = up.Copy(fused_in);
   PooledLookupArgs fused = args;
   fused.out = nullptr;  // not read
@@ -305,8 +252,7 @@ void RunCase(const Case& c, uint64_t seed) {
   ASSERT_CUDA(LaunchDotInteraction(two.out, feats_stride, c.rows, n, dim, c.self_interaction,
                                    want_out, out_stride, nullptr));
   ASSERT_CUDA(LaunchUnitBagDotInteraction(fused, d_fused_in, feats_stride, c.rows, dim,
-                                          c.self_interaction, got_out, out_stride, nullptr,
-                                          d_bottom));
+                                          c.self_interaction, got_out, out_stride, nullptr));
   ASSERT_CUDA(cudaDeviceSynchronize());
   const std::vector<float> want = ToHost(want_out, static_cast<size_t>(c.rows) * out_stride);
   const std::vector<float> got = ToHost(got_out, static_cast<size_t>(c.rows) * out_stride);
@@ -371,11 +317,6 @@ TEST(UnitBagDotGpuTest, RandomCasesMatchTheCpuTwinsAndTheTwoLaunches) {
     c.out_pad = static_cast<int>(rng() % 5);
     c.allow_fp32_only = rng() % 2 == 0;
     c.fp32_sum_tables = rng() % 3 == 0;
-    if (rng() % 2 == 0) {
-      c.bottom_in = 4 * (1 + static_cast<int>(rng() % (kUnitBagDotMaxBottomIn / 4)));
-      if (!UnitBagDotBottomFits(c.num_features, c.dim, c.bottom_in)) c.bottom_in = 0;
-      c.bottom_bias = rng() % 3 != 0;
-    }
     RunCase(c, base + iter);
     if (::testing::Test::HasFailure()) break;
   }
@@ -392,22 +333,18 @@ TEST(UnitBagDotGpuTest, KaggleShape) {
 }
 
 // The serving case of the kaggle model (fp32 tables, SUM): the variant
-// compiled for dim 16 and fp32 rows, x read or computed from the bottom
-// MLP's 64-wide layer.
+// compiled for dim 16 and fp32 rows.
 TEST(UnitBagDotGpuTest, KaggleShapeFp32Tables) {
   SKIP_WITHOUT_GPU();
-  for (int bottom_in : {0, 64}) {
-    Case c;
-    c.batch = 2048;
-    c.rows = 2048;
-    c.num_tables = 26;
-    c.num_features = 26;
-    c.ids32 = true;
-    c.allow_fp32_only = true;
-    c.fp32_sum_tables = true;
-    c.bottom_in = bottom_in;
-    RunCase(c, TestSeed());
-  }
+  Case c;
+  c.batch = 2048;
+  c.rows = 2048;
+  c.num_tables = 26;
+  c.num_features = 26;
+  c.ids32 = true;
+  c.allow_fp32_only = true;
+  c.fp32_sum_tables = true;
+  RunCase(c, TestSeed());
 }
 
 TEST(UnitBagDotGpuTest, RefusesWhatItCannotDo) {
@@ -459,52 +396,6 @@ TEST(UnitBagDotGpuTest, RefusesWhatItCannotDo) {
   EXPECT_EQ(LaunchUnitBagDotInteraction(wide, x, 201 * 64, 1, 64, false, out,
                                         DotInteractionWidth(201, 64, false), nullptr),
             cudaErrorInvalidValue);
-
-  // The bottom layer in the kernel: h of 16 floats a row, weights [16, 16].
-  float* h = up.Copy(std::vector<float>(64, 1.0f));
-  float* w = up.Copy(std::vector<float>(256, 0.5f));
-  ASSERT_CUDA(up.error());
-  UnitBagDotBottomLayer last;
-  last.h = h;
-  last.h_ld = 16;
-  last.weight = w;
-  last.in = 16;
-  EXPECT_EQ(LaunchUnitBagDotInteraction(a, nullptr, 0, 1, 16, false, out, width, nullptr, last),
-            cudaSuccess) << "x is not needed when the kernel computes it";
-  ASSERT_CUDA(cudaDeviceSynchronize());
-  auto refused = [&](UnitBagDotBottomLayer bad, const char* why) {
-    EXPECT_EQ(LaunchUnitBagDotInteraction(a, x, 48, 1, 16, false, out, width, nullptr, bad),
-              cudaErrorInvalidValue) << why;
-  };
-  UnitBagDotBottomLayer bad = last;
-  bad.in = 18;
-  bad.h_ld = 20;
-  refused(bad, "in not a multiple of 4");
-  bad = last;
-  bad.in = kUnitBagDotMaxBottomIn + 4;
-  bad.h_ld = bad.in;
-  refused(bad, "in above the limit");
-  bad = last;
-  bad.h_ld = 12;
-  refused(bad, "h_ld below in");
-  bad = last;
-  bad.h_ld = 18;
-  refused(bad, "h_ld not a multiple of 4");
-  bad = last;
-  bad.h = h + 1;
-  refused(bad, "h not 16-byte aligned");
-  bad = last;
-  bad.weight = nullptr;
-  refused(bad, "no weights");
-  bad = last;
-  bad.weight = w + 2;
-  refused(bad, "weights not 16-byte aligned");
-  EXPECT_TRUE(UnitBagDotBottomFits(26, 16, 64));
-  EXPECT_TRUE(UnitBagDotBottomFits(26, 16, kUnitBagDotMaxBottomIn));
-  EXPECT_FALSE(UnitBagDotBottomFits(26, 16, kUnitBagDotMaxBottomIn + 4));
-  EXPECT_FALSE(UnitBagDotBottomFits(26, 16, 62));
-  EXPECT_FALSE(UnitBagDotBottomFits(26, 16, 0));
-  EXPECT_FALSE(UnitBagDotBottomFits(200, 64, 64));
 }
 
 }  // namespace
