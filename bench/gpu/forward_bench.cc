@@ -81,9 +81,6 @@ ABSL_FLAG(bool, unit_bag_kernel, true,
 ABSL_FLAG(bool, fused_lookup_dot, true,
           "CudaWorker::Options::fused_lookup_dot: run an all-unit batch's lookup fused with the "
           "dot interaction (false: two launches)");
-ABSL_FLAG(int, thin_linear_max_in, 32,
-          "CudaWorker::Options::thin_linear_max_in: MLP layers with at most this many inputs on "
-          "the thin-input kernel (0: cuBLASLt)");
 ABSL_FLAG(int, pack_threads, -1,
           "CudaWorker::Options::pack_threads: threads that split the host packing (-1 = "
           "default, 0 = none)");
@@ -243,7 +240,6 @@ int main(int argc, char** argv) {
   wo.small_rows_mlp = absl::GetFlag(FLAGS_small_rows_mlp);
   wo.unit_bag_kernel = absl::GetFlag(FLAGS_unit_bag_kernel);
   wo.fused_lookup_dot = absl::GetFlag(FLAGS_fused_lookup_dot);
-  wo.thin_linear_max_in = absl::GetFlag(FLAGS_thin_linear_max_in);
   wo.pack_threads = absl::GetFlag(FLAGS_pack_threads);
   if (absl::GetFlag(FLAGS_dense_first_min_rows) >= 0) {
     wo.dense_first_min_rows = absl::GetFlag(FLAGS_dense_first_min_rows);

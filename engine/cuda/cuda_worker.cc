@@ -14,7 +14,6 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/interaction.h"
 #include "kernels/cuda/small_rows_linear.h"
-#include "kernels/cuda/thin_linear.h"
 #include "kernels/cuda/split_bf16.h"
 #include "kernels/cuda/split_tf32.h"
 #include "kernels/cuda/unit_bag_dot.h"
@@ -552,20 +551,6 @@ bool CudaWorker::LookupBesideMlp(int64_t rows) const {
 absl::Status CudaWorker::RunLinear(const kc::DeviceLinear& layer, const float* in, int64_t in_ld,
                                    int64_t rows, float* out, int64_t out_ld, bool chained) {
   if (!SmallRows(rows)) {
-    if (layer.in <= std::min(options_.thin_linear_max_in, kc::kThinLinearMaxIn)) {
-      kc::ThinLinearArgs t;
-      t.weight = layer.weight;
-      t.bias = layer.bias;
-      t.in = layer.in;
-      t.out = layer.out;
-      t.x = in;
-      t.x_ld = in_ld;
-      t.rows = rows;
-      t.act = Activation::kRelu;
-      t.y = out;
-      t.y_ld = out_ld;
-      return LaunchStatus(kc::LaunchThinLinear(t, stream_), "thin linear layer");
-    }
     return linear_->Run(layer, in, in_ld, rows, Activation::kRelu, out, out_ld, stream_);
   }
   kc::SmallRowsLinearArgs a;

@@ -131,11 +131,6 @@ class CudaWorker final : public Worker {
     // (lookup_beside_mlp_max_rows). false: two launches (the peer in the
     // benchmarks).
     bool fused_lookup_dot = true;
-    // MLP layers with at most this many inputs (up to
-    // kernels::cuda::kThinLinearMaxIn) run on the thin-input kernel
-    // (kernels/cuda/thin_linear.h, fp32) above the small-rows bucket; 0: on
-    // cuBLASLt (the peer in the benchmarks).
-    int thin_linear_max_in = 32;
     // Pack bag offsets as int32, and the ids of every feature whose table
     // is keyed by row index below 2^31 rows (batch_packer.h, the compact
     // layout; DYNAMIC tables' keys stay int64; not with the fused tiny
