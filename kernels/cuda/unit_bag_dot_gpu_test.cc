@@ -322,25 +322,26 @@ TEST(UnitBagDotGpuTest, RandomCasesMatchTheCpuTwinsAndTheTwoLaunches) {
   }
 }
 
-TEST(UnitBagDotGpuTest, KaggleShape) {
-  SKIP_WITHOUT_GPU();
+// 2,048 rows of 26 features of dim 16 over 26 tables.
+Case KaggleCase() {
   Case c;
   c.batch = 2048;
   c.rows = 2048;
   c.num_tables = 26;
   c.num_features = 26;
-  RunCase(c, TestSeed());
+  return c;
+}
+
+TEST(UnitBagDotGpuTest, KaggleShape) {
+  SKIP_WITHOUT_GPU();
+  RunCase(KaggleCase(), TestSeed());
 }
 
 // The serving case of the kaggle model (fp32 tables, SUM): the variant
 // compiled for dim 16 and fp32 rows.
 TEST(UnitBagDotGpuTest, KaggleShapeFp32Tables) {
   SKIP_WITHOUT_GPU();
-  Case c;
-  c.batch = 2048;
-  c.rows = 2048;
-  c.num_tables = 26;
-  c.num_features = 26;
+  Case c = KaggleCase();
   c.ids32 = true;
   c.allow_fp32_only = true;
   c.fp32_sum_tables = true;
