@@ -4,7 +4,10 @@
 // tables (fp32 / fp16 / bf16 rows, SUM / MEAN / MAX, default vectors or
 // zeros), unit features (weighted or not, unresolved ids, 32-bit ids), x in
 // the interaction input, padded rows past the features' bags, shuffled
-// feature columns, self interaction or not. The fused kernel's input has NaN
+// feature columns, self interaction or not; dims 4-128 (the variants compiled
+// for 16, 32, 64 and 128 and the generic one) and, where the tables are all
+// fp32 with SUM / MEAN pooling, the fp32-only variant or the general one at
+// random (PooledLookupArgs::fp32_tables_only). The fused kernel's input has NaN
 // wherever it must not read, and its output is NaN-poisoned, so an element
 // it skips or a column it reads by mistake shows. Needs a CUDA device (tags
 // "manual", "gpu"); skips without. RANKD_TEST_SEED=<n> replays a seed.
