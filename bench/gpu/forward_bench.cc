@@ -17,6 +17,7 @@
 // Prints one line: model, batch, math, max rel error, forward us, execute us,
 // host phases, device stages.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -115,7 +116,29 @@ using rankd::bench::Median;
 struct SteadyTimes {
   double median_us = 0, min_us = 0, max_us = 0;
   double first_us = 0;  // the first window's (kept out of the figure), per batch
+  // Host phases of the timed windows' Execute calls, every worker's
+  // (CudaWorker::HostPathTimes; medians printed as steady_host_us).
+  std::vector<double> phases[5];
 };
+
+// The five phases of CudaWorker::HostPathTimes, in the order printed.
+void AddPhases(const rankd::engine::cuda::CudaWorker::HostPathTimes& h, std::vector<double>* out) {
+  const double phases[] = {h.offsets_us, h.pack_us, h.enqueue_us, h.wait_us, h.unpack_us};
+  for (int k = 0; k < 5; ++k) out[k].push_back(phases[k]);
+}
+
+// "offsets=..,pack=..,enqueue=..,wait=..,unpack=.." (medians), or "-".
+std::string PhaseMedians(const std::vector<double>* phases) {
+  if (phases[0].empty()) return "-";
+  const char* names[] = {"offsets", "pack", "enqueue", "wait", "unpack"};
+  std::string out;
+  for (int k = 0; k < 5; ++k) {
+    char buf[48];
+    std::snprintf(buf, sizeof(buf), "%s%s=%.1f", k == 0 ? "" : ",", names[k], Median(phases[k]));
+    out += buf;
+  }
+  return out;
+}
 
 // Each window starts every worker's thread, releases them together (thread
 // start-up is not timed) and stops the clock when the last is done; one
@@ -129,10 +152,13 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
     int per_worker, int windows, bool warm_paths) {
   const int n = static_cast<int>(workers.size());
   std::vector<absl::Status> status(n);
-  auto run = [&](int w, int batches) {
+  std::vector<std::array<std::vector<double>, 5>> phases(n);  // each worker's, timed windows
+  auto run = [&](int w, int batches, bool timed) {
     absl::Span<float> o[] = {absl::MakeSpan((*outs)[w])};
+    rankd::engine::cuda::CudaWorkerProbe probe(workers[w].get());
     for (int i = 0; i < batches && status[w].ok(); ++i) {
       status[w] = workers[w]->Execute(reqs, o, nullptr);
+      if (timed) AddPhases(probe.last_host_path(), phases[w].data());
     }
   };
   // Graphs captured, arenas sized: the server's warm-up (CudaWorker::WarmUp:
@@ -142,7 +168,7 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
       absl::Span<float> o[] = {absl::MakeSpan((*outs)[w])};
       if (absl::Status s = workers[w]->WarmUp(reqs, o); !s.ok()) return s;
     } else {
-      run(w, 2);
+      run(w, 2, false);
     }
   }
   std::vector<double> per_batch;
@@ -159,7 +185,7 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
     for (int w = 0; w < n; ++w) {
       threads.emplace_back([&, w, start] {
         if (start->Block()) delete start;
-        run(w, per_worker);
+        run(w, per_worker, k > 0);
       });
     }
     if (start->Block()) delete start;
@@ -182,6 +208,11 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
   out.min_us = *std::min_element(per_batch.begin(), per_batch.end());
   out.max_us = *std::max_element(per_batch.begin(), per_batch.end());
   out.first_us = first_us;
+  for (int w = 0; w < n; ++w) {
+    for (int k = 0; k < 5; ++k) {
+      out.phases[k].insert(out.phases[k].end(), phases[w][k].begin(), phases[w][k].end());
+    }
+  }
   return out;
 }
 
@@ -301,7 +332,7 @@ int main(int argc, char** argv) {
     if (i >= absl::GetFlag(FLAGS_warmup)) fwd.push_back(ms * 1000.0);
   }
   std::vector<double> exec;
-  std::vector<double> host_phases[5];
+  std::vector<double> host_phases[5];  // AddPhases' order
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters) / 2; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     absl::Status s = (*worker)->Execute(reqs, outs, nullptr);
@@ -312,22 +343,11 @@ int main(int argc, char** argv) {
     }
     if (i >= absl::GetFlag(FLAGS_warmup)) {
       exec.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      const auto& h = probe.last_host_path();
-      const double phases[] = {h.offsets_us, h.pack_us, h.enqueue_us, h.wait_us, h.unpack_us};
-      for (int k = 0; k < 5; ++k) host_phases[k].push_back(phases[k]);
+      AddPhases(probe.last_host_path(), host_phases);
     }
   }
   // Execute's wall time by phase (CudaWorker::HostPathTimes), medians.
-  std::string host_path;
-  {
-    const char* names[] = {"offsets", "pack", "enqueue", "wait", "unpack"};
-    for (int k = 0; k < 5; ++k) {
-      char buf[48];
-      std::snprintf(buf, sizeof(buf), "%s%s=%.1f", k == 0 ? "" : ",", names[k],
-                    Median(host_phases[k]));
-      host_path += buf;
-    }
-  }
+  const std::string host_path = PhaseMedians(host_phases);
   // Steady state: workers of this GPU back to back, one shared packing pool.
   SteadyTimes steady;
   const int steady_workers = absl::GetFlag(FLAGS_steady_workers);
@@ -462,13 +482,14 @@ int main(int argc, char** argv) {
   std::printf("RESULT label=%s model=%s batch=%d max_rows=%d math=%s cross=%s fused=%d small_rows=%d beside_max_rows=%lld dense_first_min_rows=%lld unit_bags_min_rows=%lld pack_threads=%d "
               "max_rel_err=%.3e forward_us=%.2f execute_us=%.2f steady_us=%.2f steady_min_us=%.2f "
               "steady_max_us=%.2f steady_first_us=%.2f (x%d workers) "
-              "host_us=%s stages_us=%s%s %s\n",
+              "host_us=%s steady_host_us=%s stages_us=%s%s %s\n",
               absl::GetFlag(FLAGS_label).c_str(), (*model)->name.c_str(), b, wo.max_rows,
               absl::GetFlag(FLAGS_math).c_str(), absl::GetFlag(FLAGS_cross_math).c_str(), probe.uses_fused_tiny() ? 1 : 0,
               wo.small_rows_mlp ? 1 : 0, static_cast<long long>(wo.lookup_beside_mlp_max_rows),
               static_cast<long long>(wo.dense_first_min_rows),
               static_cast<long long>(wo.unit_bags_min_rows),
               absl::GetFlag(FLAGS_pack_threads), max_rel, Median(fwd), Median(exec), steady.median_us,
-              steady.min_us, steady.max_us, steady.first_us, steady_workers, host_path.c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
+              steady.min_us, steady.max_us, steady.first_us, steady_workers, host_path.c_str(),
+              PhaseMedians(steady.phases).c_str(), stages.c_str(), host_result.c_str(), ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/batch_rows.h"
+#include "engine/cuda/pack_loops.h"
 #include "kernels/cuda/embedding_lookup.h"
 
 namespace rankd::engine::cuda {
@@ -265,15 +266,8 @@ void PackDense(const Model& model, absl::Span<const Request* const> requests,
 void CopyIds(const int64_t* from, int64_t n, int64_t* to) {
   std::memcpy(to, from, sizeof(int64_t) * n);
 }
-void CopyIds(const int64_t* from, int64_t n, int32_t* to) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = from[i];
-    to[i] = (id >= 0 && id <= INT32_MAX) ? static_cast<int32_t>(id) : -1;
-  }
-}
+void CopyIds(const int64_t* from, int64_t n, int32_t* to) { NarrowIdsToInt32(from, n, to); }
 
-// Feature f's descriptor, bags (entries and sentinel), ids and weights;
-// IdT is int64_t, or int32_t for the compact layout.
 // Whether every bag of feature f in the slice holds exactly one id and
 // covers one row (a shared bag only when its request has one candidate).
 bool UnitBags(absl::Span<const Request* const> requests, const std::vector<Segment>& segments,
@@ -284,14 +278,13 @@ bool UnitBags(absl::Span<const Request* const> requests, const std::vector<Segme
       if (s.count != 1 || in.lengths[0] != 1) return false;
       continue;
     }
-    const int32_t* lengths = in.lengths.data() + s.first_candidate;
-    for (int64_t c = 0; c < s.count; ++c) {
-      if (lengths[c] != 1) return false;
-    }
+    if (!AllLengthsOne(in.lengths.data() + s.first_candidate, s.count)) return false;
   }
   return true;
 }
 
+// Feature f's descriptor, bags (entries and sentinel), ids and weights;
+// IdT is int64_t, or int32_t for the compact layout.
 template <typename IdT, typename OffsetT>
 void PackFeature(const Model& model, absl::Span<const Request* const> requests,
                  const RequestOffsets& o, const SlicePlan& p, size_t f, int feat_col,
@@ -354,8 +347,10 @@ void PackFeature(const Model& model, absl::Span<const Request* const> requests,
   bag_rows[entry_at] = static_cast<int32_t>(l.rows);
 }
 
-// Dense rows per packing task: large enough that a task's start is noise.
-constexpr int64_t kDenseRowsPerTask = 8192;
+// Dense rows per packing task: large enough that a task's start is noise,
+// small enough that the dense rows split over the pool's threads (a task is
+// about as long as one feature's ids of a few thousand rows).
+constexpr int64_t kDenseRowsPerTask = 2048;
 
 }  // namespace
 
@@ -384,24 +379,26 @@ void PackSlice(const Model& model, absl::Span<const Request* const> requests,
   }
   const SlicePlan p = PlanSlice(model, requests, o, row_begin, row_end, l.compact);
   const size_t nf = model.features.size();
+  // The dense chunks first: a pool hands tasks out in order, and a long task
+  // taken last would finish alone.
+  const int64_t first_feature = parts == PackParts::kSparse ? 0 : dense_tasks;
   auto task = [&](int64_t t) {
-    if (t < static_cast<int64_t>(nf)) {
-      const size_t f = static_cast<size_t>(t);
-      if (!l.compact) {
-        PackFeature<int64_t, int64_t>(model, requests, o, p, f, feat_col[t], l, arena);
-      } else if (p.wide[f]) {
-        PackFeature<int64_t, int32_t>(model, requests, o, p, f, feat_col[t], l, arena);
-      } else {
-        PackFeature<int32_t, int32_t>(model, requests, o, p, f, feat_col[t], l, arena);
-      }
-    } else {
-      const int64_t a = (t - static_cast<int64_t>(nf)) * kDenseRowsPerTask;
+    if (t < first_feature) {
+      const int64_t a = t * kDenseRowsPerTask;
       PackDense(model, requests, p.segments, l, a,
                 std::min(l.padded_rows, a + kDenseRowsPerTask), dense);
+      return;
+    }
+    const size_t f = static_cast<size_t>(t - first_feature);
+    if (!l.compact) {
+      PackFeature<int64_t, int64_t>(model, requests, o, p, f, feat_col[f], l, arena);
+    } else if (p.wide[f]) {
+      PackFeature<int64_t, int32_t>(model, requests, o, p, f, feat_col[f], l, arena);
+    } else {
+      PackFeature<int32_t, int32_t>(model, requests, o, p, f, feat_col[f], l, arena);
     }
   };
-  const int64_t tasks =
-      static_cast<int64_t>(nf) + (parts == PackParts::kSparse ? 0 : dense_tasks);
+  const int64_t tasks = first_feature + static_cast<int64_t>(nf);
   if (parallel) {
     parallel(tasks, task);
   } else {
