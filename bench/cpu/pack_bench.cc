@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,13 +15,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/bench_input.h"
 #include "bench/median.h"
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/pack_pool.h"
-#include "engine/model/model_loader.h"
-#include "google/protobuf/util/json_util.h"
-#include "protos/rankd/v1/ranking.pb.h"
-#include "server/request_conversion.h"
 
 ABSL_FLAG(std::string, model, "", "model version directory (rankd gen-model)");
 ABSL_FLAG(std::string, request, "", "JSON-lines file; its first ScoreRequest is packed");
@@ -51,28 +47,21 @@ int64_t RoundUpPow2(int64_t n) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_iters) < 1 || absl::GetFlag(FLAGS_warmup) < 0 ||
+      absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 256) {
+    std::cerr << "--iters must be >= 1, --warmup >= 0, --threads in [0, 256]\n";
+    return 2;
+  }
   namespace ec = rankd::engine::cuda;
-  auto model = rankd::engine::LoadModel(absl::GetFlag(FLAGS_model));
-  if (!model.ok()) {
-    std::cerr << model.status() << "\n";
+  auto input =
+      rankd::bench::LoadBenchInput(absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_request));
+  if (!input.ok()) {
+    std::cerr << input.status() << "\n";
     return 2;
   }
-  std::ifstream in(absl::GetFlag(FLAGS_request));
-  std::string line;
-  std::getline(in, line);
-  rankd::v1::ScoreRequest wire;
-  if (!google::protobuf::util::JsonStringToMessage(line, &wire).ok()) {
-    std::cerr << "--request: cannot parse the first line\n";
-    return 2;
-  }
-  auto req = rankd::server::ToEngineRequest(**model, wire);
-  if (!req.ok()) {
-    std::cerr << req.status() << "\n";
-    return 2;
-  }
-  const rankd::engine::Model& m = **model;
-  const rankd::engine::Request* reqs[] = {&*req};
-  const int64_t rows = req->num_candidates;
+  const rankd::engine::Model& m = *(*input)->model;
+  const rankd::engine::Request* reqs[] = {&(*input)->request};
+  const int64_t rows = (*input)->request.num_candidates;
   const int64_t bucket = RoundUpPow2(rows);
 
   std::unique_ptr<ec::PackPool> pool;

@@ -23,7 +23,6 @@
 #include <cstring>
 #include <memory>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -34,6 +33,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/synchronization/barrier.h"
+#include "bench/bench_input.h"
 #include "bench/gpu/check_cuda.h"
 #include "bench/median.h"
 #include "engine/cpu/cpu_engine.h"
@@ -42,10 +42,6 @@
 #include "engine/cuda/cuda_worker_probe.h"
 #include "engine/cuda/pack_pool.h"
 #include "engine/model/placement_plan.h"
-#include "engine/model/model_loader.h"
-#include "google/protobuf/util/json_util.h"
-#include "rankd/v1/ranking.pb.h"
-#include "server/request_conversion.h"
 
 ABSL_FLAG(std::string, model, "", "model version directory");
 ABSL_FLAG(std::string, request, "", "JSON lines file; the first line is used");
@@ -220,24 +216,14 @@ absl::StatusOr<SteadyTimes> MeasureSteadyState(
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  auto model = rankd::engine::LoadModel(absl::GetFlag(FLAGS_model));
-  if (!model.ok()) {
-    std::cerr << model.status() << "\n";
+  auto input =
+      rankd::bench::LoadBenchInput(absl::GetFlag(FLAGS_model), absl::GetFlag(FLAGS_request));
+  if (!input.ok()) {
+    std::cerr << input.status() << "\n";
     return 2;
   }
-  std::ifstream in(absl::GetFlag(FLAGS_request));
-  std::string line;
-  std::getline(in, line);
-  rankd::v1::ScoreRequest wire;
-  if (!google::protobuf::util::JsonStringToMessage(line, &wire).ok()) {
-    std::cerr << "--request: cannot parse the first line\n";
-    return 2;
-  }
-  auto req = rankd::server::ToEngineRequest(**model, wire);
-  if (!req.ok()) {
-    std::cerr << req.status() << "\n";
-    return 2;
-  }
+  const std::shared_ptr<const rankd::engine::Model>* model = &(*input)->model;
+  const rankd::engine::Request* req = &(*input)->request;
   const int b = req->num_candidates;
 
   // Reference: the CPU engine.
