@@ -17,7 +17,7 @@ if [ "${BENCHES:-1}" != 0 ]; then
   benches=$(bazel query 'attr(tags, "manual", kind(cc_binary, //bench/...))' 2>/dev/null)
 fi
 targets=(//server:rankd //client:rankctl //loadtest:rankload $gpu_tests $benches)
-[ "${BENCHES:-1}" != 0 ] && targets+=(//bench:serve_bench)
+[ "${BENCHES:-1}" != 0 ] && targets+=(//bench:serve_bench //bench:pack_bench)
 echo "building: ${targets[*]}"
 config=()
 [ -n "${BAZEL_CONFIG:-}" ] && config=(--config="$BAZEL_CONFIG")
