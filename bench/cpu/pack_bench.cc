@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -27,6 +28,9 @@ ABSL_FLAG(int, iters, 200, "timed packs");
 ABSL_FLAG(int, warmup, 20, "untimed packs first");
 ABSL_FLAG(bool, compact_ids, true, "the compact layout (int32 ids and offsets), as the worker");
 ABSL_FLAG(int, unit_bags_min_rows, 512, "buckets of at least this many rows use unit bags");
+ABSL_FLAG(int, gap_us, 0,
+          "sleep this long between packs, so the pool's threads fall asleep between them as "
+          "they do between a server's batches at low load (0 = back to back)");
 
 namespace {
 
@@ -48,8 +52,10 @@ int64_t RoundUpPow2(int64_t n) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_iters) < 1 || absl::GetFlag(FLAGS_warmup) < 0 ||
-      absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 256) {
-    std::cerr << "--iters must be >= 1, --warmup >= 0, --threads in [0, 256]\n";
+      absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 256 ||
+      absl::GetFlag(FLAGS_gap_us) < 0 || absl::GetFlag(FLAGS_gap_us) > 1000000) {
+    std::cerr << "--iters must be >= 1, --warmup >= 0, --threads in [0, 256], --gap_us in [0, "
+                 "1000000]\n";
     return 2;
   }
   namespace ec = rankd::engine::cuda;
@@ -90,6 +96,9 @@ int main(int argc, char** argv) {
   std::vector<double> t_offsets, t_count, t_pack;
   ec::PackedLayout layout = proto_layout;
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters); ++i) {
+    if (absl::GetFlag(FLAGS_gap_us) > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(absl::GetFlag(FLAGS_gap_us)));
+    }
     const auto t0 = Clock::now();
     ec::ComputeRequestOffsets(m, reqs, &offsets, parallel, /*bag_offsets=*/false);
     const auto t1 = Clock::now();
@@ -106,10 +115,10 @@ int main(int argc, char** argv) {
   const double bytes = static_cast<double>(layout.ids_end());
   std::printf(
       "RESULT model=%s rows=%lld bucket=%lld threads=%d compact=%d unit_bags=%d all_unit=%d "
-      "offsets_us=%.1f count_us=%.1f pack_us=%.1f pack_min_us=%.1f arena_bytes=%.0f\n",
+      "gap_us=%d offsets_us=%.1f count_us=%.1f pack_us=%.1f pack_min_us=%.1f arena_bytes=%.0f\n",
       m.name.c_str(), static_cast<long long>(rows), static_cast<long long>(bucket),
       absl::GetFlag(FLAGS_threads), compact ? 1 : 0, layout.unit_bags ? 1 : 0,
-      layout.all_unit ? 1 : 0, Median(t_offsets), Median(t_count), Median(t_pack),
+      layout.all_unit ? 1 : 0, absl::GetFlag(FLAGS_gap_us), Median(t_offsets), Median(t_count), Median(t_pack),
       *std::min_element(t_pack.begin(), t_pack.end()), bytes);
   return 0;
 }
