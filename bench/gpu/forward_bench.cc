@@ -15,7 +15,7 @@
 //            work (scores checked against the CPU engine too); the median of
 //            --steady_windows windows, with the fastest and slowest.
 // Prints one line: model, batch, math, max rel error, forward us, execute us,
-// host phases, device stages.
+// host phases of execute and of the steady state, device stages.
 #include <algorithm>
 #include <array>
 #include <chrono>
