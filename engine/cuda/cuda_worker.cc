@@ -962,7 +962,7 @@ absl::Status CudaWorker::Execute(absl::Span<const Request* const> requests,
     // Times its own phases.
     s = PackAndEnqueueDenseFirst(requests, offsets, total);
     clock.Lap();
-  } else if (one_slice && alone && CopyBeside(total)) {
+  } else if (one_slice && CopyBeside(total)) {
     s = PackAndEnqueueCopyBeside(requests, offsets, total);  // likewise
     clock.Lap();
   } else {

@@ -97,15 +97,14 @@ class CudaWorker final : public Worker {
     int64_t dense_first_min_rows = 256;
     int64_t dense_first_max_rows = 4096;
     // Batches of one slice of at least this many rows (with a bottom MLP not
-    // pooled beside it, and not dense rows first), started while no other
-    // worker of the model on this GPU is inside Execute, are packed in one
-    // pass and copied in two: the dense rows first on the worker's stream,
-    // where the bottom MLP then starts on them, and the rest of the batch
-    // (bags, ids, weights) meanwhile on a second stream, which the rest of
-    // the forward waits for, so the bottom MLP hides the copy of the ids.
-    // With other batches in flight the copies already overlap their work,
-    // and below the default the steady state of several workers loses more
-    // than a batch alone gains (docs/benchmarks.md). 0: never.
+    // pooled beside it, and not dense rows first) are packed in one pass and
+    // copied in two: the dense rows first on the worker's stream, where the
+    // bottom MLP then starts on them, and the rest of the batch (bags, ids,
+    // weights) meanwhile on a second stream, which the rest of the forward
+    // waits for, so the bottom MLP hides the copy of the ids. Whether or not
+    // other batches of the model are in flight: it shortens each batch, so
+    // two workers keep the GPU busier too. Below the default the steady
+    // state of several workers gained nothing (docs/benchmarks.md). 0: never.
     int64_t copy_beside_mlp_min_rows = 16384;
     // Row buckets of at least this many rows pack a feature whose every bag
     // in the slice holds one id as its ids only (batch_packer.h, unit bags);
@@ -182,8 +181,8 @@ class CudaWorker final : public Worker {
                        BatchStats* stats) override;
   // Executes the batch as if alone on the GPU, then as if another batch of
   // the model were in flight: a batch that finds the GPU busy skips the
-  // dense-rows-first and copy-beside paths (Options::dense_first_min_rows,
-  // copy_beside_mlp_min_rows) for the one-pass one, whose graph is another.
+  // dense-rows-first path (Options::dense_first_min_rows) for the one-pass
+  // one, whose graph is another.
   absl::Status WarmUp(absl::Span<const Request* const> requests,
                       absl::Span<const absl::Span<float>> scores) override;
   // Holds `live`'s gate only while a batch is enqueued: the CUDA store
@@ -253,8 +252,7 @@ class CudaWorker final : public Worker {
   absl::Status PackAndEnqueueDenseFirst(absl::Span<const Request* const> requests,
                                         const RequestOffsets& offsets, int64_t rows);
   // Whether a batch of `rows` rows in one slice copies its bags and ids
-  // beside the bottom MLP (Options::copy_beside_mlp_min_rows; the caller
-  // checks that the GPU is otherwise idle).
+  // beside the bottom MLP (Options::copy_beside_mlp_min_rows).
   bool CopyBeside(int64_t rows) const;
   // Packs a one-slice batch of `rows` rows and enqueues it with the copy of
   // everything but the dense rows on copy_stream_, beside the bottom MLP.

@@ -370,9 +370,9 @@ CudaWorker::Options DenseFirstAtEverySize() {
 }
 
 // A batch that finds another of its model in flight skips the dense-rows-first
-// and copy-beside paths for the one-pass one, whose graph is another. After
-// Execute alone, the first such batch captures a graph (the cost WarmUp takes
-// out of serving); after WarmUp it replays one, with the CPU engine's scores.
+// path for the one-pass one, whose graph is another. After Execute alone, the
+// first such batch captures a graph (the cost WarmUp takes out of serving);
+// after WarmUp it replays one, with the CPU engine's scores.
 TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
   if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
   auto model = WarmUpModel();
@@ -380,17 +380,12 @@ TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto dm = DeviceModel::Create(model, DeviceModel::Options());
   ASSERT_TRUE(dm.ok()) << dm.status();
-  const CudaWorker::Options dense_first = DenseFirstAtEverySize();
-  CudaWorker::Options copy_beside = dense_first;
-  copy_beside.dense_first_min_rows = 0;
-  copy_beside.copy_beside_mlp_min_rows = 1;
+  const CudaWorker::Options options = DenseFirstAtEverySize();
   const Batch batch = MakeBatch(*model, 1, 40, 3, 5);
   auto want = (*cpu)->Score(*batch.requests[0]);
   ASSERT_TRUE(want.ok()) << want.status();
   std::atomic<int>& busy = (*dm)->busy_workers();
-  for (const auto& [name, options] : {std::pair{"dense first", dense_first},
-                                      std::pair{"copy beside", copy_beside}}) {
-    SCOPED_TRACE(name);
+  {
     auto plain = CudaWorker::Create(*dm, options, "plain");
     auto warmed = CudaWorker::Create(*dm, options, "warmed");
     ASSERT_TRUE(plain.ok()) << plain.status();
@@ -420,6 +415,38 @@ TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
       ASSERT_NEAR(busy_plain[0][c], (*want)[c], tol) << c;
       ASSERT_EQ(busy_warmed[0][c], busy_plain[0][c]) << c;
     }
+  }
+}
+
+// Copies beside the bottom MLP do not depend on whether other batches of the
+// model are in flight: a batch beside another replays the graphs the batch
+// alone captured, with the same scores bit for bit.
+TEST(CudaWorkerGpuTest, CopyBesideTakesOnePathBusyOrNot) {
+  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+  auto model = WarmUpModel();
+  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto dm = DeviceModel::Create(model, DeviceModel::Options());
+  ASSERT_TRUE(dm.ok()) << dm.status();
+  CudaWorker::Options options = DenseFirstAtEverySize();
+  options.dense_first_min_rows = 0;
+  options.copy_beside_mlp_min_rows = 1;
+  const Batch batch = MakeBatch(*model, 1, 40, 3, 5);
+  auto want = (*cpu)->Score(*batch.requests[0]);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto worker = CudaWorker::Create(*dm, options, "beside");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const auto alone = ScoreOn(**worker, batch);
+  const int graphs = CudaWorkerProbe(worker->get()).graphs_captured();
+  std::atomic<int>& busy = (*dm)->busy_workers();
+  busy.fetch_add(1);  // another worker's batch in flight
+  const auto beside_another = ScoreOn(**worker, batch);
+  busy.fetch_sub(1);
+  EXPECT_EQ(CudaWorkerProbe(worker->get()).graphs_captured(), graphs)
+      << "a busy GPU should not change the copy-beside path";
+  for (size_t c = 0; c < want->size(); ++c) {
+    ASSERT_NEAR(alone[0][c], (*want)[c], 1e-5f * std::max(1.0f, std::abs((*want)[c]))) << c;
+    ASSERT_EQ(beside_another[0][c], alone[0][c]) << c;
   }
 }
 
