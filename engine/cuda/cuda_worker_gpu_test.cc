@@ -385,36 +385,34 @@ TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
   auto want = (*cpu)->Score(*batch.requests[0]);
   ASSERT_TRUE(want.ok()) << want.status();
   std::atomic<int>& busy = (*dm)->busy_workers();
-  {
-    auto plain = CudaWorker::Create(*dm, options, "plain");
-    auto warmed = CudaWorker::Create(*dm, options, "warmed");
-    ASSERT_TRUE(plain.ok()) << plain.status();
-    ASSERT_TRUE(warmed.ok()) << warmed.status();
-    ScoreOn(**plain, batch);
-    std::vector<float> out(batch.requests[0]->num_candidates, std::nanf(""));
-    const absl::Span<float> spans[] = {absl::MakeSpan(out)};
-    absl::Status s = (*warmed)->WarmUp(batch.requests, spans);
-    ASSERT_TRUE(s.ok()) << s;
-    for (size_t c = 0; c < want->size(); ++c) {
-      ASSERT_NEAR(out[c], (*want)[c], 1e-5f * std::max(1.0f, std::abs((*want)[c]))) << c;
-    }
-    const int plain_graphs = CudaWorkerProbe(plain->get()).graphs_captured();
-    const int warmed_graphs = CudaWorkerProbe(warmed->get()).graphs_captured();
-    EXPECT_GT(warmed_graphs, plain_graphs);
+  auto plain = CudaWorker::Create(*dm, options, "plain");
+  auto warmed = CudaWorker::Create(*dm, options, "warmed");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(warmed.ok()) << warmed.status();
+  ScoreOn(**plain, batch);
+  std::vector<float> out(batch.requests[0]->num_candidates, std::nanf(""));
+  const absl::Span<float> spans[] = {absl::MakeSpan(out)};
+  absl::Status s = (*warmed)->WarmUp(batch.requests, spans);
+  ASSERT_TRUE(s.ok()) << s;
+  for (size_t c = 0; c < want->size(); ++c) {
+    ASSERT_NEAR(out[c], (*want)[c], 1e-5f * std::max(1.0f, std::abs((*want)[c]))) << c;
+  }
+  const int plain_graphs = CudaWorkerProbe(plain->get()).graphs_captured();
+  const int warmed_graphs = CudaWorkerProbe(warmed->get()).graphs_captured();
+  EXPECT_GT(warmed_graphs, plain_graphs);
 
-    busy.fetch_add(1);  // another worker's batch in flight
-    const auto busy_plain = ScoreOn(**plain, batch);
-    const auto busy_warmed = ScoreOn(**warmed, batch);
-    busy.fetch_sub(1);
-    EXPECT_GT(CudaWorkerProbe(plain->get()).graphs_captured(), plain_graphs)
-        << "the busy path should need a graph of its own";
-    EXPECT_EQ(CudaWorkerProbe(warmed->get()).graphs_captured(), warmed_graphs)
-        << "WarmUp should have captured the busy path's graph";
-    for (size_t c = 0; c < want->size(); ++c) {
-      const float tol = 1e-5f * std::max(1.0f, std::abs((*want)[c]));
-      ASSERT_NEAR(busy_plain[0][c], (*want)[c], tol) << c;
-      ASSERT_EQ(busy_warmed[0][c], busy_plain[0][c]) << c;
-    }
+  busy.fetch_add(1);  // another worker's batch in flight
+  const auto busy_plain = ScoreOn(**plain, batch);
+  const auto busy_warmed = ScoreOn(**warmed, batch);
+  busy.fetch_sub(1);
+  EXPECT_GT(CudaWorkerProbe(plain->get()).graphs_captured(), plain_graphs)
+      << "the busy path should need a graph of its own";
+  EXPECT_EQ(CudaWorkerProbe(warmed->get()).graphs_captured(), warmed_graphs)
+      << "WarmUp should have captured the busy path's graph";
+  for (size_t c = 0; c < want->size(); ++c) {
+    const float tol = 1e-5f * std::max(1.0f, std::abs((*want)[c]));
+    ASSERT_NEAR(busy_plain[0][c], (*want)[c], tol) << c;
+    ASSERT_EQ(busy_warmed[0][c], busy_plain[0][c]) << c;
   }
 }
 
