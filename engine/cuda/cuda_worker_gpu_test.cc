@@ -373,79 +373,85 @@ CudaWorker::Options DenseFirstAtEverySize() {
 // path for the one-pass one, whose graph is another. After Execute alone, the
 // first such batch captures a graph (the cost WarmUp takes out of serving);
 // after WarmUp it replays one, with the CPU engine's scores.
-TEST(CudaWorkerGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
-  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
-  auto model = WarmUpModel();
-  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto dm = DeviceModel::Create(model, DeviceModel::Options());
-  ASSERT_TRUE(dm.ok()) << dm.status();
+// The warm-up model on the GPU, one request of 40 candidates, and the CPU
+// engine's scores for it: a batch alone or beside another (busy_workers).
+class BusyGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
+    model_ = WarmUpModel();
+    auto cpu = CpuEngine::Create(model_, CpuEngine::Options());
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto dm = DeviceModel::Create(model_, DeviceModel::Options());
+    ASSERT_TRUE(dm.ok()) << dm.status();
+    dm_ = *std::move(dm);
+    batch_ = MakeBatch(*model_, 1, 40, 3, 5);
+    auto want = (*cpu)->Score(*batch_.requests[0]);
+    ASSERT_TRUE(want.ok()) << want.status();
+    want_ = *std::move(want);
+  }
+  // Within 1e-5 of the CPU engine's scores.
+  void ExpectCpuScores(const std::vector<float>& got) const {
+    ASSERT_EQ(got.size(), want_.size());
+    for (size_t c = 0; c < want_.size(); ++c) {
+      ASSERT_NEAR(got[c], want_[c], 1e-5f * std::max(1.0f, std::abs(want_[c]))) << c;
+    }
+  }
+
+  std::shared_ptr<Model> model_;
+  std::shared_ptr<const DeviceModel> dm_;
+  Batch batch_;
+  std::vector<float> want_;
+};
+
+TEST_F(BusyGpuTest, WarmUpCapturesTheGraphsOfABusyGpu) {
   const CudaWorker::Options options = DenseFirstAtEverySize();
-  const Batch batch = MakeBatch(*model, 1, 40, 3, 5);
-  auto want = (*cpu)->Score(*batch.requests[0]);
-  ASSERT_TRUE(want.ok()) << want.status();
-  std::atomic<int>& busy = (*dm)->busy_workers();
-  auto plain = CudaWorker::Create(*dm, options, "plain");
-  auto warmed = CudaWorker::Create(*dm, options, "warmed");
+  std::atomic<int>& busy = dm_->busy_workers();
+  auto plain = CudaWorker::Create(dm_, options, "plain");
+  auto warmed = CudaWorker::Create(dm_, options, "warmed");
   ASSERT_TRUE(plain.ok()) << plain.status();
   ASSERT_TRUE(warmed.ok()) << warmed.status();
-  ScoreOn(**plain, batch);
-  std::vector<float> out(batch.requests[0]->num_candidates, std::nanf(""));
+  ScoreOn(**plain, batch_);
+  std::vector<float> out(batch_.requests[0]->num_candidates, std::nanf(""));
   const absl::Span<float> spans[] = {absl::MakeSpan(out)};
-  absl::Status s = (*warmed)->WarmUp(batch.requests, spans);
+  absl::Status s = (*warmed)->WarmUp(batch_.requests, spans);
   ASSERT_TRUE(s.ok()) << s;
-  for (size_t c = 0; c < want->size(); ++c) {
-    ASSERT_NEAR(out[c], (*want)[c], 1e-5f * std::max(1.0f, std::abs((*want)[c]))) << c;
-  }
+  ExpectCpuScores(out);
   const int plain_graphs = CudaWorkerProbe(plain->get()).graphs_captured();
   const int warmed_graphs = CudaWorkerProbe(warmed->get()).graphs_captured();
   EXPECT_GT(warmed_graphs, plain_graphs);
 
   busy.fetch_add(1);  // another worker's batch in flight
-  const auto busy_plain = ScoreOn(**plain, batch);
-  const auto busy_warmed = ScoreOn(**warmed, batch);
+  const auto busy_plain = ScoreOn(**plain, batch_);
+  const auto busy_warmed = ScoreOn(**warmed, batch_);
   busy.fetch_sub(1);
   EXPECT_GT(CudaWorkerProbe(plain->get()).graphs_captured(), plain_graphs)
       << "the busy path should need a graph of its own";
   EXPECT_EQ(CudaWorkerProbe(warmed->get()).graphs_captured(), warmed_graphs)
       << "WarmUp should have captured the busy path's graph";
-  for (size_t c = 0; c < want->size(); ++c) {
-    const float tol = 1e-5f * std::max(1.0f, std::abs((*want)[c]));
-    ASSERT_NEAR(busy_plain[0][c], (*want)[c], tol) << c;
-    ASSERT_EQ(busy_warmed[0][c], busy_plain[0][c]) << c;
-  }
+  ExpectCpuScores(busy_plain[0]);
+  EXPECT_EQ(busy_warmed[0], busy_plain[0]);
 }
 
 // Copies beside the bottom MLP do not depend on whether other batches of the
 // model are in flight: a batch beside another replays the graphs the batch
 // alone captured, with the same scores bit for bit.
-TEST(CudaWorkerGpuTest, CopyBesideTakesOnePathBusyOrNot) {
-  if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
-  auto model = WarmUpModel();
-  auto cpu = CpuEngine::Create(model, CpuEngine::Options());
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto dm = DeviceModel::Create(model, DeviceModel::Options());
-  ASSERT_TRUE(dm.ok()) << dm.status();
+TEST_F(BusyGpuTest, CopyBesideTakesOnePathBusyOrNot) {
   CudaWorker::Options options = DenseFirstAtEverySize();
   options.dense_first_min_rows = 0;
   options.copy_beside_mlp_min_rows = 1;
-  const Batch batch = MakeBatch(*model, 1, 40, 3, 5);
-  auto want = (*cpu)->Score(*batch.requests[0]);
-  ASSERT_TRUE(want.ok()) << want.status();
-  auto worker = CudaWorker::Create(*dm, options, "beside");
+  auto worker = CudaWorker::Create(dm_, options, "beside");
   ASSERT_TRUE(worker.ok()) << worker.status();
-  const auto alone = ScoreOn(**worker, batch);
+  const auto alone = ScoreOn(**worker, batch_);
   const int graphs = CudaWorkerProbe(worker->get()).graphs_captured();
-  std::atomic<int>& busy = (*dm)->busy_workers();
+  std::atomic<int>& busy = dm_->busy_workers();
   busy.fetch_add(1);  // another worker's batch in flight
-  const auto beside_another = ScoreOn(**worker, batch);
+  const auto beside_another = ScoreOn(**worker, batch_);
   busy.fetch_sub(1);
   EXPECT_EQ(CudaWorkerProbe(worker->get()).graphs_captured(), graphs)
       << "a busy GPU should not change the copy-beside path";
-  for (size_t c = 0; c < want->size(); ++c) {
-    ASSERT_NEAR(alone[0][c], (*want)[c], 1e-5f * std::max(1.0f, std::abs((*want)[c]))) << c;
-    ASSERT_EQ(beside_another[0][c], alone[0][c]) << c;
-  }
+  ExpectCpuScores(alone[0]);
+  EXPECT_EQ(beside_another[0], alone[0]);
 }
 
 // The server's warm-up (WarmUpWorkers) leaves no graph to capture for a
