@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "engine/testing/test_models.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -187,6 +188,80 @@ TEST_F(ValidationTest, MaxIdsPerBagAndFeature) {
   RequestLimits limits;
   limits.max_ids_per_feature = 3;
   EXPECT_THAT(Error(limits), HasSubstr("sparse feature \"f0\".ids: 4 ids exceed the server's limit of 3"));
+}
+
+// The id, length and value checks run in blocks with a scalar tail: a bad
+// entry is found and named wherever it stands (first block, a block's edge,
+// the tail), the first one when there are several, and the range edges of
+// ids hold (num_rows - 1 and 0 pass; num_rows, -1, INT64_MIN and INT64_MAX
+// do not).
+TEST(ValidationBlocksTest, NamesTheFirstBadEntryWhereverItStands) {
+  RandomModelSpec spec;
+  spec.table_rows = {1000};
+  spec.num_dense = 2;
+  auto model = MakeRandomModel(spec);
+  model->features[0].max_ids_per_bag = 4;
+  constexpr int kCandidates = 300;  // blocks of 64 and a tail of 44
+  OwnedRequest req;
+  req.num_candidates = kCandidates;
+  req.dense.assign(2 * kCandidates, 0.5f);
+  req.lengths = {std::vector<int32_t>(kCandidates, 1)};
+  req.ids = {std::vector<int64_t>(kCandidates)};
+  for (int i = 0; i < kCandidates; ++i) req.ids[0][i] = (i * 37) % 1000;
+  req.weights = {{}};
+  ASSERT_TRUE(ValidateRequest(*model, req.view()).ok());
+  const auto error = [&] { return std::string(ValidateRequest(*model, req.view()).message()); };
+  for (const int at : {0, 1, 63, 64, 65, 127, 128, 255, 256, 257, 299}) {
+    SCOPED_TRACE(at);
+    for (const int64_t ok : {int64_t{0}, int64_t{999}}) {
+      req.ids[0][at] = ok;
+      EXPECT_TRUE(ValidateRequest(*model, req.view()).ok());
+    }
+    for (const int64_t bad : {int64_t{1000}, int64_t{-1}, std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max()}) {
+      req.ids[0][at] = bad;
+      EXPECT_THAT(error(), HasSubstr(absl::StrCat("sparse feature \"f0\".ids[", at, "]: id ", bad,
+                                                  " is out of range [0, 1000)")));
+      if (at + 1 < kCandidates) {  // a later one too: the first is named
+        req.ids[0][kCandidates - 1] = -5;
+        EXPECT_THAT(error(), HasSubstr(absl::StrCat(".ids[", at, "]: id ", bad)));
+        req.ids[0][kCandidates - 1] = 1;
+      }
+    }
+    req.ids[0][at] = 3;
+
+    // A bag too long before a negative one: the first is named, whichever kind.
+    req.lengths[0][at] = 5;
+    EXPECT_THAT(error(), HasSubstr(absl::StrCat(".lengths[", at, "]: 5 ids exceed")));
+    req.lengths[0][kCandidates - 1] = -1;
+    if (at + 1 < kCandidates) {
+      EXPECT_THAT(error(), HasSubstr(absl::StrCat(".lengths[", at, "]: 5 ids exceed")));
+    }
+    req.lengths[0][at] = std::numeric_limits<int32_t>::min();
+    EXPECT_THAT(error(), HasSubstr(absl::StrCat(".lengths[", at, "]: -2147483648 is negative")));
+    req.lengths[0][at] = 1;
+    req.lengths[0][kCandidates - 1] = 1;
+
+    req.dense[2 * at + 1] = std::nanf("");
+    EXPECT_THAT(error(), HasSubstr(absl::StrCat("dense[", 2 * at + 1, "] (candidate ", at)));
+    req.dense[2 * at + 1] = 0.5f;
+    ASSERT_TRUE(ValidateRequest(*model, req.view()).ok());
+  }
+}
+
+// A table of no rows resolves no id.
+TEST(ValidationBlocksTest, NoIdIsInATableOfNoRows) {
+  RandomModelSpec spec;
+  spec.table_rows = {1};
+  auto model = MakeRandomModel(spec);
+  OwnedRequest req = MakeRandomRequest(*model, RandomRequestSpec{});
+  req.lengths[0] = {1, 0, 0, 0};
+  req.ids[0] = {0};
+  req.weights[0] = {};
+  ASSERT_TRUE(ValidateRequest(*model, req.view()).ok());
+  model->tables[0].num_rows = 0;
+  EXPECT_THAT(std::string(ValidateRequest(*model, req.view()).message()),
+              HasSubstr("ids[0]: id 0 is out of range [0, 0)"));
 }
 
 }  // namespace
