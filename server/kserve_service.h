@@ -31,12 +31,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/request_validation.h"
-#include "google/protobuf/arena.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
 #include "server/admitted_call.h"
 #include "server/kserve_conversion.h"
 #include "server/lifecycle/model_manager.h"
 #include "server/metrics.h"
+#include "server/raw_messages.h"
 #include "server/request_budget.h"
 
 namespace rankd::server {
@@ -70,17 +70,13 @@ class KServeService final : public kserve_internal::RawBase {
    public:
     using AdmittedCall::AdmittedCall;
 
-    // The request and response live on this arena, which starts in a block
-    // inside the call: their many small parts (a message, a shape and a
-    // string per tensor) are not each a heap allocation made on a gRPC thread
-    // and freed on another, which contends in malloc as threads multiply.
-    static constexpr size_t kArenaBlock = 4096;
-    alignas(16) char arena_block[kArenaBlock];
-    google::protobuf::Arena arena{arena_block, kArenaBlock};
-    inference::ModelInferRequest& request =
-        *google::protobuf::Arena::CreateMessage<inference::ModelInferRequest>(&arena);
-    inference::ModelInferResponse& response =
-        *google::protobuf::Arena::CreateMessage<inference::ModelInferResponse>(&arena);
+    // The request and response live on the call's arena: their many small
+    // parts (a message, a shape and a string per tensor) are not each a heap
+    // allocation made on a gRPC thread and freed on another, which contends
+    // in malloc as threads multiply.
+    CallArena arena;
+    inference::ModelInferRequest& request = *arena.Create<inference::ModelInferRequest>();
+    inference::ModelInferResponse& response = *arena.Create<inference::ModelInferResponse>();
     KServeRequest view;
   };
 

@@ -41,7 +41,14 @@ RankingService::RankingService(const ModelManager* models, Metrics* metrics, Opt
       backend_(std::move(options.backend)),
       budget_(RequestBudget::Options{
           options.max_inflight_request_bytes,
-          [metrics](int64_t bytes) { metrics->SetRequestBytesInFlight(bytes); }}) {}
+          [metrics](int64_t bytes) { metrics->SetRequestBytesInFlight(bytes); }}),
+      request_pool_(std::make_shared<MessagePool<rankd::v1::ScoreRequest>>(options.request_pool)) {}
+
+RankingService::ScoreCall::~ScoreCall() {
+  if (pool_ == nullptr || request_ == nullptr) return;
+  const int64_t bytes = HeldBytes(*request_, 0);
+  pool_->Give(std::move(request_), bytes);
+}
 
 void RankingService::StopAdmitting() { budget_.Close(); }
 
@@ -73,12 +80,12 @@ void RankingService::RunScore(ScoreCall* call, grpc::ByteBuffer* request_wire,
                               absl::Time deadline) {
   // ParseRequest empties the wire buffer, so its bytes are freed now instead
   // of when the RPC ends.
-  absl::Status parsed = ParseRequest(request_wire, &call->request);
+  absl::Status parsed = ParseRequest(request_wire, &call->request());
   if (!parsed.ok()) {
     call->Refuse("malformed", "", 0, parsed);
     return;
   }
-  const rankd::v1::ScoreRequest& req = call->request;
+  const rankd::v1::ScoreRequest& req = call->request();
   if (!call->GrowOrRefuse(HeldBytes(req, 0), req.model(), 0)) return;
   auto found = models_->Find(req.model(), req.version(), req.version_label());
   if (!found.ok()) {

@@ -38,6 +38,7 @@
 #define RANKD_SERVER_RANKING_SERVICE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -47,7 +48,9 @@
 #include "rankd/v1/ranking.grpc.pb.h"
 #include "server/admitted_call.h"
 #include "server/lifecycle/model_manager.h"
+#include "server/message_pool.h"
 #include "server/metrics.h"
+#include "server/raw_messages.h"
 #include "server/request_budget.h"
 
 namespace rankd::server {
@@ -64,16 +67,35 @@ class RankingService final
     // Most bytes of Score requests in flight (--max_inflight_request_bytes);
     // 0 = no limit.
     int64_t max_inflight_request_bytes = 0;
+    // Parsed Score requests kept to be parsed into again (message_pool.h);
+    // the default keeps up to 128 of at most 256 KiB (a few hundred
+    // candidates of a model like Criteo's).
+    MessagePool<rankd::v1::ScoreRequest>::Options request_pool;
   };
 
   // One admitted Score call (admitted_call.h): the parsed request (the
   // engine request points into it) and the response the workers write
-  // into. Transports derive from it and implement Send.
+  // into. The request comes from the service's pool of parsed requests
+  // (message_pool.h: parsed into again, a request's repeated fields keep
+  // their capacity) and goes back to it with the call; the response lives
+  // on the call's arena. Transports derive from it and implement Send.
   class ScoreCall : public AdmittedCall {
    public:
     using AdmittedCall::AdmittedCall;
-    rankd::v1::ScoreRequest request;
-    rankd::v1::ScoreResponse response;
+    ~ScoreCall() override;
+
+    rankd::v1::ScoreRequest& request() { return *request_; }
+    const rankd::v1::ScoreRequest& request() const { return *request_; }
+
+    CallArena arena;
+    rankd::v1::ScoreResponse& response = *arena.Create<rankd::v1::ScoreResponse>();
+
+   private:
+    friend class RankingService;
+    // Set by NewScoreCall; the pool is shared so that a call outliving the
+    // service still has somewhere to give its request back.
+    std::shared_ptr<MessagePool<rankd::v1::ScoreRequest>> pool_;
+    std::unique_ptr<rankd::v1::ScoreRequest> request_;
   };
 
   RankingService(const ModelManager* models, Metrics* metrics, Options options);
@@ -88,8 +110,11 @@ class RankingService final
   template <typename Call, typename... Extra>
   Call* NewScoreCall(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire,
                      absl::Time arrival, Extra&&... extra) {
-    return new Call(std::move(hold), budget_.max_bytes(), response_wire, metrics_,
-                    Metrics::Protocol::kRankd, arrival, std::forward<Extra>(extra)...);
+    Call* call = new Call(std::move(hold), budget_.max_bytes(), response_wire, metrics_,
+                          Metrics::Protocol::kRankd, arrival, std::forward<Extra>(extra)...);
+    call->pool_ = request_pool_;
+    call->request_ = request_pool_->Take();
+    return call;
   }
   // Parses `request_wire` (emptying it), checks, routes and submits.
   void RunScore(ScoreCall* call, grpc::ByteBuffer* request_wire, absl::Time deadline);
@@ -127,6 +152,7 @@ class RankingService final
   const engine::RequestLimits limits_;
   const std::string backend_;
   RequestBudget budget_;
+  const std::shared_ptr<MessagePool<rankd::v1::ScoreRequest>> request_pool_;
 };
 
 }  // namespace rankd::server

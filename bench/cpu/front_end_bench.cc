@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -17,6 +18,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "server/kserve_conversion.h"
+#include "server/message_pool.h"
 #include "server/raw_messages.h"
 #include "server/request_conversion.h"
 
@@ -75,12 +77,33 @@ int main(int argc, char** argv) {
   std::printf("%d candidates, %d dense, %zu features; wire: Score %zu B, ModelInfer %zu B\n", b,
               spec.num_dense, model->features.size(), score_wire.size(), infer_wire.size());
 
+  // Each call parses into a message of its own. The server's Score takes one
+  // from its pool (server/message_pool.h), parsed into before, whose repeated
+  // fields keep their capacity; a fresh message (on the heap, or on a
+  // CallArena as ModelInfer's) grows every field as it is read.
   std::printf("rankd Score:\n");
-  rankd::v1::ScoreRequest parsed_score;
-  Time("parse (ByteBuffer -> ScoreRequest)", n, [&] {
+  Time("parse into a fresh heap message", n, [&] {
+    rankd::v1::ScoreRequest fresh;
     grpc::ByteBuffer w = Wire(score_wire);
-    (void)rankd::server::ParseRequest(&w, &parsed_score);
+    (void)rankd::server::ParseRequest(&w, &fresh);
   });
+  Time("parse into a fresh CallArena", n, [&] {
+    rankd::server::CallArena arena;
+    grpc::ByteBuffer w = Wire(score_wire);
+    (void)rankd::server::ParseRequest(&w, arena.Create<rankd::v1::ScoreRequest>());
+  });
+  rankd::server::MessagePool<rankd::v1::ScoreRequest> pool({});
+  Time("parse into a pooled message (the server)", n, [&] {
+    std::unique_ptr<rankd::v1::ScoreRequest> m = pool.Take();
+    grpc::ByteBuffer w = Wire(score_wire);
+    (void)rankd::server::ParseRequest(&w, m.get());
+    pool.Give(std::move(m), 0);
+  });
+  rankd::v1::ScoreRequest parsed_score;
+  {
+    grpc::ByteBuffer w = Wire(score_wire);
+    if (!rankd::server::ParseRequest(&w, &parsed_score).ok()) std::abort();
+  }
   Time("convert (ToEngineRequest)", n, [&] {
     auto r = rankd::server::ToEngineRequest(*model, parsed_score);
     if (!r.ok()) std::abort();
@@ -95,8 +118,13 @@ int main(int argc, char** argv) {
   });
 
   std::printf("KServe ModelInfer (raw contents):\n");
+  Time("parse into a fresh CallArena (the server)", n, [&] {
+    rankd::server::CallArena arena;
+    grpc::ByteBuffer w = Wire(infer_wire);
+    (void)rankd::server::ParseRequest(&w, arena.Create<inference::ModelInferRequest>());
+  });
   inference::ModelInferRequest parsed_infer;
-  Time("parse (ByteBuffer -> ModelInferRequest)", n, [&] {
+  Time("parse into a reused message", n, [&] {
     grpc::ByteBuffer w = Wire(infer_wire);
     (void)rankd::server::ParseRequest(&w, &parsed_infer);
   });
