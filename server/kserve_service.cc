@@ -41,7 +41,15 @@ KServeService::KServeService(const ModelManager* models, Metrics* metrics, Reque
       metrics_(metrics),
       budget_(budget),
       limits_(options.limits),
-      platform_(std::move(options.platform)) {}
+      platform_(std::move(options.platform)),
+      request_pool_(
+          std::make_shared<MessagePool<inference::ModelInferRequest>>(options.request_pool)) {}
+
+KServeService::InferCall::~InferCall() {
+  if (pool_ != nullptr && request_ != nullptr && request_bytes_ >= 0) {
+    pool_->Give(std::move(request_), request_bytes_);
+  }
+}
 
 grpc::ServerUnaryReactor* KServeService::ServerLive(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request,
@@ -120,14 +128,16 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(grpc::CallbackServerContext*
 
 void KServeService::RunInfer(InferCall* call, grpc::ByteBuffer* request_wire,
                              absl::Time deadline) {
-  absl::Status parsed = ParseRequest(request_wire, &call->request);
+  absl::Status parsed = ParseRequest(request_wire, &call->request());
   if (!parsed.ok()) {
     call->Refuse("malformed", "", 0, parsed);
     return;
   }
-  const inference::ModelInferRequest& req = call->request;
-  // The parsed message's memory (protobuf's own estimate, walked once).
+  const inference::ModelInferRequest& req = call->request();
+  // The parsed message's memory (protobuf's own estimate, walked once; a
+  // pooled message counts the capacity it kept).
   const int64_t request_bytes = static_cast<int64_t>(req.SpaceUsedLong());
+  call->request_bytes_ = request_bytes;
   if (!call->GrowOrRefuse(request_bytes, req.model_name(), 0)) return;
   absl::StatusOr<int64_t> version = ParseKServeVersion(req.model_version());
   if (!version.ok()) {

@@ -25,6 +25,7 @@
 #define RANKD_SERVER_KSERVE_SERVICE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -35,6 +36,7 @@
 #include "server/admitted_call.h"
 #include "server/kserve_conversion.h"
 #include "server/lifecycle/model_manager.h"
+#include "server/message_pool.h"
 #include "server/metrics.h"
 #include "server/raw_messages.h"
 #include "server/request_budget.h"
@@ -61,23 +63,40 @@ class KServeService final : public kserve_internal::RawBase {
     engine::RequestLimits limits;
     // ModelMetadata's platform ("rankd_cpu" or "rankd_cuda").
     std::string platform = "rankd_cpu";
+    // Parsed ModelInfer requests kept to be parsed into again
+    // (message_pool.h), as the Ranking service keeps its Score requests.
+    MessagePool<inference::ModelInferRequest>::Options request_pool;
   };
 
   // One admitted ModelInfer call (admitted_call.h): the parsed request (the
   // engine request views it) and the response the workers write the scores
-  // into. Transports derive from it and implement Send.
+  // into. The request comes from the service's pool of parsed requests
+  // (message_pool.h: parsed into again, its tensors' arrays and strings keep
+  // their capacity) and goes back to it with the call. The response lives on
+  // the call's arena: its parts (a message, a shape and a string per output)
+  // are not each a heap allocation made on one thread and freed on another,
+  // which contends in malloc as threads multiply. Transports derive from it
+  // and implement Send.
   class InferCall : public AdmittedCall {
    public:
     using AdmittedCall::AdmittedCall;
+    ~InferCall() override;
 
-    // The request and response live on the call's arena: their many small
-    // parts (a message, a shape and a string per tensor) are not each a heap
-    // allocation made on a gRPC thread and freed on another, which contends
-    // in malloc as threads multiply.
+    inference::ModelInferRequest& request() { return *request_; }
+
     CallArena arena;
-    inference::ModelInferRequest& request = *arena.Create<inference::ModelInferRequest>();
     inference::ModelInferResponse& response = *arena.Create<inference::ModelInferResponse>();
     KServeRequest view;
+
+   private:
+    friend class KServeService;
+    // Set by NewInferCall; shared so that a call outliving the service still
+    // has somewhere to give its request back.
+    std::shared_ptr<MessagePool<inference::ModelInferRequest>> pool_;
+    std::unique_ptr<inference::ModelInferRequest> request_;
+    // The parsed request's memory (SpaceUsedLong), set once it is parsed;
+    // -1 (a request that did not parse) is not kept.
+    int64_t request_bytes_ = -1;
   };
 
   KServeService(const ModelManager* models, Metrics* metrics, RequestBudget* budget,
@@ -90,8 +109,11 @@ class KServeService final : public kserve_internal::RawBase {
   template <typename Call, typename... Extra>
   Call* NewInferCall(RequestBudget::Hold hold, grpc::ByteBuffer* response_wire,
                      absl::Time arrival, Extra&&... extra) {
-    return new Call(std::move(hold), budget_->max_bytes(), response_wire, metrics_,
-                    Metrics::Protocol::kKServe, arrival, std::forward<Extra>(extra)...);
+    Call* call = new Call(std::move(hold), budget_->max_bytes(), response_wire, metrics_,
+                          Metrics::Protocol::kKServe, arrival, std::forward<Extra>(extra)...);
+    call->pool_ = request_pool_;
+    call->request_ = request_pool_->Take();
+    return call;
   }
   // Parses `request_wire` (emptying it), checks, routes and submits.
   void RunInfer(InferCall* call, grpc::ByteBuffer* request_wire, absl::Time deadline);
@@ -123,6 +145,7 @@ class KServeService final : public kserve_internal::RawBase {
   RequestBudget* budget_;
   const engine::RequestLimits limits_;
   const std::string platform_;
+  const std::shared_ptr<MessagePool<inference::ModelInferRequest>> request_pool_;
 };
 
 }  // namespace rankd::server

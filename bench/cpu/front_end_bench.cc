@@ -77,10 +77,10 @@ int main(int argc, char** argv) {
   std::printf("%d candidates, %d dense, %zu features; wire: Score %zu B, ModelInfer %zu B\n", b,
               spec.num_dense, model->features.size(), score_wire.size(), infer_wire.size());
 
-  // Each call parses into a message of its own. The server's Score takes one
-  // from its pool (server/message_pool.h), parsed into before, whose repeated
+  // Each call parses into a message of its own. The server takes one from
+  // its pool (server/message_pool.h), parsed into before, whose repeated
   // fields keep their capacity; a fresh message (on the heap, or on a
-  // CallArena as ModelInfer's) grows every field as it is read.
+  // CallArena as ModelInfer's were) grows every field as it is read.
   std::printf("rankd Score:\n");
   Time("parse into a fresh heap message", n, [&] {
     rankd::v1::ScoreRequest fresh;
@@ -118,16 +118,23 @@ int main(int argc, char** argv) {
   });
 
   std::printf("KServe ModelInfer (raw contents):\n");
-  Time("parse into a fresh CallArena (the server)", n, [&] {
+  Time("parse into a fresh CallArena", n, [&] {
     rankd::server::CallArena arena;
     grpc::ByteBuffer w = Wire(infer_wire);
     (void)rankd::server::ParseRequest(&w, arena.Create<inference::ModelInferRequest>());
   });
-  inference::ModelInferRequest parsed_infer;
-  Time("parse into a reused message", n, [&] {
+  rankd::server::MessagePool<inference::ModelInferRequest> infer_pool({});
+  Time("parse into a pooled message (the server)", n, [&] {
+    std::unique_ptr<inference::ModelInferRequest> m = infer_pool.Take();
     grpc::ByteBuffer w = Wire(infer_wire);
-    (void)rankd::server::ParseRequest(&w, &parsed_infer);
+    (void)rankd::server::ParseRequest(&w, m.get());
+    infer_pool.Give(std::move(m), 0);
   });
+  inference::ModelInferRequest parsed_infer;
+  {
+    grpc::ByteBuffer w = Wire(infer_wire);
+    if (!rankd::server::ParseRequest(&w, &parsed_infer).ok()) std::abort();
+  }
   Time("size for admission (SpaceUsedLong)", n, [&] {
     volatile size_t bytes = parsed_infer.SpaceUsedLong();
     (void)bytes;
