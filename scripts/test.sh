@@ -46,6 +46,7 @@ TSAN_TESTS=(
   //engine/updates:live_tables_test
   //engine/updates:idle_priority_runner_test
   //server/lifecycle:model_manager_test
+  //server:message_pool_test
 )
 
 total_passed=0
