@@ -28,6 +28,10 @@ void AdmittedCall::Answer(absl::string_view model, int64_t version, const absl::
   Send(ToGrpcStatus(status));
 }
 
+void AdmittedCall::RecordIntake(absl::Time enqueued) const {
+  metrics_->RecordIntake(served->name(), enqueued - arrival_);
+}
+
 void AdmittedCall::Refuse(absl::string_view reason, absl::string_view model, int64_t version,
                           const absl::Status& status) {
   metrics_->RecordRefused(reason);

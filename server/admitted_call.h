@@ -83,6 +83,9 @@ class AdmittedCall {
   // Answers with the routed version's name and number, letting go of the
   // version first.
   void AnswerServed(const absl::Status& status);
+  // Records the time from the call's arrival to `enqueued`, when the routed
+  // version's batcher queued it (rankd_intake_duration_seconds).
+  void RecordIntake(absl::Time enqueued) const;
 
   std::shared_ptr<ServedVersion> served;  // the routed version, until the answer
   RequestBudget::Hold hold;
@@ -124,7 +127,8 @@ template <typename Call>
 void SubmitAdmitted(Call* call, engine::QueuedRequest item) {
   engine::ModelInstance* model = &call->served->instance();
   item.cancelled = [call] { return call->cancelled.load(std::memory_order_relaxed); };
-  item.done = [call](absl::Status status, const engine::RequestTiming&) {
+  item.done = [call](absl::Status status, const engine::RequestTiming& timing) {
+    call->RecordIntake(timing.enqueue_time);
     if (status.ok()) status = SerializeResponse(call->response, call->response_wire);
     call->AnswerServed(status);
   };

@@ -75,6 +75,10 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
                                         "Bytes of admitted Score requests not yet answered (held "
                                         "against --max_inflight_request_bytes).")
                                   ->Add({});
+  intake_duration_ =
+      AddFamily(*registry_, BuildHistogram(), "rankd_intake_duration_seconds",
+                "Time from a gRPC Score or ModelInfer call's arrival to its model's queue: "
+                "parse, validation and routing.");
   queue_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_queue_duration_seconds",
                               "Time a request waited in the batcher before its batch was cut.");
   compute_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_compute_duration_seconds",
@@ -214,6 +218,7 @@ Metrics::ModelSeries* Metrics::FindOrAdd(const std::string& model) {
   ModelSeries* s = slot.get();
   s->name = model;
   const prometheus::Labels l = {{"model", model}};
+  s->intake_duration = &intake_duration_->Add(l, LatencyBuckets());
   s->queue_duration = &queue_duration_->Add(l, LatencyBuckets());
   s->compute_duration = &compute_duration_->Add(l, LatencyBuckets());
   s->batch_candidates = &batch_candidates_->Add(l, PowersOfTwo(17));
@@ -376,6 +381,11 @@ void Metrics::RecordRequest(absl::string_view model, int64_t version, absl::Stat
   VersionSeries* s = FindVersion(model, version);
   RequestCounter(s, code, protocol)->Increment();
   s->request_duration->Observe(absl::ToDoubleSeconds(duration));
+}
+
+void Metrics::RecordIntake(absl::string_view model, absl::Duration intake) {
+  absl::ReaderMutexLock lock(&mu_);
+  Find(model)->intake_duration->Observe(absl::ToDoubleSeconds(intake));
 }
 
 void Metrics::OnRequestDone(const engine::ModelVersionRef& model,

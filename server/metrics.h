@@ -102,6 +102,11 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   void RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,
                      absl::Duration duration, Protocol protocol);
 
+  // rankd_intake_duration_seconds{model}: an admitted gRPC Score or
+  // ModelInfer call's time from its handler's start to `model`'s queue
+  // (parse, validation, routing, and any wait for a core between them).
+  void RecordIntake(absl::string_view model, absl::Duration intake);
+
   // A Score request refused before it reached a model:
   // rankd_requests_refused_total{reason}, reason one of "malformed" (not a
   // valid ScoreRequest), "inflight_bytes" (--max_inflight_request_bytes),
@@ -152,6 +157,7 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
     // Request series by version (0 = version=""); looked up per request
     // without building a key.
     absl::flat_hash_map<int64_t, std::unique_ptr<VersionSeries>> versions;
+    prometheus::Histogram* intake_duration = nullptr;
     prometheus::Histogram* queue_duration = nullptr;
     prometheus::Histogram* compute_duration = nullptr;
     prometheus::Histogram* batch_candidates = nullptr;
@@ -189,6 +195,7 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   prometheus::Counter* refused_inflight_bytes_;
   prometheus::Counter* refused_shutting_down_;
   prometheus::Gauge* request_bytes_in_flight_;
+  prometheus::Family<prometheus::Histogram>* intake_duration_;
   prometheus::Family<prometheus::Histogram>* queue_duration_;
   prometheus::Family<prometheus::Histogram>* compute_duration_;
   prometheus::Family<prometheus::Histogram>* batch_candidates_;
