@@ -28,8 +28,13 @@ void AdmittedCall::Answer(absl::string_view model, int64_t version, const absl::
   Send(ToGrpcStatus(status));
 }
 
-void AdmittedCall::RecordIntake(absl::Time enqueued) const {
-  metrics_->RecordIntake(served->name(), enqueued - arrival_);
+void AdmittedCall::RecordIntakeAndAnswer(const engine::RequestTiming& timing) const {
+  const absl::string_view model = served->name();
+  metrics_->RecordIntake(model, timing.enqueue_time - arrival_);
+  // A request that never reached a batch (expired, cancelled) has no batch end.
+  if (timing.compute > absl::ZeroDuration()) {
+    metrics_->RecordAnswer(model, absl::Now() - (timing.enqueue_time + timing.total));
+  }
 }
 
 void AdmittedCall::Refuse(absl::string_view reason, absl::string_view model, int64_t version,

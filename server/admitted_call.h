@@ -83,9 +83,10 @@ class AdmittedCall {
   // Answers with the routed version's name and number, letting go of the
   // version first.
   void AnswerServed(const absl::Status& status);
-  // Records the time from the call's arrival to `enqueued`, when the routed
-  // version's batcher queued it (rankd_intake_duration_seconds).
-  void RecordIntake(absl::Time enqueued) const;
+  // Records where a computed call's time went outside the batcher: from its
+  // arrival to its queue, and from its batch's end to now, its answer
+  // (rankd_intake_duration_seconds, rankd_answer_duration_seconds).
+  void RecordIntakeAndAnswer(const engine::RequestTiming& timing) const;
 
   std::shared_ptr<ServedVersion> served;  // the routed version, until the answer
   RequestBudget::Hold hold;
@@ -128,8 +129,8 @@ void SubmitAdmitted(Call* call, engine::QueuedRequest item) {
   engine::ModelInstance* model = &call->served->instance();
   item.cancelled = [call] { return call->cancelled.load(std::memory_order_relaxed); };
   item.done = [call](absl::Status status, const engine::RequestTiming& timing) {
-    call->RecordIntake(timing.enqueue_time);
     if (status.ok()) status = SerializeResponse(call->response, call->response_wire);
+    call->RecordIntakeAndAnswer(timing);
     call->AnswerServed(status);
   };
   absl::Status submitted = model->Submit(std::move(item));

@@ -79,6 +79,10 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
       AddFamily(*registry_, BuildHistogram(), "rankd_intake_duration_seconds",
                 "Time from a gRPC Score or ModelInfer call's arrival to its model's queue: "
                 "parse, validation and routing.");
+  answer_duration_ =
+      AddFamily(*registry_, BuildHistogram(), "rankd_answer_duration_seconds",
+                "Time from the end of a gRPC Score or ModelInfer call's batch to its answer: "
+                "completion hand-off, checks, metrics and serialization.");
   queue_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_queue_duration_seconds",
                               "Time a request waited in the batcher before its batch was cut.");
   compute_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_compute_duration_seconds",
@@ -219,6 +223,7 @@ Metrics::ModelSeries* Metrics::FindOrAdd(const std::string& model) {
   s->name = model;
   const prometheus::Labels l = {{"model", model}};
   s->intake_duration = &intake_duration_->Add(l, LatencyBuckets());
+  s->answer_duration = &answer_duration_->Add(l, LatencyBuckets());
   s->queue_duration = &queue_duration_->Add(l, LatencyBuckets());
   s->compute_duration = &compute_duration_->Add(l, LatencyBuckets());
   s->batch_candidates = &batch_candidates_->Add(l, PowersOfTwo(17));
@@ -386,6 +391,11 @@ void Metrics::RecordRequest(absl::string_view model, int64_t version, absl::Stat
 void Metrics::RecordIntake(absl::string_view model, absl::Duration intake) {
   absl::ReaderMutexLock lock(&mu_);
   Find(model)->intake_duration->Observe(absl::ToDoubleSeconds(intake));
+}
+
+void Metrics::RecordAnswer(absl::string_view model, absl::Duration answer) {
+  absl::ReaderMutexLock lock(&mu_);
+  Find(model)->answer_duration->Observe(absl::ToDoubleSeconds(answer));
 }
 
 void Metrics::OnRequestDone(const engine::ModelVersionRef& model,

@@ -106,6 +106,10 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   // ModelInfer call's time from its handler's start to `model`'s queue
   // (parse, validation, routing, and any wait for a core between them).
   void RecordIntake(absl::string_view model, absl::Duration intake);
+  // rankd_answer_duration_seconds{model}: from the end of such a call's
+  // batch to its answer (the completion hand-off, the finite-score check,
+  // metrics and serialization, and any wait for a core between them).
+  void RecordAnswer(absl::string_view model, absl::Duration answer);
 
   // A Score request refused before it reached a model:
   // rankd_requests_refused_total{reason}, reason one of "malformed" (not a
@@ -158,6 +162,7 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
     // without building a key.
     absl::flat_hash_map<int64_t, std::unique_ptr<VersionSeries>> versions;
     prometheus::Histogram* intake_duration = nullptr;
+    prometheus::Histogram* answer_duration = nullptr;
     prometheus::Histogram* queue_duration = nullptr;
     prometheus::Histogram* compute_duration = nullptr;
     prometheus::Histogram* batch_candidates = nullptr;
@@ -196,6 +201,7 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   prometheus::Counter* refused_shutting_down_;
   prometheus::Gauge* request_bytes_in_flight_;
   prometheus::Family<prometheus::Histogram>* intake_duration_;
+  prometheus::Family<prometheus::Histogram>* answer_duration_;
   prometheus::Family<prometheus::Histogram>* queue_duration_;
   prometheus::Family<prometheus::Histogram>* compute_duration_;
   prometheus::Family<prometheus::Histogram>* batch_candidates_;

@@ -9,7 +9,8 @@
 #   batch_requests_sum = 200 + 2 warm-up requests (each request in exactly
 #   one batch), batch_candidates_sum = candidates_total = 200 x 64 + 65;
 #   batches_total = batch_requests_count; the queue gauges back at 0;
-#   rankd_intake_duration_seconds counts each gRPC request once (200).
+#   rankd_intake_duration_seconds and rankd_answer_duration_seconds count
+#   each gRPC request once (200).
 # And the 200 responses equal `rankd score`'s, bit-exact.
 source "$(dirname "$0")/lib.sh"
 
@@ -46,6 +47,7 @@ expect_eq "rankd_candidates_total" "$(M rankd_candidates_total)" $((N * 64 + 65)
 expect_eq "rankd_batches_total" "$(M rankd_batches_total)" "$COUNT"
 expect_eq "rankd_request_duration_seconds_count" "$(M rankd_request_duration_seconds_count 'version="1"')" "$N"
 expect_eq "rankd_intake_duration_seconds_count" "$(M rankd_intake_duration_seconds_count)" "$N"
+expect_eq "rankd_answer_duration_seconds_count" "$(M rankd_answer_duration_seconds_count)" "$N"
 expect_eq "rankd_queue_requests" "$(M rankd_queue_requests)" 0
 expect_eq "rankd_queue_candidates" "$(M rankd_queue_candidates)" 0
 expect_eq "rankd_model_ready" "$(metric_int "$TMP/metrics.txt" rankd_model_ready 'model="mini"' 'version="1"')" 1
