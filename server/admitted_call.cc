@@ -1,5 +1,7 @@
 #include "server/admitted_call.h"
 
+#include <optional>
+
 #include "absl/time/clock.h"
 #include "server/budget_admission.h"
 #include "server/status_mapping.h"
@@ -29,12 +31,12 @@ void AdmittedCall::Answer(absl::string_view model, int64_t version, const absl::
 }
 
 void AdmittedCall::RecordIntakeAndAnswer(const engine::RequestTiming& timing) const {
-  const absl::string_view model = served->name();
-  metrics_->RecordIntake(model, timing.enqueue_time - arrival_);
   // A request that never reached a batch (expired, cancelled) has no batch end.
+  std::optional<absl::Duration> answer;
   if (timing.compute > absl::ZeroDuration()) {
-    metrics_->RecordAnswer(model, absl::Now() - (timing.enqueue_time + timing.total));
+    answer = absl::Now() - (timing.enqueue_time + timing.total);
   }
+  metrics_->RecordOutsideBatcher(served->name(), timing.enqueue_time - arrival_, answer);
 }
 
 void AdmittedCall::Refuse(absl::string_view reason, absl::string_view model, int64_t version,

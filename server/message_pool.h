@@ -43,8 +43,7 @@ class MessagePool {
   MessagePool(const MessagePool&) = delete;
   MessagePool& operator=(const MessagePool&) = delete;
 
-  // A message to parse into: one kept (holding what it held last; parsing
-  // clears it) or a new one.
+  // A message to parse into: one kept (cleared) or a new one.
   std::unique_ptr<Message> Take() {
     {
       absl::MutexLock lock(&mu_);
@@ -59,9 +58,13 @@ class MessagePool {
 
   // Keeps `message` (null: nothing) when `bytes`, its size, is within
   // Options::max_message_bytes and fewer than Options::max_messages are
-  // kept; otherwise deletes it (outside the lock).
+  // kept; otherwise deletes it (outside the lock). A kept message is
+  // cleared first (its arrays keep their capacity): nothing of the last
+  // request stays in memory, its unknown fields included, which a holder's
+  // size may not count.
   void Give(std::unique_ptr<Message> message, int64_t bytes) {
     if (message == nullptr || bytes > options_.max_message_bytes) return;
+    message->Clear();
     absl::MutexLock lock(&mu_);
     if (static_cast<int64_t>(kept_.size()) < options_.max_messages) {
       kept_.push_back(std::move(message));

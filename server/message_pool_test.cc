@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -101,6 +102,24 @@ TEST(MessagePoolTest, AReusedMessageKeepsItsArraysAndNothingOfItsLastRequest) {
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*m, other))
         << m->ShortDebugString();
   }
+}
+
+// A message is kept cleared: a request's unknown fields (which the holder's
+// size does not count) and data do not stay in the pool until the next parse.
+TEST(MessagePoolTest, AKeptMessageHoldsNothingOfItsRequestNotEvenUnknownFields) {
+  Pool pool(Pool::Options{});
+  rankd::v1::ScoreRequest with_unknown = MakeRequest("a", 3, 2, /*weighted=*/false);
+  with_unknown.mutable_sparse(1)->GetReflection()->MutableUnknownFields(
+      with_unknown.mutable_sparse(1))->AddLengthDelimited(999, std::string(100000, 'x'));
+  with_unknown.GetReflection()->MutableUnknownFields(&with_unknown)
+      ->AddLengthDelimited(998, std::string(100000, 'y'));
+  std::unique_ptr<rankd::v1::ScoreRequest> m = pool.Take();
+  Reparse(with_unknown, m.get());
+  ASSERT_GT(m->ByteSizeLong(), 200000u);
+  pool.Give(std::move(m), 100);
+  m = pool.Take();
+  EXPECT_EQ(m->ByteSizeLong(), 0u) << "a kept message still held its last request";
+  EXPECT_EQ(m->sparse_size(), 0);
 }
 
 TEST(MessagePoolTest, ThreadsTakeAndGiveAtOnce) {

@@ -388,14 +388,12 @@ void Metrics::RecordRequest(absl::string_view model, int64_t version, absl::Stat
   s->request_duration->Observe(absl::ToDoubleSeconds(duration));
 }
 
-void Metrics::RecordIntake(absl::string_view model, absl::Duration intake) {
+void Metrics::RecordOutsideBatcher(absl::string_view model, absl::Duration intake,
+                                   std::optional<absl::Duration> answer) {
   absl::ReaderMutexLock lock(&mu_);
-  Find(model)->intake_duration->Observe(absl::ToDoubleSeconds(intake));
-}
-
-void Metrics::RecordAnswer(absl::string_view model, absl::Duration answer) {
-  absl::ReaderMutexLock lock(&mu_);
-  Find(model)->answer_duration->Observe(absl::ToDoubleSeconds(answer));
+  ModelSeries* s = Find(model);
+  s->intake_duration->Observe(absl::ToDoubleSeconds(intake));
+  if (answer.has_value()) s->answer_duration->Observe(absl::ToDoubleSeconds(*answer));
 }
 
 void Metrics::OnRequestDone(const engine::ModelVersionRef& model,

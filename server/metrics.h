@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,14 +103,14 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
   void RecordRequest(absl::string_view model, int64_t version, absl::StatusCode code,
                      absl::Duration duration, Protocol protocol);
 
-  // rankd_intake_duration_seconds{model}: an admitted gRPC Score or
-  // ModelInfer call's time from its handler's start to `model`'s queue
-  // (parse, validation, routing, and any wait for a core between them).
-  void RecordIntake(absl::string_view model, absl::Duration intake);
-  // rankd_answer_duration_seconds{model}: from the end of such a call's
-  // batch to its answer (the completion hand-off, the finite-score check,
-  // metrics and serialization, and any wait for a core between them).
-  void RecordAnswer(absl::string_view model, absl::Duration answer);
+  // Where an admitted gRPC Score or ModelInfer call's time went outside the
+  // batcher, under one lock: rankd_intake_duration_seconds{model}, from its
+  // handler's start to `model`'s queue (parse, validation, routing), and,
+  // when it was computed, rankd_answer_duration_seconds{model}, from the
+  // end of its batch to its answer (the completion hand-off, checks, metrics,
+  // serialization); each with any wait for a core between them.
+  void RecordOutsideBatcher(absl::string_view model, absl::Duration intake,
+                            std::optional<absl::Duration> answer);
 
   // A Score request refused before it reached a model:
   // rankd_requests_refused_total{reason}, reason one of "malformed" (not a
