@@ -21,6 +21,14 @@
 //                     work for both sides, which this floor leaves out.
 // --pause_us (blocking modes) sleeps between a client's calls, so the threads
 // on both sides go idle as they do at low load, wake-ups included.
+//
+// The result line ends with the client's own CPU over the measured window
+// (`client_cpu N cores`, all its threads): a client near its limit measures
+// itself. gRPC's callback API (score, model_info_async) runs the client's
+// calls on half the cores' worth of threads (2 to 16, gRPC 1.51), so in those
+// modes a warning goes to stderr when the client used 90 % of that.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -59,6 +67,21 @@ ABSL_FLAG(int64_t, pause_us, 0,
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU seconds (user + system) of every thread of this process so far.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// Threads gRPC 1.51's callback API runs a client's callbacks on
+// (CallbackAlternativeCQ: half the cores, clamped to 2-16).
+int CallbackApiThreads() {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores / 2, 2, 16);
+}
 
 struct State {
   std::vector<std::shared_ptr<const rankd::v1::ScoreRequest>> requests;
@@ -182,7 +205,16 @@ int main(int argc, char** argv) {
   s.measure_end = s.measure_start + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(absl::GetFlag(FLAGS_duration_s)));
   const int users = absl::GetFlag(FLAGS_concurrency);
-  if (rpc == "score" || rpc == "model_info_async") {
+  // The client's CPU over the measured window, sampled at its two ends.
+  double cpu_at_start = 0, cpu_at_end = 0;
+  std::thread cpu_sampler([&s, &cpu_at_start, &cpu_at_end] {
+    std::this_thread::sleep_until(s.measure_start);
+    cpu_at_start = ProcessCpuSeconds();
+    std::this_thread::sleep_until(s.measure_end);
+    cpu_at_end = ProcessCpuSeconds();
+  });
+  const bool callback_api = rpc == "score" || rpc == "model_info_async";
+  if (callback_api) {
     std::shared_ptr<rankd::v1::GetModelInfoRequest> info;
     if (rpc == "model_info_async") {
       info = std::make_shared<rankd::v1::GetModelInfoRequest>();
@@ -199,15 +231,24 @@ int main(int argc, char** argv) {
     }
     for (std::thread& t : threads) t.join();
   }
+  cpu_sampler.join();
   absl::MutexLock lock(&s.mu);
   const double secs = absl::GetFlag(FLAGS_duration_s);
+  const double client_cores = (cpu_at_end - cpu_at_start) / secs;
   const size_t n = s.latencies_us.size();
   const int64_t candidates = s.requests[0]->num_candidates();
-  std::printf("%-28s conc %3d  %8.0f req/s  %10.0f cand/s  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us  errors %lld\n",
+  std::printf("%-28s conc %3d  %8.0f req/s  %10.0f cand/s  p50 %8.1f us  p90 %8.1f us  p99 %8.1f us  max %8.1f us  errors %lld  client_cpu %.2f cores\n",
               absl::GetFlag(FLAGS_label).c_str(), users, n / secs, n * candidates / secs,
               Percentile(s.latencies_us, 0.5), Percentile(s.latencies_us, 0.9),
               Percentile(s.latencies_us, 0.99),
               n ? *std::max_element(s.latencies_us.begin(), s.latencies_us.end()) : 0.0,
-              static_cast<long long>(s.errors));
+              static_cast<long long>(s.errors), client_cores);
+  if (callback_api && client_cores >= 0.9 * CallbackApiThreads()) {
+    std::fprintf(stderr,
+                 "serve_bench: the client used %.2f cores, near the %d threads gRPC's callback "
+                 "API runs its calls on: the rate may be the client's limit (more --connections "
+                 "do not help; --async_threads N or a client on other cores do)\n",
+                 client_cores, CallbackApiThreads());
+  }
   return 0;
 }

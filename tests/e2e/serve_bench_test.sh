@@ -3,7 +3,8 @@
 # --rpc mode (score, score_sync, model_info, model_info_async, health) sends
 # calls and counts them answered with no error; calls the server refuses
 # (a model it does not serve) are counted as errors, not as latencies, in the
-# callback and the blocking modes; an unknown --rpc is refused, naming it.
+# callback and the blocking modes; the line ends with the client's own CPU;
+# an unknown --rpc is refused, naming it.
 source "$(dirname "$0")/lib.sh"
 
 if [[ -x "$E2E_ROOT/bench/serve_bench" ]]; then
@@ -27,13 +28,15 @@ bench() {
 for rpc in score score_sync model_info model_info_async health; do
   bench "$rpc" "$TMP/reqs.jsonl" >"$TMP/$rpc.out"
   expect_eq "$rpc: exit code" "$?" 0
-  expect_grep "$rpc: calls answered" "$TMP/$rpc.out" "^e2e $rpc +conc +2 +[1-9][0-9]* req/s .* errors 0$"
+  expect_grep "$rpc: calls answered" "$TMP/$rpc.out" "^e2e $rpc +conc +2 +[1-9][0-9]* req/s .* errors 0 +client_cpu [0-9]+[.][0-9]{2} cores$"
 done
+# A client that sent calls for 0.5 s spent some CPU doing it.
+expect_grep "score: the client's CPU is measured" "$TMP/score.out" " client_cpu ([1-9][0-9]*[.][0-9]{2}|0[.]0[1-9]|0[.][1-9][0-9]) cores$"
 for rpc in score score_sync model_info model_info_async; do
   bench "$rpc" "$TMP/nope.jsonl" >"$TMP/$rpc.nope.out"
   expect_eq "$rpc, unserved model: exit code" "$?" 0
   expect_grep "$rpc, unserved model: errors counted, no latency" "$TMP/$rpc.nope.out" \
-    "^e2e $rpc +conc +2 +0 req/s .* errors [1-9][0-9]*$"
+    "^e2e $rpc +conc +2 +0 req/s .* errors [1-9][0-9]* +client_cpu [0-9]+[.][0-9]{2} cores$"
 done
 
 bench no_such_rpc "$TMP/reqs.jsonl" >/dev/null
