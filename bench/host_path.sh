@@ -7,7 +7,8 @@
 #       requests the server answered meanwhile (rankd_requests_total). The rate
 #       is fixed so the client's load is the same for every build compared;
 #       a per-thread-name breakdown shows where the CPU went;
-#   (b) the highest closed-loop rate (serve_bench, several concurrencies);
+#   (b) the highest closed-loop rate (serve_bench, several concurrencies), with
+#       the client's own CPU (a client near its limit measures itself);
 #   (c) p50 / p99 at low load (rankload open loop) beside the server's own mean
 #       request / queue / compute times from /metrics.
 # Writes everything under OUT and prints a summary last (also OUT/summary.txt).
@@ -232,8 +233,10 @@ for c in conc.split(","):
     last = open(p).read().strip().splitlines()[-1] if open(p).read().strip() else ""
     m = re.search(r"([0-9.]+) req/s.*p50 +([0-9.]+) us.*p99 +([0-9.]+) us", last)
     if m:
+        cpu = re.search(r"client_cpu ([0-9.]+) cores", last)
         print(f"  (b) closed loop, {c} in flight: {float(m.group(1)):.0f} req/s, "
-              f"p50 {float(m.group(2)):.0f} us, p99 {float(m.group(3)):.0f} us")
+              f"p50 {float(m.group(2)):.0f} us, p99 {float(m.group(3)):.0f} us"
+              + (f", client {float(cpu.group(1)):.2f} cores" if cpu else ""))
     else:
         j = load(f"closed_{c}.json")
         if j:

@@ -247,7 +247,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "serve_bench: the client used %.2f cores, near the %d threads gRPC's callback "
                  "API runs its calls on: the rate may be the client's limit (more --connections "
-                 "do not help; --async_threads N or a client on other cores do)\n",
+                 "share the same threads; run the client on other cores, or try --async_threads "
+                 "N, threads of the client's own)\n",
                  client_cores, CallbackApiThreads());
   }
   return 0;

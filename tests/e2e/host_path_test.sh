@@ -27,7 +27,7 @@ for r in 200 400; do
   expect_grep "(a) at $r" "$TMP/stdout.txt" "^  \(a\) server CPU at $r req/s open loop: median [0-9.]+ us/request \(min [0-9.]+\), [0-9.]+ context switches/request$"
 done
 expect_grep "per-thread split" "$TMP/stdout.txt" 'by thread: .*rankd-worker [0-9.]+'
-expect_grep "(b) closed loop" "$TMP/stdout.txt" '^  \(b\) closed loop, 4 in flight: [0-9]+ req/s, p50 [0-9]+ us, p99 [0-9]+ us$'
+expect_grep "(b) closed loop" "$TMP/stdout.txt" '^  \(b\) closed loop, 4 in flight: [0-9]+ req/s, p50 [0-9]+ us, p99 [0-9]+ us, client [0-9]+[.][0-9]{2} cores$'
 expect_grep "(c) low load" "$TMP/stdout.txt" '^  \(c\) low load 50 req/s: p50 [0-9]+ us, p99 [0-9]+ us .*server request [0-9]+ us mean'
 expect_eq "the summary is printed last" "$(tail -n 1 "$TMP/stdout.txt" | cut -c1-11)" "  reports: "
 # The request counts behind (a) are the server's: one run at 200 req/s for 1 s.
