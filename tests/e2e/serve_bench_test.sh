@@ -4,7 +4,7 @@
 # calls and counts them answered with no error; calls the server refuses
 # (a model it does not serve) are counted as errors, not as latencies, in the
 # callback and the blocking modes; the line ends with the client's own CPU;
-# an unknown --rpc is refused, naming it.
+# an unknown --rpc and out-of-range numbers are refused, naming the flag.
 source "$(dirname "$0")/lib.sh"
 
 if [[ -x "$E2E_ROOT/bench/serve_bench" ]]; then
@@ -42,6 +42,17 @@ done
 bench no_such_rpc "$TMP/reqs.jsonl" >/dev/null
 expect_eq "unknown --rpc: exit code" "$?" 2
 expect_grep "unknown --rpc: named" "$TMP/bench.err" '^serve_bench: --rpc: .*got "no_such_rpc"$'
+
+# Out-of-range numbers are refused, naming the flag (--concurrency 0 used to
+# wait forever for answers that were never asked for).
+for bad in "--concurrency 0" "--connections 0" "--duration_s 0" "--warmup_s -1" "--duration_s nan"; do
+  flag=${bad%% *}
+  # shellcheck disable=SC2086  # the flag and its value are two words
+  run_bounded 20 "$SERVE_BENCH" --target "$TARGET" --requests "$TMP/reqs.jsonl" $bad \
+    >/dev/null 2>"$TMP/bad.err"
+  expect_eq "$bad: exit code" "$?" 2
+  expect_grep "$bad: named" "$TMP/bad.err" "^serve_bench: $flag: must be "
+done
 
 stop_rankd
 expect_eq "rankd exit code" "$RANKD_RC" 0
