@@ -10,6 +10,7 @@
 #include "kernels/cpu/dynamic_table.h"
 #include "kernels/cpu/hash_table.h"
 #include "kernels/cuda/dynamic_table.h"
+#include "kernels/cuda/warp_row_copy.cuh"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -413,21 +414,12 @@ __global__ void __launch_bounds__(kThreads)
                    char* __restrict__ rows, int64_t row_bytes) {
   const int lane = threadIdx.x & (kWarp - 1);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (kThreads / kWarp);
-  const bool vec = ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(rows) |
-                     static_cast<uintptr_t>(row_bytes)) & 15) == 0;
+  const bool vec = RowsAligned16(src, rows, row_bytes);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * (kThreads / kWarp) + threadIdx.x / kWarp;
        i < n; i += warps) {
     const int64_t row = dst_rows[i];
     if (row < 0) continue;
-    const char* s = src + i * row_bytes;
-    char* d = rows + row * row_bytes;
-    if (vec) {
-      for (int64_t o = lane * 16; o < row_bytes; o += kWarp * 16) {
-        *reinterpret_cast<uint4*>(d + o) = __ldg(reinterpret_cast<const uint4*>(s + o));
-      }
-    } else {
-      for (int64_t o = lane; o < row_bytes; o += kWarp) d[o] = s[o];
-    }
+    WarpCopyRow(src + i * row_bytes, rows + row * row_bytes, row_bytes, vec, lane);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/row_scatter.h"
+#include "kernels/cuda/warp_row_copy.cuh"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -30,26 +31,13 @@ __global__ void __launch_bounds__(kThreads)
       row = __ldg(cache_slot + row);
       if (row < 0) continue;
     }
-    const char* s = src + i * row_bytes;
-    char* d = dst + row * row_bytes;
-    if (vec) {
-      for (int64_t o = lane * 16; o < row_bytes; o += kWarp * 16) {
-        *reinterpret_cast<uint4*>(d + o) = __ldg(reinterpret_cast<const uint4*>(s + o));
-      }
-    } else {
-      for (int64_t o = lane; o < row_bytes; o += kWarp) d[o] = s[o];
-    }
+    WarpCopyRow(src + i * row_bytes, dst + row * row_bytes, row_bytes, vec, lane);
   }
 }
 
 unsigned int Blocks(int64_t n) {
   return static_cast<unsigned int>(
       std::min<int64_t>((n + kWarpsPerBlock - 1) / kWarpsPerBlock, int64_t{1} << 16));
-}
-
-bool Aligned(const void* a, const void* b, int64_t row_bytes) {
-  return ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
-           static_cast<uintptr_t>(row_bytes)) & 15) == 0;
 }
 
 }  // namespace
@@ -62,7 +50,7 @@ cudaError_t LaunchScatterRows(void* dst, int64_t row_bytes, const int64_t* ids, 
   }
   ScatterKernel<false><<<Blocks(n), kThreads, 0, stream>>>(
       static_cast<char*>(dst), row_bytes, ids, n, static_cast<const char*>(src), nullptr,
-      Aligned(dst, src, row_bytes));
+      RowsAligned16(dst, src, row_bytes));
   return cudaGetLastError();
 }
 
@@ -76,7 +64,7 @@ cudaError_t LaunchCacheWriteThrough(const int32_t* cache_slot, void* cache_rows,
   }
   ScatterKernel<true><<<Blocks(n), kThreads, 0, stream>>>(
       static_cast<char*>(cache_rows), row_bytes, ids, n, static_cast<const char*>(src),
-      cache_slot, Aligned(cache_rows, src, row_bytes));
+      cache_slot, RowsAligned16(cache_rows, src, row_bytes));
   return cudaGetLastError();
 }
 

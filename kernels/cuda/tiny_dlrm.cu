@@ -121,32 +121,28 @@ bool MakePlan(const TinyDlrmShape& s, Plan* plan, std::string* why,
 
   Plan p;
   int offset = 0;
-  int in = s.num_dense;
   int act_rows = s.num_dense;
-  int64_t bottom_macs = 0;
-  for (int l = 0; l < s.num_bottom; ++l) {
-    LayerDesc& d = p.bottom[l];
-    d.in = in;
-    d.out = s.bottom[l];
-    d.out4 = Round4(d.out);
-    d.w = offset;
-    offset += (d.in + 1) * d.out4;
-    bottom_macs += static_cast<int64_t>(d.in) * d.out;
-    if (d.out4 > act_rows) act_rows = d.out4;
-    in = d.out;
-  }
+  // Lays out `count` layers of `widths` after the floats packed so far (each
+  // layer's weight^T and bias, `out` rounded up to 4), the first reading `in`
+  // values; returns the layers' multiply-adds per candidate.
+  auto lay_out = [&offset, &act_rows](LayerDesc* layers, int count, const int* widths, int in) {
+    int64_t macs = 0;
+    for (int l = 0; l < count; ++l) {
+      LayerDesc& d = layers[l];
+      d.in = in;
+      d.out = widths[l];
+      d.out4 = Round4(d.out);
+      d.w = offset;
+      offset += (d.in + 1) * d.out4;
+      macs += static_cast<int64_t>(d.in) * d.out;
+      if (d.out4 > act_rows) act_rows = d.out4;
+      in = d.out;
+    }
+    return macs;
+  };
+  const int64_t bottom_macs = lay_out(p.bottom, s.num_bottom, s.bottom, s.num_dense);
   p.bottom_floats = offset;
-  in = s.interaction_width();
-  for (int l = 0; l < s.num_top; ++l) {
-    LayerDesc& d = p.top[l];
-    d.in = in;
-    d.out = s.top[l];
-    d.out4 = Round4(d.out);
-    d.w = offset;
-    offset += (d.in + 1) * d.out4;
-    if (d.out4 > act_rows) act_rows = d.out4;
-    in = d.out;
-  }
+  lay_out(p.top, s.num_top, s.top, s.interaction_width());
   p.packed_floats = offset;  // a multiple of 4: every term is
   p.act_rows = act_rows;
   p.off_act_a = Round4(p.packed_floats);
