@@ -19,6 +19,11 @@
 //                     API: a round trip with next to no payload. A large
 //                     model's ModelInfo (one entry per feature) is itself
 //                     work for both sides, which this floor leaves out.
+// In `score` mode each request is serialized once at start and its bytes are
+// sent as they are (--serialize_per_call sends the message, serialized on
+// every call, as a client that builds each request does): a large request's
+// serialization costs the client more CPU than the rest of its call, which
+// would otherwise be the client's limit, not the server's.
 // --pause_us (blocking modes) sleeps between a client's calls, so the threads
 // on both sides go idle as they do at low load, wake-ups included.
 //
@@ -48,6 +53,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/ranking_client.h"
+#include "client/serialized_request.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8500", "rankd address");
@@ -63,6 +69,9 @@ ABSL_FLAG(int, async_threads, 0,
           "score / model_info_async: each connection's client runs its calls on gRPC's callback "
           "API (0) or on this many completion-queue threads of its own "
           "(RankingClient::Options::async_threads)");
+ABSL_FLAG(bool, serialize_per_call, false,
+          "score: serialize the request on every call instead of sending bytes serialized once "
+          "at start (see the top of the file)");
 ABSL_FLAG(int64_t, pause_us, 0,
           "blocking modes (score_sync, model_info, health): sleep between a client's calls");
 
@@ -87,6 +96,8 @@ int CallbackApiThreads() {
 
 struct State {
   std::vector<std::shared_ptr<const rankd::v1::ScoreRequest>> requests;
+  // The same requests serialized (empty with --serialize_per_call).
+  std::vector<std::shared_ptr<const rankd::client::SerializedScoreRequest>> serialized;
   std::vector<std::unique_ptr<rankd::client::RankingClient>> clients;
   Clock::time_point measure_start, measure_end;
   std::atomic<int64_t> next{0};
@@ -126,11 +137,15 @@ void SendNext(State* s, int user, const std::shared_ptr<const rankd::v1::GetMode
     return;
   }
   const int64_t i = s->next.fetch_add(1);
-  client->ScoreAsync(s->requests[i % s->requests.size()],
-                     [s, user, now](absl::StatusOr<rankd::v1::ScoreResponse> r) {
-                       Record(s, now, r.ok());
-                       SendNext(s, user, nullptr);
-                     });
+  auto on_answer = [s, user, now](absl::StatusOr<rankd::v1::ScoreResponse> r) {
+    Record(s, now, r.ok());
+    SendNext(s, user, nullptr);
+  };
+  if (s->serialized.empty()) {
+    client->ScoreAsync(s->requests[i % s->requests.size()], std::move(on_answer));
+  } else {
+    client->ScoreAsync(s->serialized[i % s->serialized.size()], std::move(on_answer));
+  }
 }
 
 // Blocking modes: one thread per virtual client, calls back to back (or
@@ -219,6 +234,17 @@ int main(int argc, char** argv) {
   if (s.requests.empty()) {
     std::cerr << "serve_bench: --requests: no requests read\n";
     return 2;
+  }
+  if (rpc == "score" && !absl::GetFlag(FLAGS_serialize_per_call)) {
+    for (size_t i = 0; i < s.requests.size(); ++i) {
+      auto bytes = rankd::client::SerializedScoreRequest::From(*s.requests[i]);
+      if (!bytes.ok()) {
+        std::cerr << "serve_bench: --requests: line " << i + 1 << ": " << bytes.status() << "\n";
+        return 2;
+      }
+      s.serialized.push_back(
+          std::make_shared<const rankd::client::SerializedScoreRequest>(*std::move(bytes)));
+    }
   }
   for (int c = 0; c < absl::GetFlag(FLAGS_connections); ++c) {
     rankd::client::RankingClient::Options o;

@@ -147,6 +147,7 @@ RankingClient::RankingClient(const Options& options, std::shared_ptr<grpc::Chann
       ranking_(rankd::v1::Ranking::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)),
       kserve_(inference::GRPCInferenceService::NewStub(channel_)),
+      serialized_score_(std::make_unique<SerializedScoreStub>(channel_)),
       tracker_(std::make_shared<Tracker>()) {
   for (int i = 0; i < options_.async_threads; ++i) {
     queues_.push_back(std::make_unique<grpc::CompletionQueue>());
@@ -279,6 +280,26 @@ void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> re
         } else {
           StartQueued(ranking_->PrepareAsyncScore(context, *req, NextQueue()), resp,
                       std::move(on_done));
+        }
+      });
+}
+
+void RankingClient::ScoreAsync(std::shared_ptr<const SerializedScoreRequest> request,
+                               ScoreCallback done, const CallOptions& call) {
+  // The method's full name, as the generated stub sends it.
+  static const std::string* const kMethod =
+      new std::string(absl::StrCat("/", rankd::v1::Ranking::service_full_name(), "/Score"));
+  StartAsync<SerializedScoreRequest, rankd::v1::ScoreResponse>(
+      std::move(request), std::move(done), call,
+      [this](grpc::ClientContext* context, const SerializedScoreRequest* req,
+             rankd::v1::ScoreResponse* resp, std::function<void(grpc::Status)> on_done) {
+        if (queues_.empty()) {
+          serialized_score_->UnaryCall(context, *kMethod, grpc::StubOptions(), &req->bytes(), resp,
+                                       std::move(on_done));
+        } else {
+          StartQueued(serialized_score_->PrepareUnaryCall(context, *kMethod, req->bytes(),
+                                                          NextQueue()),
+                      resp, std::move(on_done));
         }
       });
 }

@@ -29,10 +29,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/call_options.h"
+#include "client/serialized_request.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/security/credentials.h"
 #include "inference/grpc_predict_v2.grpc.pb.h"
 #include "rankd/v1/ranking.grpc.pb.h"
@@ -148,6 +151,11 @@ class RankingClient {
   // Same; copies `request`.
   void ScoreAsync(const rankd::v1::ScoreRequest& request, ScoreCallback done,
                   const CallOptions& call = {});
+  // Same, sending bytes serialized once (client/serialized_request.h): no
+  // serialization on the call, the cheapest way to send one prepared request
+  // many times.
+  void ScoreAsync(std::shared_ptr<const SerializedScoreRequest> request, ScoreCallback done,
+                  const CallOptions& call = {});
 
   using ModelInfoCallback = std::function<void(absl::StatusOr<rankd::v1::ModelInfo>)>;
 
@@ -189,6 +197,9 @@ class RankingClient {
   const std::unique_ptr<rankd::v1::Ranking::Stub> ranking_;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   const std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
+  // Score with a request already serialized (sent as is) and a typed answer.
+  using SerializedScoreStub = grpc::TemplatedGenericStub<grpc::ByteBuffer, rankd::v1::ScoreResponse>;
+  const std::unique_ptr<SerializedScoreStub> serialized_score_;
 
   // Options::async_threads > 0: one completion queue per polling thread
   // (empty otherwise). The destructor shuts them down once no call is left

@@ -380,6 +380,51 @@ TEST_P(RankingClientAsyncTest, ScoreAsyncSharedRequestAndDeadline) {
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+TEST_P(RankingClientAsyncTest, SerializedScoreAsyncAnswersAsTheMessage) {
+  auto client = NewAsyncClient();
+  ASSERT_NE(client, nullptr);
+  // Each prepared request is sent 4 times at once; versions make the fake
+  // answer out of order, "error" fails, "slow" passes the call's deadline.
+  const std::vector<rankd::v1::ScoreRequest> messages = {
+      Request("mini", 3, 2), Request("mini", 7, 5), Request("error", 1, 1), Request("slow", 1)};
+  constexpr int kRepeats = 4;
+  RankingClient::CallOptions call;
+  call.deadline = absl::Milliseconds(200);
+  std::vector<absl::StatusOr<rankd::v1::ScoreResponse>> results(messages.size() * kRepeats);
+  absl::BlockingCounter done(static_cast<int>(results.size()));
+  for (size_t m = 0; m < messages.size(); ++m) {
+    auto prepared = SerializedScoreRequest::From(messages[m]);
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    auto shared = std::make_shared<const SerializedScoreRequest>(*std::move(prepared));
+    for (int r = 0; r < kRepeats; ++r) {
+      const size_t slot = m * kRepeats + r;
+      client->ScoreAsync(
+          shared,
+          [&results, &done, slot](absl::StatusOr<rankd::v1::ScoreResponse> result) {
+            results[slot] = std::move(result);
+            done.DecrementCount();
+          },
+          call);
+    }
+  }
+  done.Wait();
+  for (size_t m = 0; m < messages.size(); ++m) {
+    const absl::StatusOr<rankd::v1::ScoreResponse> expected = client->Score(messages[m], call);
+    for (int r = 0; r < kRepeats; ++r) {
+      const auto& got = results[m * kRepeats + r];
+      SCOPED_TRACE(absl::StrCat(messages[m].model(), " #", r));
+      ASSERT_EQ(got.status().code(), expected.status().code()) << got.status();
+      EXPECT_EQ(got.status().message(), expected.status().message());
+      if (!expected.ok()) continue;
+      EXPECT_EQ(got->version(), expected->version());
+      EXPECT_EQ(got->scores_size(), messages[m].num_candidates());
+      EXPECT_EQ(got->SerializeAsString(), expected->SerializeAsString());
+    }
+  }
+  EXPECT_EQ(results[2 * kRepeats].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(results[3 * kRepeats].status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST_P(RankingClientAsyncTest, NoCallStateOutlivesTheDestructor) {
   // Each callback holds a reference to `sentinel`; once the destructor has
   // returned, every call, its callback and its context (which holds the

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/kserve_request.h"
+#include "client/serialized_request.h"
 
 namespace rankd::loadtest {
 namespace {
@@ -40,12 +41,13 @@ client::CallOptions WithDeadline(absl::Duration deadline) {
 
 class RankdSender : public ScoreSender {
  public:
-  RankdSender(std::vector<client::RankingClient*> clients, const RequestPool* pool)
-      : ring_(std::move(clients)), pool_(*pool) {}  // shares the requests
+  RankdSender(std::vector<client::RankingClient*> clients,
+              std::vector<std::shared_ptr<const client::SerializedScoreRequest>> requests)
+      : ring_(std::move(clients)), requests_(std::move(requests)) {}
 
   void Send(size_t index, absl::Duration deadline, Done done) override {
     ring_.Next()->ScoreAsync(
-        pool_[index],
+        requests_[index],
         [done = std::move(done)](absl::StatusOr<rankd::v1::ScoreResponse> r) {
           done({r.status().code(), r.ok() ? r->version() : 0});
         },
@@ -54,7 +56,8 @@ class RankdSender : public ScoreSender {
 
  private:
   ClientRing ring_;
-  const RequestPool pool_;
+  // The pool's requests, serialized once.
+  const std::vector<std::shared_ptr<const client::SerializedScoreRequest>> requests_;
 };
 
 class KServeSender : public ScoreSender {
@@ -106,7 +109,16 @@ const char* ProtocolName(Protocol protocol) {
 absl::StatusOr<std::unique_ptr<ScoreSender>> MakeRankdSender(
     std::vector<client::RankingClient*> clients, const RequestPool* pool) {
   if (absl::Status s = CheckClients(clients, pool); !s.ok()) return s;
-  return std::make_unique<RankdSender>(std::move(clients), pool);
+  std::vector<std::shared_ptr<const client::SerializedScoreRequest>> requests;
+  requests.reserve(pool->size());
+  for (size_t i = 0; i < pool->size(); ++i) {
+    auto r = client::SerializedScoreRequest::From(*(*pool)[i]);
+    if (!r.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": ", r.status().message()));
+    }
+    requests.push_back(std::make_shared<const client::SerializedScoreRequest>(std::move(*r)));
+  }
+  return std::make_unique<RankdSender>(std::move(clients), std::move(requests));
 }
 
 absl::StatusOr<std::unique_ptr<ScoreSender>> MakeKServeSender(

@@ -5,8 +5,8 @@
 // the front ends can be compared on the same requests.
 //
 // A sender is made for one RequestPool and prepares every request's wire
-// form (KServe tensors, JSON bodies) before the first send, so encoding is
-// not what the load measures. Thread-safe: Send() is called from the
+// form before the first send (rankd's: serialized bytes; KServe's: raw
+// tensors; HTTP's: JSON bodies), so encoding is not what the load measures. Thread-safe: Send() is called from the
 // driver's sender threads and from completions.
 #ifndef RANKD_LOADTEST_DRIVER_SCORE_SENDER_H_
 #define RANKD_LOADTEST_DRIVER_SCORE_SENDER_H_
@@ -57,8 +57,8 @@ class ScoreSender {
 };
 
 // rankd.v1.Ranking/Score, calls spread round-robin over `clients` (not
-// owned, outliving the sender; non-empty). The sender shares the pool's
-// requests (the pool itself may go).
+// owned, outliving the sender; non-empty), each request serialized once
+// (client/serialized_request.h; the pool itself may go).
 absl::StatusOr<std::unique_ptr<ScoreSender>> MakeRankdSender(
     std::vector<client::RankingClient*> clients, const RequestPool* pool);
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # End to end: bench/serve_bench against the real rankd (CPU backend). Every
-# --rpc mode (score, score_sync, model_info, model_info_async, health) sends
-# calls and counts them answered with no error; calls the server refuses
+# --rpc mode (score, with --serialize_per_call too, score_sync, model_info,
+# model_info_async, health) sends calls and counts them answered with no
+# error; calls the server refuses
 # (a model it does not serve) are counted as errors, not as latencies, in the
 # callback and the blocking modes; the line ends with the client's own CPU;
 # an unknown --rpc and out-of-range numbers are refused, naming the flag.
@@ -19,10 +20,11 @@ sed 's/"model": *"mini"/"model":"nope"/' "$TMP/reqs.jsonl" >"$TMP/nope.jsonl"
 expect_grep "the unserved model's requests name it" "$TMP/nope.jsonl" '"model":"nope"'
 start_rankd "$MODELS"
 
-# bench RPC REQUESTS: serve_bench's result line (stdout) for 0.5 s at 2 in flight.
+# bench RPC REQUESTS [FLAGS...]: serve_bench's result line (stdout) for 0.5 s
+# at 2 in flight.
 bench() {
   run_bounded 60 "$SERVE_BENCH" --target "$TARGET" --requests "$2" --rpc "$1" --concurrency 2 \
-    --duration_s 0.5 --warmup_s 0.1 --label "e2e $1" 2>"$TMP/bench.err"
+    --duration_s 0.5 --warmup_s 0.1 --label "e2e $1" "${@:3}" 2>"$TMP/bench.err"
 }
 
 for rpc in score score_sync model_info model_info_async health; do
@@ -30,6 +32,15 @@ for rpc in score score_sync model_info model_info_async health; do
   expect_eq "$rpc: exit code" "$?" 0
   expect_grep "$rpc: calls answered" "$TMP/$rpc.out" "^e2e $rpc +conc +2 +[1-9][0-9]* req/s .* errors 0 +client_cpu [0-9]+[.][0-9]{2} cores$"
 done
+# Score with the request serialized on every call (the default sends bytes
+# serialized once): the same answers.
+bench score "$TMP/reqs.jsonl" --serialize_per_call >"$TMP/score_per_call.out"
+expect_eq "score --serialize_per_call: exit code" "$?" 0
+expect_grep "score --serialize_per_call: calls answered" "$TMP/score_per_call.out" \
+  "^e2e score +conc +2 +[1-9][0-9]* req/s .* errors 0 +client_cpu [0-9]+[.][0-9]{2} cores$"
+bench score "$TMP/nope.jsonl" --serialize_per_call >"$TMP/score_per_call.nope.out"
+expect_grep "score --serialize_per_call, unserved model: errors counted" \
+  "$TMP/score_per_call.nope.out" "^e2e score +conc +2 +0 req/s .* errors [1-9][0-9]* "
 # A client that sent calls for 0.5 s spent some CPU doing it.
 expect_grep "score: the client's CPU is measured" "$TMP/score.out" " client_cpu ([1-9][0-9]*[.][0-9]{2}|0[.]0[1-9]|0[.][1-9][0-9]) cores$"
 for rpc in score score_sync model_info model_info_async; do
