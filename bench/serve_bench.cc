@@ -216,6 +216,11 @@ int main(int argc, char** argv) {
               << "health, got \"" << rpc << "\"\n";
     return 2;
   }
+  if (absl::GetFlag(FLAGS_serialize_per_call) && rpc != "score") {
+    std::cerr << "serve_bench: --serialize_per_call: only with --rpc score (the other modes "
+              << "send a request of their own), got --rpc " << rpc << "\n";
+    return 2;
+  }
   if (const std::string bad = CheckNumericFlags(); !bad.empty()) {
     std::cerr << "serve_bench: " << bad << "\n";
     return 2;

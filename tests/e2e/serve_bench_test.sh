@@ -50,6 +50,11 @@ for rpc in score score_sync model_info model_info_async; do
     "^e2e $rpc +conc +2 +0 req/s .* errors [1-9][0-9]* +client_cpu [0-9]+[.][0-9]{2} cores$"
 done
 
+bench score_sync "$TMP/reqs.jsonl" --serialize_per_call >/dev/null
+expect_eq "--serialize_per_call outside score: exit code" "$?" 2
+expect_grep "--serialize_per_call outside score: named" "$TMP/bench.err" \
+  '^serve_bench: --serialize_per_call: only with --rpc score .*got --rpc score_sync$'
+
 bench no_such_rpc "$TMP/reqs.jsonl" >/dev/null
 expect_eq "unknown --rpc: exit code" "$?" 2
 expect_grep "unknown --rpc: named" "$TMP/bench.err" '^serve_bench: --rpc: .*got "no_such_rpc"$'
