@@ -33,8 +33,6 @@
 // --async_threads) runs the client's calls on half the cores' worth of threads
 // (2 to 16, gRPC 1.51), so there a warning goes to stderr when the client used
 // 90 % of that.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -54,6 +52,7 @@
 #include "absl/time/clock.h"
 #include "client/ranking_client.h"
 #include "client/serialized_request.h"
+#include "loadtest/driver/process_cpu.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:8500", "rankd address");
@@ -78,14 +77,6 @@ ABSL_FLAG(int64_t, pause_us, 0,
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// CPU seconds (user + system) of every thread of this process so far.
-double ProcessCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
 
 // Threads gRPC 1.51's callback API runs a client's callbacks on
 // (CallbackAlternativeCQ: half the cores, clamped to 2-16).
@@ -274,9 +265,9 @@ int main(int argc, char** argv) {
   double cpu_at_start = 0, cpu_at_end = 0;
   std::thread cpu_sampler([&s, &cpu_at_start, &cpu_at_end] {
     std::this_thread::sleep_until(s.measure_start);
-    cpu_at_start = ProcessCpuSeconds();
+    cpu_at_start = rankd::loadtest::ProcessCpuSeconds();
     std::this_thread::sleep_until(s.measure_end);
-    cpu_at_end = ProcessCpuSeconds();
+    cpu_at_end = rankd::loadtest::ProcessCpuSeconds();
   });
   const bool async_modes = rpc == "score" || rpc == "model_info_async";
   // Those modes run on gRPC's callback threads unless the client has its own.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "client/option_checks.h"
+#include "loadtest/driver/process_cpu.h"
 #include "loadtest/driver/recorder.h"
 
 namespace rankd::loadtest {
@@ -176,6 +177,7 @@ struct LoadDriver::Step {
         warm_scraped = true;
         if (options.scrape != nullptr) warm_snapshot = options.scrape();
         warm_scrape_ns = NowNs();
+        warm_cpu_s = ProcessCpuSeconds();
       }
       const int64_t now = NowNs();
       if (!stopping && now < boundary) continue;
@@ -221,6 +223,7 @@ struct LoadDriver::Step {
   bool warm_scraped = false;
   absl::StatusOr<PromSnapshot> warm_snapshot = absl::UnavailableError("not scraped");
   int64_t warm_scrape_ns = 0;
+  double warm_cpu_s = 0;  // ProcessCpuSeconds() right after that scrape
   std::vector<IntervalStats> intervals;
 };
 
@@ -293,6 +296,7 @@ absl::StatusOr<StepResult> LoadDriver::Run(const StepSpec& spec, std::string* wa
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const int64_t drained_ns = step->NowNs();
+  const double drained_cpu_s = ProcessCpuSeconds();
   {
     absl::MutexLock lock(&step->mu);
     step->stop = true;
@@ -336,6 +340,11 @@ absl::StatusOr<StepResult> LoadDriver::Run(const StepSpec& spec, std::string* wa
   r.client_behind = (open && totals.late_sends >= 10 && totals.late_sends * 100 > totals.sent) ||
                     r.in_flight_cap_waits > 0;
   r.intervals = std::move(step->intervals);
+  // The warm-up's end (its scrape) to the drain: the server window's span.
+  if (step->warm_scraped && drained_ns > step->warm_scrape_ns) {
+    r.client_cpu_cores =
+        (drained_cpu_s - step->warm_cpu_s) / ((drained_ns - step->warm_scrape_ns) / 1e9);
+  }
 
   if (options_.scrape != nullptr) {
     if (!before.ok() || !after.ok() || !step->warm_snapshot.ok()) {

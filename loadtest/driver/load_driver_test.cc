@@ -13,6 +13,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -202,6 +203,9 @@ TEST_F(LoadDriverTest, ClosedLoopCountsErrorsByCode) {
   EXPECT_EQ(r->errors_by_code.at("INVALID_ARGUMENT"), r->completed);
   EXPECT_EQ(r->errors_by_code.size(), 1u);
   EXPECT_EQ(r->candidates_per_s, 0);
+  // The client (with the fake server, in this process) kept calling for 0.5 s.
+  EXPECT_GT(r->client_cpu_cores, 0);
+  EXPECT_LE(r->client_cpu_cores, std::thread::hardware_concurrency() + 0.5);
 }
 
 TEST_F(LoadDriverTest, DeadlinesAreCounted) {

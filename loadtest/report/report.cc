@@ -59,6 +59,11 @@ std::string ServerLine(const ServerFigures& s) {
           : "");
 }
 
+// rankload's own CPU in a step, in cores; "-" where not measured.
+std::string ClientCpu(const StepResult& s) {
+  return s.client_cpu_cores > 0 ? absl::StrFormat("%.2f", s.client_cpu_cores) : "-";
+}
+
 std::string StepTitle(const StepResult& s) {
   if (s.mode == "closed") return absl::StrCat("closed loop, ", s.concurrency, " in flight");
   return absl::StrCat("open loop, ", s.arrival, " arrivals at ", Rate(s.target_rps), " req/s");
@@ -83,6 +88,10 @@ void AppendStep(const StepResult& s, double slo_percentile, std::string* out) {
   } else {
     absl::StrAppend(out, "  latency    ", LatencyLine(s.latency, slo_percentile),
                     "\n             (closed loop: from the actual send; blind to stalls)\n");
+  }
+  if (s.client_cpu_cores > 0) {
+    absl::StrAppend(out, "  client     ", ClientCpu(s),
+                    " cores of CPU (rankload's own, all threads, over the window)\n");
   }
   if (s.client_behind) {
     absl::StrAppend(out,
@@ -132,21 +141,23 @@ std::string FormatReport(const Report& report) {
     AppendStep(report.steps[0], r.slo_percentile, &out);
   } else if (!report.steps.empty()) {
     const bool server = report.steps[0].server_window.available;
-    absl::StrAppend(&out, absl::StrFormat("%-4s %-10s %10s %10s %9s %9s %9s %9s %9s %7s %11s", "step",
-                                          "load", "achieved/s", "cand/s", "p50 ms", "p90 ms",
-                                          "p99 ms", "p99.9 ms", "max ms", "errors", "late sends"));
+    absl::StrAppend(&out, absl::StrFormat("%-4s %-10s %10s %10s %9s %9s %9s %9s %9s %7s %11s %11s",
+                                          "step", "load", "achieved/s", "cand/s", "p50 ms",
+                                          "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors",
+                                          "late sends", "client cpu"));
     if (server) absl::StrAppend(&out, absl::StrFormat(" %9s %9s %7s", "queue ms", "comp. ms", "batch"));
     absl::StrAppend(&out, "  SLO\n");
     for (size_t i = 0; i < report.steps.size(); ++i) {
       const StepResult& s = report.steps[i];
       const std::string load = s.mode == "closed" ? absl::StrCat("c=", s.concurrency)
                                                   : absl::StrCat(Rate(s.target_rps), "/s");
-      absl::StrAppend(&out, absl::StrFormat("%-4d %-10s %10s %10s %9s %9s %9s %9s %9s %7lld %11lld", i,
-                                            load, Rate(s.achieved_rps), Rate(s.candidates_per_s),
-                                            Ms(s.latency.p50_us), Ms(s.latency.p90_us),
-                                            Ms(s.latency.p99_us), Ms(s.latency.p999_us),
-                                            Ms(s.latency.max_us), static_cast<long long>(s.errors),
-                                            static_cast<long long>(s.late_sends)));
+      absl::StrAppend(
+          &out, absl::StrFormat("%-4d %-10s %10s %10s %9s %9s %9s %9s %9s %7lld %11lld %11s", i,
+                                load, Rate(s.achieved_rps), Rate(s.candidates_per_s),
+                                Ms(s.latency.p50_us), Ms(s.latency.p90_us), Ms(s.latency.p99_us),
+                                Ms(s.latency.p999_us), Ms(s.latency.max_us),
+                                static_cast<long long>(s.errors),
+                                static_cast<long long>(s.late_sends), ClientCpu(s)));
       if (server) {
         absl::StrAppend(&out, absl::StrFormat(" %9s %9s %7.1f", Ms(s.server_window.mean_queue_us),
                                               Ms(s.server_window.mean_compute_us),
@@ -158,7 +169,8 @@ std::string FormatReport(const Report& report) {
                       s.client_behind ? "  (client behind schedule)" : "", "\n");
     }
     absl::StrAppend(&out, "(open loop: latency from the scheduled send time; ",
-                    "closed loop: from the send; cand/s = candidates scored per second)\n");
+                    "closed loop: from the send; cand/s = candidates scored per second; ",
+                    "client cpu = rankload's own, in cores)\n");
   }
   if (report.slo.has_value()) {
     const SloResult& s = *report.slo;

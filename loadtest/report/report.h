@@ -72,6 +72,9 @@ struct StepResult {
   int64_t late_sends = 0;        // sends more than 1 ms behind schedule
   bool client_behind = false;    // > 1% (and >= 10) of sends more than 1 ms late, or the cap hit
   int64_t in_flight_cap_waits = 0;
+  // rankload's own CPU (all its threads) over the window, in cores (CPU
+  // seconds a second); 0 where not measured (reports from before it was).
+  double client_cpu_cores = 0;
 
   std::vector<IntervalStats> intervals;
 

@@ -98,6 +98,7 @@ IfRecord<T, StepResult> Fields(Io& io, T& s) {
   io("late_sends", s.late_sends);
   io("client_behind", s.client_behind);
   io("in_flight_cap_waits", s.in_flight_cap_waits);
+  io("client_cpu_cores", s.client_cpu_cores, 0.0);
   io("intervals", s.intervals);
   io("server_window", s.server_window);
   io("server_total", s.server_total);

@@ -33,6 +33,7 @@ StepResult SampleStep(int i) {
   s.late_sends = 2;
   s.client_behind = i == 2;
   s.in_flight_cap_waits = 0;
+  s.client_cpu_cores = 1.25 + i;
   s.intervals = {{0, 1, true, 1000, 0, 210, 800, 900, 3}, {1, 0.5, false, 500, 2, 220, 810, 950, 0}};
   s.server_window.available = true;
   s.server_window.span_s = 10.2;
@@ -117,6 +118,7 @@ TEST(ReportJsonTest, RoundTrip) {
     ExpectLatencyEq(a.service, b.service);
     ExpectLatencyEq(a.send_lag, b.send_lag);
     EXPECT_EQ(a.client_behind, b.client_behind);
+    EXPECT_EQ(a.client_cpu_cores, b.client_cpu_cores);
     ASSERT_EQ(a.intervals.size(), 2u);
     EXPECT_EQ(a.intervals[1].length_s, 0.5);
     EXPECT_EQ(a.intervals[0].warmup, true);
@@ -135,6 +137,18 @@ TEST(ReportJsonTest, RoundTrip) {
   EXPECT_EQ(got->slo->stop_reason, "bracketed");
   // Writing the read-back report gives the same text.
   EXPECT_EQ(ReportToJson(*got), text);
+}
+
+TEST(ReportJsonTest, ReportsWithoutTheClientsCpuRead) {
+  // Reports written before the field existed lack it: read as not measured.
+  std::string text = ReportToJson(SampleReport());
+  for (size_t at; (at = text.find("\"client_cpu_cores\"")) != std::string::npos;) {
+    const size_t end = text.find_first_of(",}", at);
+    text.erase(at, end - at + (text[end] == ',' ? 1 : 0));
+  }
+  auto got = ReportFromJson(text);
+  ASSERT_TRUE(got.ok()) << got.status() << "\n" << text.substr(0, 2000);
+  for (const StepResult& s : got->steps) EXPECT_EQ(s.client_cpu_cores, 0);
 }
 
 TEST(ReportJsonTest, RejectsOtherJson) {
@@ -200,6 +214,9 @@ TEST(ReportTextTest, MentionsWhatMatters) {
   EXPECT_NE(one.find("coordinated omission corrected"), std::string::npos) << one;
   EXPECT_NE(one.find("DEADLINE_EXCEEDED 20"), std::string::npos) << one;
   EXPECT_NE(one.find("queue 0.020 ms mean"), std::string::npos) << one;
+  EXPECT_NE(one.find("client     1.25 cores of CPU"), std::string::npos) << one;
+  r.steps[0].client_cpu_cores = 0;
+  EXPECT_EQ(FormatReport(r).find("cores of CPU"), std::string::npos) << "not measured: no line";
   const std::string line = FormatInterval(r.steps[0].intervals[0], "[x] ");
   EXPECT_NE(line.find("warm-up"), std::string::npos) << line;
   EXPECT_NE(line.find("p99    0.800 ms"), std::string::npos) << line;

@@ -20,9 +20,11 @@ rankload --model mini --candidates 64 --zipf_alpha 1.2 --rate 200,400 --warmup_s
   --csv "$TMP/sweep.csv" --plot_dir "$TMP/plots" >"$TMP/sweep.txt" 2>"$TMP/sweep.err"
 expect_eq "rankload (sweep) exit code" "$?" 0
 cat "$TMP/sweep.txt" >&2
+expect_grep "sweep: the client's CPU in the table" "$TMP/sweep.txt" \
+  "^1 +400[.]0/s( +[^ ]+){7} +[0-9]+ +[0-9]+ +[0-9]+[.][0-9]{2} "
 
 "$PY" - "$TMP/sweep.json" "$TMP/sweep.csv" <<'PY' || fail "sweep JSON / CSV checks (see above)"
-import csv, json, sys
+import csv, json, os, sys
 report = json.load(open(sys.argv[1]))
 rows = list(csv.DictReader(open(sys.argv[2], newline="")))
 problems = []
@@ -54,6 +56,8 @@ for i, (step, row) in enumerate(zip(report["steps"], rows)):
         check(f"step {i} server queue", s["mean_queue_us"] >= 0)
         check(f"step {i} server OK", s["requests_by_code"].get("OK", 0) > 0)
     check(f"step {i} intervals", len(step["intervals"]) >= 1)
+    # rankload's own CPU over the window: some, and no more than the machine has.
+    check(f"step {i} client cpu", 0 < step["client_cpu_cores"] <= (os.cpu_count() or 1) + 0.5)
 check("csv columns", {"latency_p50_us", "server_mean_queue_us", "errors_by_code", "slo"} <= set(rows[0]))
 if problems:
     print("failed:", problems, file=sys.stderr)
