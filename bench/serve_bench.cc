@@ -21,9 +21,9 @@
 //                     work for both sides, which this floor leaves out.
 // In `score` mode each request is serialized once at start and its bytes are
 // sent as they are (--serialize_per_call sends the message, serialized on
-// every call, as a client that builds each request does): a large request's
-// serialization costs the client more CPU than the rest of its call, which
-// would otherwise be the client's limit, not the server's.
+// every call, as a client that builds each request does): serializing a large
+// request is a large share of the client's CPU, which would bring the client's
+// limit nearer than the server's.
 // --pause_us (blocking modes) sleeps between a client's calls, so the threads
 // on both sides go idle as they do at low load, wake-ups included.
 //

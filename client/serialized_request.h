@@ -1,8 +1,8 @@
 // A ScoreRequest serialized once, to be sent many times without serializing it
 // again: a load generator's prepared traffic. Serializing a large request
-// (hundreds of candidates, thousands of packed ids) costs the sender more CPU
-// than the rest of its call; a client that measures a server should not spend
-// that on every call. RankingClient::ScoreAsync sends one as it is.
+// (hundreds of candidates, thousands of packed ids) is a large share of the
+// sender's CPU for the call; a client that measures a server should not spend
+// it on every call. RankingClient::ScoreAsync sends one as it is.
 //
 // Immutable once made, so one instance may be sent by any number of threads
 // at once; each call takes a reference to the same bytes (gRPC slices are
@@ -10,6 +10,7 @@
 #ifndef RANKD_CLIENT_SERIALIZED_REQUEST_H_
 #define RANKD_CLIENT_SERIALIZED_REQUEST_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
