@@ -232,6 +232,10 @@ template <typename Request, typename Response, typename Starter>
 void RankingClient::StartAsync(std::shared_ptr<const Request> request,
                                std::function<void(absl::StatusOr<Response>)> done,
                                const CallOptions& call, Starter start) {
+  if (request == nullptr) {
+    done(absl::InvalidArgumentError("request: null"));
+    return;
+  }
   // Everything the call needs until its completion, which frees it.
   struct Call {
     std::shared_ptr<grpc::ClientContext> context = std::make_shared<grpc::ClientContext>();

@@ -143,7 +143,8 @@ class RankingClient {
   using ScoreCallback = std::function<void(absl::StatusOr<rankd::v1::ScoreResponse>)>;
 
   // Starts Score without blocking (gRPC's callback API, or the client's
-  // completion queues: Options::async_threads); `done` runs when it ends.
+  // completion queues: Options::async_threads); `done` runs when it ends (at
+  // once, on this thread, with INVALID_ARGUMENT for a null request).
   // The shared_ptr keeps the request alive for the call without a copy, so a
   // load generator can send one prepared request many times.
   void ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> request, ScoreCallback done,

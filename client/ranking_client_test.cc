@@ -425,6 +425,28 @@ TEST_P(RankingClientAsyncTest, SerializedScoreAsyncAnswersAsTheMessage) {
   EXPECT_EQ(results[3 * kRepeats].status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+TEST_P(RankingClientAsyncTest, NullRequestsAreRefusedAtOnce) {
+  auto client = NewAsyncClient();
+  ASSERT_NE(client, nullptr);
+  std::vector<absl::Status> got;
+  client->ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest>(),
+                     [&got](absl::StatusOr<rankd::v1::ScoreResponse> r) { got.push_back(r.status()); });
+  client->ScoreAsync(std::shared_ptr<const SerializedScoreRequest>(),
+                     [&got](absl::StatusOr<rankd::v1::ScoreResponse> r) { got.push_back(r.status()); });
+  client->GetModelInfoAsync(nullptr, [&got](absl::StatusOr<rankd::v1::ModelInfo> r) {
+    got.push_back(r.status());
+  });
+  client->InferAsync(nullptr, [&got](absl::StatusOr<inference::ModelInferResponse> r) {
+    got.push_back(r.status());
+  });
+  ASSERT_EQ(got.size(), 4u);  // each callback ran before its call returned
+  for (const absl::Status& status : got) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(status.message(), "request: null");
+  }
+  EXPECT_EQ(client->in_flight(), 0);
+}
+
 TEST_P(RankingClientAsyncTest, NoCallStateOutlivesTheDestructor) {
   // Each callback holds a reference to `sentinel`; once the destructor has
   // returned, every call, its callback and its context (which holds the
