@@ -147,7 +147,8 @@ RankingClient::RankingClient(const Options& options, std::shared_ptr<grpc::Chann
       ranking_(rankd::v1::Ranking::NewStub(channel_)),
       health_(grpc::health::v1::Health::NewStub(channel_)),
       kserve_(inference::GRPCInferenceService::NewStub(channel_)),
-      serialized_score_(std::make_unique<SerializedScoreStub>(channel_)),
+      score_bytes_(std::make_unique<BytesStub<rankd::v1::ScoreResponse>>(channel_)),
+      infer_bytes_(std::make_unique<BytesStub<inference::ModelInferResponse>>(channel_)),
       tracker_(std::make_shared<Tracker>()) {
   for (int i = 0; i < options_.async_threads; ++i) {
     queues_.push_back(std::make_unique<grpc::CompletionQueue>());
@@ -288,24 +289,31 @@ void RankingClient::ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest> re
       });
 }
 
+template <typename Request, typename Response>
+void RankingClient::StartSerialized(BytesStub<Response>* stub, const std::string* method,
+                                    std::shared_ptr<const SerializedRequest<Request>> request,
+                                    std::function<void(absl::StatusOr<Response>)> done,
+                                    const CallOptions& call) {
+  StartAsync<SerializedRequest<Request>, Response>(
+      std::move(request), std::move(done), call,
+      [this, stub, method](grpc::ClientContext* context, const SerializedRequest<Request>* req,
+                           Response* resp, std::function<void(grpc::Status)> on_done) {
+        if (queues_.empty()) {
+          stub->UnaryCall(context, *method, grpc::StubOptions(), &req->bytes(), resp,
+                          std::move(on_done));
+        } else {
+          StartQueued(stub->PrepareUnaryCall(context, *method, req->bytes(), NextQueue()), resp,
+                      std::move(on_done));
+        }
+      });
+}
+
 void RankingClient::ScoreAsync(std::shared_ptr<const SerializedScoreRequest> request,
                                ScoreCallback done, const CallOptions& call) {
   // The method's full name, as the generated stub sends it.
   static const std::string* const kMethod =
       new std::string(absl::StrCat("/", rankd::v1::Ranking::service_full_name(), "/Score"));
-  StartAsync<SerializedScoreRequest, rankd::v1::ScoreResponse>(
-      std::move(request), std::move(done), call,
-      [this](grpc::ClientContext* context, const SerializedScoreRequest* req,
-             rankd::v1::ScoreResponse* resp, std::function<void(grpc::Status)> on_done) {
-        if (queues_.empty()) {
-          serialized_score_->UnaryCall(context, *kMethod, grpc::StubOptions(), &req->bytes(), resp,
-                                       std::move(on_done));
-        } else {
-          StartQueued(serialized_score_->PrepareUnaryCall(context, *kMethod, req->bytes(),
-                                                          NextQueue()),
-                      resp, std::move(on_done));
-        }
-      });
+  StartSerialized(score_bytes_.get(), kMethod, std::move(request), std::move(done), call);
 }
 
 void RankingClient::GetModelInfoAsync(
@@ -337,6 +345,13 @@ void RankingClient::InferAsync(std::shared_ptr<const inference::ModelInferReques
                       std::move(on_done));
         }
       });
+}
+
+void RankingClient::InferAsync(std::shared_ptr<const SerializedInferRequest> request,
+                               InferCallback done, const CallOptions& call) {
+  static const std::string* const kMethod = new std::string(
+      absl::StrCat("/", inference::GRPCInferenceService::service_full_name(), "/ModelInfer"));
+  StartSerialized(infer_bytes_.get(), kMethod, std::move(request), std::move(done), call);
 }
 
 int64_t RankingClient::in_flight() const {

@@ -172,6 +172,9 @@ class RankingClient {
   // request from a ScoreRequest.
   void InferAsync(std::shared_ptr<const inference::ModelInferRequest> request, InferCallback done,
                   const CallOptions& call = {});
+  // Same, sending bytes serialized once (as the ScoreAsync overload).
+  void InferAsync(std::shared_ptr<const SerializedInferRequest> request, InferCallback done,
+                  const CallOptions& call = {});
 
   // Async calls started and not yet finished.
   int64_t in_flight() const;
@@ -181,10 +184,21 @@ class RankingClient {
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
  private:
+  // A stub of calls that send bytes as they are and parse a typed answer.
+  template <typename Response>
+  using BytesStub = grpc::TemplatedGenericStub<grpc::ByteBuffer, Response>;
+
   RankingClient(const Options& options, std::shared_ptr<grpc::Channel> channel);
 
   // Applies `call` (or Options::deadline_ms) to `context`.
   void Prepare(const CallOptions& call, grpc::ClientContext* context) const;
+
+  // Starts one async call of `method` ("/package.Service/Method") sending
+  // `request`'s bytes through `stub`, as StartAsync.
+  template <typename Request, typename Response>
+  void StartSerialized(BytesStub<Response>* stub, const std::string* method,
+                       std::shared_ptr<const SerializedRequest<Request>> request,
+                       std::function<void(absl::StatusOr<Response>)> done, const CallOptions& call);
 
   // Starts one async call through `start(context, request, response,
   // on_done)`, tracked until its completion has run `done`.
@@ -198,9 +212,10 @@ class RankingClient {
   const std::unique_ptr<rankd::v1::Ranking::Stub> ranking_;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   const std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
-  // Score with a request already serialized (sent as is) and a typed answer.
-  using SerializedScoreStub = grpc::TemplatedGenericStub<grpc::ByteBuffer, rankd::v1::ScoreResponse>;
-  const std::unique_ptr<SerializedScoreStub> serialized_score_;
+  // Calls that send a request already serialized (as is) and parse a typed
+  // answer: Score and ModelInfer.
+  const std::unique_ptr<BytesStub<rankd::v1::ScoreResponse>> score_bytes_;
+  const std::unique_ptr<BytesStub<inference::ModelInferResponse>> infer_bytes_;
 
   // Options::async_threads > 0: one completion queue per polling thread
   // (empty otherwise). The destructor shuts them down once no call is left

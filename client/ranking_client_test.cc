@@ -425,6 +425,46 @@ TEST_P(RankingClientAsyncTest, SerializedScoreAsyncAnswersAsTheMessage) {
   EXPECT_EQ(results[3 * kRepeats].status().code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+TEST_P(RankingClientAsyncTest, SerializedInferAsyncAnswersAsTheMessage) {
+  auto client = NewAsyncClient();
+  ASSERT_NE(client, nullptr);
+  std::vector<inference::ModelInferRequest> messages(2);
+  messages[0].set_model_name("mini");
+  messages[0].set_model_version("2");
+  messages[0].set_id("call-7");
+  inference::ModelInferRequest::InferInputTensor* input = messages[0].add_inputs();
+  input->set_name("dense");
+  input->add_shape(3);
+  input->add_shape(13);
+  messages[1].set_model_name("error");
+  for (const inference::ModelInferRequest& message : messages) {
+    SCOPED_TRACE(message.model_name());
+    auto prepared = SerializedInferRequest::From(message);
+    ASSERT_TRUE(prepared.ok()) << prepared.status();
+    absl::StatusOr<inference::ModelInferResponse> from_bytes, from_message;
+    absl::BlockingCounter done(2);
+    client->InferAsync(std::make_shared<const SerializedInferRequest>(*std::move(prepared)),
+                       [&](absl::StatusOr<inference::ModelInferResponse> r) {
+                         from_bytes = std::move(r);
+                         done.DecrementCount();
+                       });
+    client->InferAsync(std::make_shared<const inference::ModelInferRequest>(message),
+                       [&](absl::StatusOr<inference::ModelInferResponse> r) {
+                         from_message = std::move(r);
+                         done.DecrementCount();
+                       });
+    done.Wait();
+    ASSERT_EQ(from_bytes.status(), from_message.status());
+    if (!from_message.ok()) {
+      EXPECT_EQ(from_bytes.status().code(), absl::StatusCode::kInvalidArgument);
+      continue;
+    }
+    EXPECT_EQ(from_bytes->SerializeAsString(), from_message->SerializeAsString());
+    EXPECT_EQ(from_bytes->id(), "call-7");
+    EXPECT_EQ(from_bytes->outputs(0).shape_size(), 2);
+  }
+}
+
 TEST_P(RankingClientAsyncTest, NullRequestsAreRefusedAtOnce) {
   auto client = NewAsyncClient();
   ASSERT_NE(client, nullptr);
@@ -436,10 +476,15 @@ TEST_P(RankingClientAsyncTest, NullRequestsAreRefusedAtOnce) {
   client->GetModelInfoAsync(nullptr, [&got](absl::StatusOr<rankd::v1::ModelInfo> r) {
     got.push_back(r.status());
   });
-  client->InferAsync(nullptr, [&got](absl::StatusOr<inference::ModelInferResponse> r) {
-    got.push_back(r.status());
-  });
-  ASSERT_EQ(got.size(), 4u);  // each callback ran before its call returned
+  client->InferAsync(std::shared_ptr<const inference::ModelInferRequest>(),
+                     [&got](absl::StatusOr<inference::ModelInferResponse> r) {
+                       got.push_back(r.status());
+                     });
+  client->InferAsync(std::shared_ptr<const SerializedInferRequest>(),
+                     [&got](absl::StatusOr<inference::ModelInferResponse> r) {
+                       got.push_back(r.status());
+                     });
+  ASSERT_EQ(got.size(), 5u);  // each callback ran before its call returned
   for (const absl::Status& status : got) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(status.message(), "request: null");

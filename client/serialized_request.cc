@@ -8,20 +8,15 @@
 
 namespace rankd::client {
 
-absl::StatusOr<SerializedScoreRequest> SerializedScoreRequest::From(
-    const rankd::v1::ScoreRequest& request) {
+absl::StatusOr<grpc::ByteBuffer> SerializeToByteBuffer(const google::protobuf::MessageLite& message) {
   std::string wire;
-  if (!request.SerializeToString(&wire)) {
+  if (!message.SerializeToString(&wire)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("request: cannot be serialized (", request.ByteSizeLong(),
+        absl::StrCat("request: cannot be serialized (", message.ByteSizeLong(),
                      " bytes; protobuf messages stop below 2 GiB)"));
   }
-  SerializedScoreRequest out;
   grpc::Slice slice(wire);
-  out.bytes_ = grpc::ByteBuffer(&slice, 1);
-  out.num_candidates_ = request.num_candidates();
-  out.model_ = request.model();
-  return out;
+  return grpc::ByteBuffer(&slice, 1);
 }
 
 }  // namespace rankd::client

@@ -118,15 +118,33 @@ std::string FakeRankingService::last_trace_id() const {
   return last_trace_id_;
 }
 
+grpc::Status FakeInferenceService::ModelInfer(grpc::ServerContext* /*context*/,
+                                              const inference::ModelInferRequest* request,
+                                              inference::ModelInferResponse* response) {
+  if (request->model_name() == "error") {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, FakeRankingService::kErrorMessage);
+  }
+  response->set_model_name(request->model_name());
+  response->set_model_version(request->model_version());
+  response->set_id(request->id());
+  inference::ModelInferResponse::InferOutputTensor* out = response->add_outputs();
+  out->set_name("scores");
+  out->set_datatype("FP32");
+  if (request->inputs_size() > 0) *out->mutable_shape() = request->inputs(0).shape();
+  return grpc::Status::OK;
+}
+
 absl::StatusOr<FakeServer> StartFakeServer(int port) {
   // Process-wide switch, read by ServerBuilder::BuildAndStart.
   grpc::EnableDefaultHealthCheckService(true);
   FakeServer fake;
   fake.service = std::make_unique<FakeRankingService>();
+  fake.inference = std::make_unique<FakeInferenceService>();
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
                            &fake.port);
   builder.RegisterService(fake.service.get());
+  builder.RegisterService(fake.inference.get());
   fake.server = builder.BuildAndStart();
   if (fake.server == nullptr || fake.port == 0) {
     return absl::UnavailableError("cannot start the fake server on 127.0.0.1:" +

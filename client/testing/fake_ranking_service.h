@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
+#include "inference/grpc_predict_v2.grpc.pb.h"
 #include "rankd/v1/ranking.grpc.pb.h"
 
 namespace rankd::client::testing {
@@ -51,10 +52,20 @@ class FakeRankingService final : public rankd::v1::Ranking::Service {
   std::string last_trace_id_;
 };
 
-// A started server with the fake Ranking service and gRPC's health service
-// (SERVING for "" and "mini", NOT_SERVING for "draining").
+// KServe v2 ModelInfer by model_name: "error" INVALID_ARGUMENT (the Score
+// error's message); any other echoes model_name, model_version and id, with
+// one FP32 output "scores" of the first input's shape, raw contents empty.
+class FakeInferenceService final : public inference::GRPCInferenceService::Service {
+ public:
+  grpc::Status ModelInfer(grpc::ServerContext* context, const inference::ModelInferRequest* request,
+                          inference::ModelInferResponse* response) override;
+};
+
+// A started server with the fake Ranking and KServe services and gRPC's
+// health service (SERVING for "" and "mini", NOT_SERVING for "draining").
 struct FakeServer {
   std::unique_ptr<FakeRankingService> service;
+  std::unique_ptr<FakeInferenceService> inference;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::string target() const { return "127.0.0.1:" + std::to_string(port); }

@@ -63,7 +63,7 @@ class RankdSender : public ScoreSender {
 class KServeSender : public ScoreSender {
  public:
   KServeSender(std::vector<client::RankingClient*> clients,
-               std::vector<std::shared_ptr<const inference::ModelInferRequest>> requests)
+               std::vector<std::shared_ptr<const client::SerializedInferRequest>> requests)
       : ring_(std::move(clients)), requests_(std::move(requests)) {}
 
   void Send(size_t index, absl::Duration deadline, Done done) override {
@@ -81,7 +81,8 @@ class KServeSender : public ScoreSender {
 
  private:
   ClientRing ring_;
-  const std::vector<std::shared_ptr<const inference::ModelInferRequest>> requests_;
+  // The pool's requests as raw tensors, serialized once.
+  const std::vector<std::shared_ptr<const client::SerializedInferRequest>> requests_;
 };
 
 }  // namespace
@@ -116,7 +117,7 @@ absl::StatusOr<std::unique_ptr<ScoreSender>> MakeRankdSender(
     if (!r.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("request ", i, ": ", r.status().message()));
     }
-    requests.push_back(std::make_shared<const client::SerializedScoreRequest>(std::move(*r)));
+    requests.push_back(std::make_shared<const client::SerializedScoreRequest>(*std::move(r)));
   }
   return std::make_unique<RankdSender>(std::move(clients), std::move(requests));
 }
@@ -124,7 +125,7 @@ absl::StatusOr<std::unique_ptr<ScoreSender>> MakeRankdSender(
 absl::StatusOr<std::unique_ptr<ScoreSender>> MakeKServeSender(
     std::vector<client::RankingClient*> clients, const RequestPool* pool) {
   if (absl::Status s = CheckClients(clients, pool); !s.ok()) return s;
-  std::vector<std::shared_ptr<const inference::ModelInferRequest>> requests;
+  std::vector<std::shared_ptr<const client::SerializedInferRequest>> requests;
   requests.reserve(pool->size());
   for (size_t i = 0; i < pool->size(); ++i) {
     auto r = client::ToModelInferRequest(*(*pool)[i], /*raw=*/true);
@@ -132,7 +133,11 @@ absl::StatusOr<std::unique_ptr<ScoreSender>> MakeKServeSender(
       return absl::InvalidArgumentError(
           absl::StrCat("request ", i, " as KServe tensors: ", r.status().message()));
     }
-    requests.push_back(std::make_shared<const inference::ModelInferRequest>(std::move(*r)));
+    auto bytes = client::SerializedInferRequest::From(*r);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("request ", i, ": ", bytes.status().message()));
+    }
+    requests.push_back(std::make_shared<const client::SerializedInferRequest>(*std::move(bytes)));
   }
   return std::make_unique<KServeSender>(std::move(clients), std::move(requests));
 }

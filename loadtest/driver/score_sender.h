@@ -6,7 +6,8 @@
 //
 // A sender is made for one RequestPool and prepares every request's wire
 // form before the first send (rankd's: serialized bytes; KServe's: raw
-// tensors; HTTP's: JSON bodies), so encoding is not what the load measures. Thread-safe: Send() is called from the
+// tensors, serialized; HTTP's: JSON bodies), so encoding is not what the load
+// measures. Thread-safe: Send() is called from the
 // driver's sender threads and from completions.
 #ifndef RANKD_LOADTEST_DRIVER_SCORE_SENDER_H_
 #define RANKD_LOADTEST_DRIVER_SCORE_SENDER_H_
@@ -63,7 +64,7 @@ absl::StatusOr<std::unique_ptr<ScoreSender>> MakeRankdSender(
     std::vector<client::RankingClient*> clients, const RequestPool* pool);
 
 // KServe v2 ModelInfer on the same connections, each request converted once
-// to raw tensor contents (client/kserve_request.h). INVALID_ARGUMENT naming
+// to raw tensor contents (client/kserve_request.h) and serialized. INVALID_ARGUMENT naming
 // the pool entry for a request KServe cannot carry (a version label).
 absl::StatusOr<std::unique_ptr<ScoreSender>> MakeKServeSender(
     std::vector<client::RankingClient*> clients, const RequestPool* pool);
