@@ -1,6 +1,7 @@
 // An in-process stand-in for rankd's gRPC surface, for client tests: the
-// Ranking service with scripted behaviour per model name, plus gRPC's built-in
-// health service. Never used in production code.
+// Ranking service with scripted behaviour per model name, a KServe ModelInfer
+// that echoes, and gRPC's built-in health service. Never used in production
+// code.
 #ifndef RANKD_CLIENT_TESTING_FAKE_RANKING_SERVICE_H_
 #define RANKD_CLIENT_TESTING_FAKE_RANKING_SERVICE_H_
 
