@@ -14,11 +14,13 @@ namespace {
 std::string D(double v) { return absl::StrFormat("%.17g", v); }
 std::string I(int64_t v) { return absl::StrCat(v); }
 
-// One column: its name, how to print it and how to read it back.
+// One column: its name, how to print it and how to read it back; `absent`,
+// when set, is read for a file written before the column existed.
 struct Column {
   const char* name;
   std::function<std::string(const StepResult&)> get;
   std::function<bool(absl::string_view, StepResult*)> set;
+  const char* absent = nullptr;
 };
 
 #define RANKLOAD_DCOL(name, field)                                        \
@@ -97,6 +99,11 @@ const std::vector<Column>& Columns() {
                s->client_behind = v == "1";
                return v == "0" || v == "1";
              }},
+      Column{"client_cpu_cores", [](const StepResult& s) { return D(s.client_cpu_cores); },
+             [](absl::string_view v, StepResult* s) {
+               return absl::SimpleAtod(v, &s->client_cpu_cores);
+             },
+             "0"},
       Column{"errors_by_code", [](const StepResult& s) { return CodesText(s.errors_by_code); },
              [](absl::string_view v, StepResult* s) { return ParseCodes(v, &s->errors_by_code); }},
       RANKLOAD_ICOL("server_requests", server_window.requests),
@@ -198,10 +205,13 @@ absl::StatusOr<StepResult> StepFromCsvRow(const std::map<std::string, std::strin
   StepResult s;
   for (const Column& c : Columns()) {
     auto it = row.find(c.name);
-    if (it == row.end()) return absl::InvalidArgumentError(absl::StrCat("csv: no column ", c.name));
-    if (!c.set(it->second, &s)) {
+    if (it == row.end() && c.absent == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("csv: no column ", c.name));
+    }
+    const absl::string_view value = it != row.end() ? absl::string_view(it->second) : c.absent;
+    if (!c.set(value, &s)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("csv: column ", c.name, ": bad value \"", it->second, "\""));
+          absl::StrCat("csv: column ", c.name, ": bad value \"", value, "\""));
     }
   }
   s.server_window.available = s.server_window.requests > 0;

@@ -176,6 +176,13 @@ TEST(ReportCsvTest, RoundTrip) {
     EXPECT_EQ(got->errors, b.errors);
     EXPECT_EQ(got->achieved_rps, b.achieved_rps);
     EXPECT_EQ(got->candidates_per_s, b.candidates_per_s);
+    EXPECT_EQ(got->client_cpu_cores, b.client_cpu_cores);
+    // A file written before the column existed reads as not measured.
+    std::map<std::string, std::string> older = (*rows)[i];
+    ASSERT_EQ(older.erase("client_cpu_cores"), 1u);
+    auto old_step = StepFromCsvRow(older);
+    ASSERT_TRUE(old_step.ok()) << old_step.status();
+    EXPECT_EQ(old_step->client_cpu_cores, 0);
     EXPECT_EQ(got->latency.p50_us, b.latency.p50_us);
     EXPECT_EQ(got->latency.p99_us, b.latency.p99_us);
     EXPECT_EQ(got->latency.p999_us, b.latency.p999_us);
