@@ -58,6 +58,7 @@ for i, (step, row) in enumerate(zip(report["steps"], rows)):
     check(f"step {i} intervals", len(step["intervals"]) >= 1)
     # rankload's own CPU over the window: some, and no more than the machine has.
     check(f"step {i} client cpu", 0 < step["client_cpu_cores"] <= (os.cpu_count() or 1) + 0.5)
+    check(f"step {i} csv client cpu = json", float(row["client_cpu_cores"]) == step["client_cpu_cores"])
 check("csv columns", {"latency_p50_us", "server_mean_queue_us", "errors_by_code", "slo"} <= set(rows[0]))
 if problems:
     print("failed:", problems, file=sys.stderr)
