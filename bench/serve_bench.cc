@@ -208,8 +208,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (absl::GetFlag(FLAGS_serialize_per_call) && rpc != "score") {
-    std::cerr << "serve_bench: --serialize_per_call: only with --rpc score (the other modes "
-              << "send a request of their own), got --rpc " << rpc << "\n";
+    std::cerr << "serve_bench: --serialize_per_call: only with --rpc score (score_sync always "
+              << "serializes on the call; the other modes send no ScoreRequest), got --rpc " << rpc
+              << "\n";
     return 2;
   }
   if (const std::string bad = CheckNumericFlags(); !bad.empty()) {
