@@ -14,8 +14,7 @@
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/interaction.h"
 #include "kernels/cuda/small_rows_linear.h"
-#include "kernels/cuda/split_bf16.h"
-#include "kernels/cuda/split_tf32.h"
+#include "kernels/cuda/split_activations.h"
 #include "kernels/cuda/unit_bag_dot.h"
 
 namespace rankd::engine::cuda {

@@ -1,7 +1,7 @@
 // The bf16 split kernel against its CPU twin (kernels/cpu/split_bf16.h), bit
 // for bit, on random values of every magnitude plus infinities, NaN, the
 // largest float and denormals, into an output poisoned first.
-#include "kernels/cuda/split_bf16.h"
+#include "kernels/cuda/split_activations.h"
 
 #include <cmath>
 #include <cstring>

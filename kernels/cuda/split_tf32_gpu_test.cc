@@ -1,7 +1,7 @@
 // The TF32 split kernel against its CPU twin (kernels/cpu/split_tf32.h), bit
 // for bit, on random values of every magnitude plus infinities, NaN, the
 // largest float and denormals, into an output poisoned first.
-#include "kernels/cuda/split_tf32.h"
+#include "kernels/cuda/split_activations.h"
 
 #include <cmath>
 #include <cstring>
