@@ -406,6 +406,37 @@ __device__ __forceinline__ void PoolFeature(const TinyParams& p, int f, int64_t 
   }
 }
 
+// The dot interaction of one tile: top_in[dim + q] = <T_i, T_j> for the q-th
+// pair (i > j, or i >= j with self-interaction), pairs dealt to the warps in
+// turn; each lane is one candidate.
+template <int kMaxDim>
+__device__ __forceinline__ void InteractionPairs(const TinyParams& p, const float* feats,
+                                                 float* top_in, int lane, int warp,
+                                                 int num_warps) {
+  const int dim = p.dim;
+  const int off = p.self_offset;
+  int i = 1 - off, j = warp;
+  while (j >= i + off) {
+    j -= i + off;
+    ++i;
+  }
+  for (int q = warp; q < p.num_pairs; q += num_warps) {
+    const float* a = feats + i * dim * kTile + lane;
+    const float* b = feats + j * dim * kTile + lane;
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kMaxDim; ++k) {
+      if (k < dim) s = fmaf(a[k * kTile], b[k * kTile], s);
+    }
+    top_in[(dim + q) * kTile + lane] = s;
+    j += num_warps;
+    while (j >= i + off) {
+      j -= i + off;
+      ++i;
+    }
+  }
+}
+
 template <int kMaxDim>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     TinyDlrmKernel(const __grid_constant__ TinyParams p) {
@@ -487,29 +518,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   __syncthreads();
 
   // ---- interaction: pairs (i > j, or i >= j with self) of T, split by pair.
-  {
-    const int off = p.self_offset;
-    int i = 1 - off, j = warp;
-    while (j >= i + off) {
-      j -= i + off;
-      ++i;
-    }
-    for (int q = warp; q < p.num_pairs; q += num_warps) {
-      const float* a = feats + i * dim * kTile + lane;
-      const float* b = feats + j * dim * kTile + lane;
-      float s = 0.f;
-#pragma unroll
-      for (int k = 0; k < kMaxDim; ++k) {
-        if (k < dim) s = fmaf(a[k * kTile], b[k * kTile], s);
-      }
-      top_in[(dim + q) * kTile + lane] = s;
-      j += num_warps;
-      while (j >= i + off) {
-        j -= i + off;
-        ++i;
-      }
-    }
-  }
+  InteractionPairs<kMaxDim>(p, feats, top_in, lane, warp, num_warps);
   __syncthreads();
 
   // ---- top MLP: hidden layers split by groups of 4 outputs, then the logit.
