@@ -11,6 +11,8 @@
 #         (scripts/cpu_build_check.sh)
 #   image the CPU container image from those binaries, built with podman and
 #         smoke-tested (scripts/build_image.sh)
+# Every run also has the house stage: scripts/check_house.py (function
+# length, layering, paths, bench/results' size) after the Bazel tests.
 # Ends with the line "N passed, N failed": one entry per Bazel test result
 # of each stage (a test counts once per stage it runs in) and one per fuzz
 # target. Each stage's wall time is printed as "stage <name>: <s> s".
@@ -132,6 +134,10 @@ script_stage() {
   fi
   rm -f "$log"
 }
+
+# The house rules on the tree: function length, server/ free of CUDA, no
+# path outside the repository, bench/results' size (docs/testing.md).
+script_stage house python3 scripts/check_house.py --self_test
 
 # The CPU-only build with the CUDA toolkit hidden (docs/build.md); its
 # binaries feed the image stage.
