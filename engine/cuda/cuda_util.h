@@ -43,18 +43,36 @@ inline absl::Status ChunkedMemcpy(void* dst, const void* src, size_t bytes, cuda
   return absl::OkStatus();
 }
 
-// Device memory on the current device; freed in the destructor.
-class DeviceBuffer {
+// How a CudaBuffer's memory is allocated and freed, and the call's name in
+// errors.
+struct DeviceMemory {
+  static constexpr const char* kAllocCall = "cudaMalloc";
+  static cudaError_t Alloc(void** ptr, size_t bytes) { return cudaMalloc(ptr, bytes); }
+  static void Free(void* ptr) { cudaFree(ptr); }
+};
+struct PinnedHostMemory {
+  static constexpr const char* kAllocCall = "cudaHostAlloc";
+  static cudaError_t Alloc(void** ptr, size_t bytes) {
+    return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault);
+  }
+  static void Free(void* ptr) { cudaFreeHost(ptr); }
+};
+
+// An owning buffer of `Memory` (DeviceMemory or PinnedHostMemory): empty until
+// Allocate, freed by Reset and in the destructor; movable, not copyable. Not
+// thread-safe: one owner at a time.
+template <typename Memory>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+  CudaBuffer() = default;
+  ~CudaBuffer() { Reset(); }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
+  CudaBuffer(CudaBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
     o.ptr_ = nullptr;
     o.bytes_ = 0;
   }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
     if (this != &o) {
       Reset();
       ptr_ = o.ptr_;
@@ -65,16 +83,19 @@ class DeviceBuffer {
     return *this;
   }
 
+  // Frees what the buffer held, then allocates `bytes` (none for 0). The
+  // error names `what` and the size; out of memory is RESOURCE_EXHAUSTED.
   absl::Status Allocate(size_t bytes, const std::string& what) {
     Reset();
     if (bytes == 0) return absl::OkStatus();
-    RANKD_RETURN_IF_CUDA_ERROR(cudaMalloc(&ptr_, bytes),
-                               absl::StrCat("cudaMalloc ", bytes, " bytes for ", what));
+    RANKD_RETURN_IF_CUDA_ERROR(
+        Memory::Alloc(&ptr_, bytes),
+        absl::StrCat(Memory::kAllocCall, " ", bytes, " bytes for ", what));
     bytes_ = bytes;
     return absl::OkStatus();
   }
   void Reset() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    if (ptr_ != nullptr) Memory::Free(ptr_);
     ptr_ = nullptr;
     bytes_ = 0;
   }
@@ -88,35 +109,10 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory (fast, asynchronous copies); freed in the destructor.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { Reset(); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  absl::Status Allocate(size_t bytes, const std::string& what) {
-    Reset();
-    if (bytes == 0) return absl::OkStatus();
-    RANKD_RETURN_IF_CUDA_ERROR(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault),
-                               absl::StrCat("cudaHostAlloc ", bytes, " bytes for ", what));
-    bytes_ = bytes;
-    return absl::OkStatus();
-  }
-  void Reset() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+// Device memory on the current device.
+using DeviceBuffer = CudaBuffer<DeviceMemory>;
+// Page-locked host memory (fast, asynchronous copies).
+using PinnedBuffer = CudaBuffer<PinnedHostMemory>;
 
 }  // namespace rankd::engine::cuda
 
