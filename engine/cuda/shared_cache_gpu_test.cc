@@ -36,13 +36,12 @@ HostTable MakeTable(const std::string& name, int64_t rows, int salt) {
   HostTable t;
   t.name = name;
   t.rows = rows;
-  EXPECT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&t.host), rows * kRowBytes,
-                          cudaHostAllocMapped),
-            cudaSuccess);
+  EXPECT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&t.host), rows * kRowBytes,
+                          cudaHostAllocMapped));
   for (int64_t i = 0; i < rows * kRowBytes; ++i) {
     t.host[i] = static_cast<char>((i * 131 + salt * 7919) >> 3);
   }
-  EXPECT_EQ(cudaHostGetDevicePointer(&t.device, t.host, 0), cudaSuccess);
+  EXPECT_CUDA(cudaHostGetDevicePointer(&t.device, t.host, 0));
   return t;
 }
 
@@ -53,11 +52,10 @@ void Sample(const EmbeddingCache& cache, int m, const std::vector<int64_t>& rows
   cache.Describe(m, &d);
   const uint64_t mask = d.access_log_mask;
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(cudaMemcpy(d.access_log + ((*head + i) & mask), &rows[i], 8, cudaMemcpyHostToDevice),
-              cudaSuccess);
+    ASSERT_CUDA(cudaMemcpy(d.access_log + ((*head + i) & mask), &rows[i], 8, cudaMemcpyHostToDevice));
   }
   *head += rows.size();
-  ASSERT_EQ(cudaMemcpy(d.access_head, head, 8, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_CUDA(cudaMemcpy(d.access_head, head, 8, cudaMemcpyHostToDevice));
 }
 
 // Slot map of member m: row -> slot.
@@ -65,7 +63,7 @@ std::vector<int32_t> SlotMap(const EmbeddingCache& cache, int m, int64_t rows) {
   kernels::cuda::DeviceTable d;
   cache.Describe(m, &d);
   std::vector<int32_t> map(rows);
-  EXPECT_EQ(cudaMemcpy(map.data(), d.cache_slot, 4 * rows, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_CUDA(cudaMemcpy(map.data(), d.cache_slot, 4 * rows, cudaMemcpyDeviceToHost));
   return map;
 }
 
@@ -77,8 +75,7 @@ std::map<int32_t, std::pair<int, int64_t>> CheckConsistent(const EmbeddingCache&
   cache.Describe(0, &d);
   const EmbeddingCache::Stats st = cache.stats();
   std::vector<char> slots(st.capacity * kRowBytes);
-  EXPECT_EQ(cudaMemcpy(slots.data(), d.cache_rows, slots.size(), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  EXPECT_CUDA(cudaMemcpy(slots.data(), d.cache_rows, slots.size(), cudaMemcpyDeviceToHost));
   std::map<int32_t, std::pair<int, int64_t>> owner;
   int64_t total = 0;
   for (int m = 0; m < static_cast<int>(tables.size()); ++m) {

@@ -4,21 +4,20 @@
 // entries read back must equal the host expansion's bytes, which equal
 // explicit packing's (batch_packer_test). Features with explicit bags keep
 // their entries. Needs a CUDA device (tags "manual", "gpu"); skips without.
+#include <cuda_runtime_api.h>
+
 #include <cstring>
 #include <vector>
-
-#include <cuda_runtime_api.h>
 
 #include "engine/cuda/batch_packer.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/testing/test_models.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/embedding_lookup.h"
+#include "kernels/cuda/gpu_test_util.h"
 
 namespace rankd::engine::cuda {
 namespace {
-
-#define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
 TEST(UnitBagsGpuTest, DeviceExpansionEqualsTheHostTwin) {
   if (UsableCudaDevices() == 0) GTEST_SKIP() << "no usable CUDA device";
@@ -74,10 +73,10 @@ TEST(UnitBagsGpuTest, DeviceExpansionEqualsTheHostTwin) {
                   host.data() + layout.bag_rows_offset + 4 * b, 4 * n);
     }
     void* dev_block = nullptr;
-    ASSERT_CUDA_OK(cudaMalloc(&dev_block, layout.bytes));
+    ASSERT_CUDA(cudaMalloc(&dev_block, layout.bytes));
     uint8_t* dev = static_cast<uint8_t*>(dev_block);
-    ASSERT_CUDA_OK(cudaMemcpy(dev, poisoned.data(), layout.bytes, cudaMemcpyHostToDevice));
-    ASSERT_CUDA_OK(kernels::cuda::LaunchExpandUnitBags(
+    ASSERT_CUDA(cudaMemcpy(dev, poisoned.data(), layout.bytes, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(kernels::cuda::LaunchExpandUnitBags(
         reinterpret_cast<const kernels::cuda::DeviceFeature*>(dev + layout.features_offset), nf,
         // An understated bound: the kernel strides over the rest.
         round % 5 == 4 ? 3 : padded,
@@ -85,7 +84,7 @@ TEST(UnitBagsGpuTest, DeviceExpansionEqualsTheHostTwin) {
         compact ? reinterpret_cast<int32_t*>(dev + layout.bag_ids_offset) : nullptr,
         reinterpret_cast<int32_t*>(dev + layout.bag_rows_offset), nullptr));
     std::vector<uint8_t> got(layout.bytes);
-    ASSERT_CUDA_OK(cudaMemcpy(got.data(), dev, layout.bytes, cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(cudaMemcpy(got.data(), dev, layout.bytes, cudaMemcpyDeviceToHost));
     cudaFree(dev);
     int units = 0;
     for (int f = 0; f < nf; ++f) {
@@ -129,19 +128,19 @@ TEST(UnitBagsGpuTest, MoreFeaturesThanAGridHasRows) {
   void* dev_features = nullptr;
   void* dev_ids = nullptr;
   void* dev_rows = nullptr;
-  ASSERT_CUDA_OK(cudaMalloc(&dev_features, sizeof(features[0]) * kFeatures));
-  ASSERT_CUDA_OK(cudaMalloc(&dev_ids, 4 * entries));
-  ASSERT_CUDA_OK(cudaMalloc(&dev_rows, 4 * entries));
-  ASSERT_CUDA_OK(cudaMemcpy(dev_features, features.data(), sizeof(features[0]) * kFeatures,
-                            cudaMemcpyHostToDevice));
-  ASSERT_CUDA_OK(cudaMemcpy(dev_ids, init.data(), 4 * entries, cudaMemcpyHostToDevice));
-  ASSERT_CUDA_OK(cudaMemcpy(dev_rows, init.data(), 4 * entries, cudaMemcpyHostToDevice));
-  ASSERT_CUDA_OK(kernels::cuda::LaunchExpandUnitBags(
+  ASSERT_CUDA(cudaMalloc(&dev_features, sizeof(features[0]) * kFeatures));
+  ASSERT_CUDA(cudaMalloc(&dev_ids, 4 * entries));
+  ASSERT_CUDA(cudaMalloc(&dev_rows, 4 * entries));
+  ASSERT_CUDA(cudaMemcpy(dev_features, features.data(), sizeof(features[0]) * kFeatures,
+                         cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(dev_ids, init.data(), 4 * entries, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(dev_rows, init.data(), 4 * entries, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(kernels::cuda::LaunchExpandUnitBags(
       static_cast<const kernels::cuda::DeviceFeature*>(dev_features), kFeatures, 3, nullptr,
       static_cast<int32_t*>(dev_ids), static_cast<int32_t*>(dev_rows), nullptr));
   std::vector<int32_t> ids(entries), rows(entries);
-  ASSERT_CUDA_OK(cudaMemcpy(ids.data(), dev_ids, 4 * entries, cudaMemcpyDeviceToHost));
-  ASSERT_CUDA_OK(cudaMemcpy(rows.data(), dev_rows, 4 * entries, cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(ids.data(), dev_ids, 4 * entries, cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(rows.data(), dev_rows, 4 * entries, cudaMemcpyDeviceToHost));
   cudaFree(dev_features);
   cudaFree(dev_ids);
   cudaFree(dev_rows);

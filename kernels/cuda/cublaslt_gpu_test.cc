@@ -29,17 +29,10 @@
 #include "kernels/cpu/split_bf16.h"
 #include "kernels/cpu/types.h"
 #include "kernels/cuda/cublaslt.h"
+#include "kernels/cuda/gpu_test_util.h"
 
 namespace rankd::kernels::cuda {
 namespace {
-
-::testing::AssertionResult CudaOk(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << " -> " << cudaGetErrorName(err) << ": " << cudaGetErrorString(err);
-}
-#define CUDA_OK(expr) ASSERT_TRUE(CudaOk((expr), #expr))
-#define CUDA_EXPECT_OK(expr) EXPECT_TRUE(CudaOk((expr), #expr))
 
 constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;  // a quiet NaN; memset(0xFF) writes it
 
@@ -64,13 +57,14 @@ class DeviceFloats {
   DeviceFloats& operator=(const DeviceFloats&) = delete;
   ~DeviceFloats() {
     if (ptr_ != nullptr) {
-      CUDA_EXPECT_OK(cudaFree(ptr_));
+      EXPECT_CUDA(cudaFree(ptr_));
     }
   }
   // Allocates n floats (+ slack so callers can offset the pointer).
   ::testing::AssertionResult Alloc(size_t n) {
     n_ = n + 64;
-    return CudaOk(cudaMalloc(reinterpret_cast<void**>(&ptr_), n_ * sizeof(float)), "cudaMalloc");
+    return testing::CudaSucceeded(cudaMalloc(reinterpret_cast<void**>(&ptr_), n_ * sizeof(float)),
+                                  "cudaMalloc");
   }
   float* get() const { return ptr_; }
 
@@ -84,7 +78,7 @@ class Stream {
   Stream() { err_ = cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking); }
   ~Stream() {
     if (err_ == cudaSuccess) {
-      CUDA_EXPECT_OK(cudaStreamDestroy(s_));
+      EXPECT_CUDA(cudaStreamDestroy(s_));
     }
   }
   cudaError_t status() const { return err_; }
@@ -215,22 +209,22 @@ void RunCase(LinearRunner* runner, const Case& c, cudaStream_t stream, uint32_t 
   float* b = c.bias ? db.get() + c.b_off : nullptr;
   float* y = dy.get() + c.y_off;
   const size_t y_bytes = static_cast<size_t>(c.rows * h.out_ld) * sizeof(float);
-  CUDA_OK(
+  ASSERT_CUDA(
       cudaMemcpyAsync(x, h.x.data(), h.x.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
-  CUDA_OK(
+  ASSERT_CUDA(
       cudaMemcpyAsync(w, h.w.data(), h.w.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
   if (c.bias) {
-    CUDA_OK(
+    ASSERT_CUDA(
         cudaMemcpyAsync(b, h.b.data(), h.b.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
   }
-  CUDA_OK(cudaMemsetAsync(y, 0xFF, y_bytes, stream));  // poison
+  ASSERT_CUDA(cudaMemsetAsync(y, 0xFF, y_bytes, stream));  // poison
   const DeviceLinear layer{w, b, c.in, c.out};
   const absl::Status st = runner->Run(layer, x, h.in_ld, c.rows, c.act, y, h.out_ld, stream);
   ASSERT_TRUE(st.ok()) << st;
-  CUDA_OK(cudaGetLastError());
+  ASSERT_CUDA(cudaGetLastError());
   std::vector<float> out(static_cast<size_t>(c.rows * h.out_ld));
-  CUDA_OK(cudaMemcpyAsync(out.data(), y, y_bytes, cudaMemcpyDeviceToHost, stream));
-  CUDA_OK(cudaStreamSynchronize(stream));
+  ASSERT_CUDA(cudaMemcpyAsync(out.data(), y, y_bytes, cudaMemcpyDeviceToHost, stream));
+  ASSERT_CUDA(cudaStreamSynchronize(stream));
   Compare(c, runner->mode(), h, out);
 }
 
@@ -238,17 +232,17 @@ class LinearRunnerGpuTest : public ::testing::TestWithParam<MathMode> {
  protected:
   void SetUp() override {
     int n = 0;
-    CUDA_OK(cudaGetDeviceCount(&n));
+    ASSERT_CUDA(cudaGetDeviceCount(&n));
     ASSERT_GT(n, 0) << "no GPU: this test runs on the GPU machine";
     auto r = LinearRunner::Create(GetParam());
     ASSERT_TRUE(r.ok()) << r.status();
     runner_ = std::move(*r);
-    CUDA_OK(stream_.status());
+    ASSERT_CUDA(stream_.status());
   }
   void TearDown() override {
     if (runner_ == nullptr) return;  // SetUp failed (no GPU): already reported
     runner_.reset();
-    CUDA_EXPECT_OK(cudaDeviceSynchronize());
+    EXPECT_CUDA(cudaDeviceSynchronize());
   }
   void Check(const Case& c) {
     ASSERT_NO_FATAL_FAILURE(RunCase(runner_.get(), c, stream_.get(), seed_++));
@@ -327,20 +321,21 @@ TEST_P(LinearRunnerGpuTest, Bf16SplitGemmMatchesFp32) {
       auto* x = reinterpret_cast<uint16_t*>(dx.get());
       auto* w = reinterpret_cast<uint16_t*>(dw.get());
       cudaStream_t st = stream_.get();
-      CUDA_OK(cudaMemcpyAsync(x, x3.data(), 2 * x3.size(), cudaMemcpyHostToDevice, st));
-      CUDA_OK(cudaMemcpyAsync(w, w3.data(), 2 * w3.size(), cudaMemcpyHostToDevice, st));
+      ASSERT_CUDA(cudaMemcpyAsync(x, x3.data(), 2 * x3.size(), cudaMemcpyHostToDevice, st));
+      ASSERT_CUDA(cudaMemcpyAsync(w, w3.data(), 2 * w3.size(), cudaMemcpyHostToDevice, st));
       if (c.bias) {
-        CUDA_OK(cudaMemcpyAsync(db.get(), h.b.data(), 4 * h.b.size(), cudaMemcpyHostToDevice, st));
+        ASSERT_CUDA(
+            cudaMemcpyAsync(db.get(), h.b.data(), 4 * h.b.size(), cudaMemcpyHostToDevice, st));
       }
       const size_t y_bytes = static_cast<size_t>(rows * h.out_ld) * sizeof(float);
-      CUDA_OK(cudaMemsetAsync(dy.get(), 0xFF, y_bytes, st));
+      ASSERT_CUDA(cudaMemsetAsync(dy.get(), 0xFF, y_bytes, st));
       const DeviceLinearBf16 layer{w, c.bias ? db.get() : nullptr, width, c.out};
       const absl::Status s =
           runner_->RunBf16(layer, x, width, rows, c.act, dy.get(), h.out_ld, st);
       ASSERT_TRUE(s.ok()) << s;
       std::vector<float> out(static_cast<size_t>(rows * h.out_ld));
-      CUDA_OK(cudaMemcpyAsync(out.data(), dy.get(), y_bytes, cudaMemcpyDeviceToHost, st));
-      CUDA_OK(cudaStreamSynchronize(st));
+      ASSERT_CUDA(cudaMemcpyAsync(out.data(), dy.get(), y_bytes, cudaMemcpyDeviceToHost, st));
+      ASSERT_CUDA(cudaStreamSynchronize(st));
       Compare(c, MathMode::kFp32, h, out);
       if (HasFatalFailure()) return;
     }
@@ -501,11 +496,11 @@ TEST_P(LinearRunnerGpuTest, RejectsBadArguments) {
   EXPECT_EQ(code(runner_->Run(layer, dx.get(), 16, 4, Activation::kNone, dx.get() + 8, 16, s)),
             kInvalid);
   // rows == 0: nothing to do, nothing written.
-  CUDA_OK(cudaMemsetAsync(dy.get(), 0xFF, 16 * sizeof(float), s));
+  ASSERT_CUDA(cudaMemsetAsync(dy.get(), 0xFF, 16 * sizeof(float), s));
   EXPECT_TRUE(runner_->Run(layer, dx.get(), 16, 0, Activation::kNone, dy.get(), 16, s).ok());
   std::vector<float> y(16);
-  CUDA_OK(cudaMemcpyAsync(y.data(), dy.get(), 16 * sizeof(float), cudaMemcpyDeviceToHost, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  ASSERT_CUDA(cudaMemcpyAsync(y.data(), dy.get(), 16 * sizeof(float), cudaMemcpyDeviceToHost, s));
+  ASSERT_CUDA(cudaStreamSynchronize(s));
   for (float v : y) EXPECT_TRUE(IsPoison(v));
 }
 
@@ -525,10 +520,10 @@ TEST_P(LinearRunnerGpuTest, CudaGraphCaptureAfterWarmup) {
     hb[l] = Uniform(widths[l + 1], -0.5f, 0.5f, &rng);
     ASSERT_TRUE(dw[l].Alloc(hw[l].size()));
     ASSERT_TRUE(db[l].Alloc(hb[l].size()));
-    CUDA_OK(cudaMemcpyAsync(dw[l].get(), hw[l].data(), hw[l].size() * sizeof(float),
-                            cudaMemcpyHostToDevice, s));
-    CUDA_OK(cudaMemcpyAsync(db[l].get(), hb[l].data(), hb[l].size() * sizeof(float),
-                            cudaMemcpyHostToDevice, s));
+    ASSERT_CUDA(cudaMemcpyAsync(dw[l].get(), hw[l].data(), hw[l].size() * sizeof(float),
+                                cudaMemcpyHostToDevice, s));
+    ASSERT_CUDA(cudaMemcpyAsync(db[l].get(), hb[l].data(), hb[l].size() * sizeof(float),
+                                cudaMemcpyHostToDevice, s));
   }
   for (int l = 0; l < 4; ++l) ASSERT_TRUE(dact[l].Alloc(kRows * widths[l]));
   const size_t out_bytes = kRows * widths[3] * sizeof(float);
@@ -564,30 +559,30 @@ TEST_P(LinearRunnerGpuTest, CudaGraphCaptureAfterWarmup) {
 
   // Warm-up (creates the plans; not captured).
   std::vector<float> x0 = Uniform(kRows * widths[0], -1.0f, 1.0f, &rng);
-  CUDA_OK(cudaMemcpyAsync(dact[0].get(), x0.data(), x0.size() * sizeof(float),
-                          cudaMemcpyHostToDevice, s));
-  CUDA_OK(poison());
+  ASSERT_CUDA(cudaMemcpyAsync(dact[0].get(), x0.data(), x0.size() * sizeof(float),
+                              cudaMemcpyHostToDevice, s));
+  ASSERT_CUDA(poison());
   {
     absl::Status st = forward();
     ASSERT_TRUE(st.ok()) << st;
   }
   std::vector<float> eager(kRows * widths[3]);
-  CUDA_OK(cudaMemcpyAsync(eager.data(), dact[3].get(), out_bytes, cudaMemcpyDeviceToHost, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  ASSERT_CUDA(cudaMemcpyAsync(eager.data(), dact[3].get(), out_bytes, cudaMemcpyDeviceToHost, s));
+  ASSERT_CUDA(cudaStreamSynchronize(s));
 
   // Capture (global mode: any unsafe CUDA call from any thread would fail it).
-  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  ASSERT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   const absl::Status captured = forward();
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(s, &graph);
   ASSERT_TRUE(captured.ok()) << captured;
-  CUDA_OK(end);
+  ASSERT_CUDA(end);
   ASSERT_NE(graph, nullptr);
   size_t num_nodes = 0;
-  CUDA_OK(cudaGraphGetNodes(graph, nullptr, &num_nodes));
+  ASSERT_CUDA(cudaGraphGetNodes(graph, nullptr, &num_nodes));
   EXPECT_GE(num_nodes, 3u);
   cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
 
   Case c;  // for Compare's messages
   c.in = widths[0];
@@ -599,11 +594,11 @@ TEST_P(LinearRunnerGpuTest, CudaGraphCaptureAfterWarmup) {
   h.out_ld = widths[3];
 
   // Replay 1: same input as the eager run -> bit-identical output.
-  CUDA_OK(poison());
-  CUDA_OK(cudaGraphLaunch(exec, s));
+  ASSERT_CUDA(poison());
+  ASSERT_CUDA(cudaGraphLaunch(exec, s));
   std::vector<float> y(kRows * widths[3]);
-  CUDA_OK(cudaMemcpyAsync(y.data(), dact[3].get(), out_bytes, cudaMemcpyDeviceToHost, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  ASSERT_CUDA(cudaMemcpyAsync(y.data(), dact[3].get(), out_bytes, cudaMemcpyDeviceToHost, s));
+  ASSERT_CUDA(cudaStreamSynchronize(s));
   EXPECT_EQ(0, std::memcmp(y.data(), eager.data(), out_bytes))
       << "graph replay differs from the eager run on the same input";
   h.ref = cpu_forward(x0);
@@ -612,17 +607,17 @@ TEST_P(LinearRunnerGpuTest, CudaGraphCaptureAfterWarmup) {
   // Replays 2 and 3: new inputs in the same buffer.
   for (int rep = 0; rep < 2; ++rep) {
     std::vector<float> x = Uniform(kRows * widths[0], -1.0f, 1.0f, &rng);
-    CUDA_OK(cudaMemcpyAsync(dact[0].get(), x.data(), x.size() * sizeof(float),
-                            cudaMemcpyHostToDevice, s));
-    CUDA_OK(poison());
-    CUDA_OK(cudaGraphLaunch(exec, s));
-    CUDA_OK(cudaMemcpyAsync(y.data(), dact[3].get(), out_bytes, cudaMemcpyDeviceToHost, s));
-    CUDA_OK(cudaStreamSynchronize(s));
+    ASSERT_CUDA(cudaMemcpyAsync(dact[0].get(), x.data(), x.size() * sizeof(float),
+                                cudaMemcpyHostToDevice, s));
+    ASSERT_CUDA(poison());
+    ASSERT_CUDA(cudaGraphLaunch(exec, s));
+    ASSERT_CUDA(cudaMemcpyAsync(y.data(), dact[3].get(), out_bytes, cudaMemcpyDeviceToHost, s));
+    ASSERT_CUDA(cudaStreamSynchronize(s));
     h.ref = cpu_forward(x);
     Compare(c, GetParam(), h, y);
   }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  ASSERT_CUDA(cudaGraphExecDestroy(exec));
+  ASSERT_CUDA(cudaGraphDestroy(graph));
 }
 
 // A shape never run before cannot get a plan while capturing: a clear error,
@@ -634,18 +629,18 @@ TEST_P(LinearRunnerGpuTest, CaptureWithoutWarmupFailsCleanly) {
   ASSERT_TRUE(dw.Alloc(24 * 40));
   ASSERT_TRUE(dy.Alloc(100 * 40));
   const DeviceLinear layer{dw.get(), nullptr, 24, 40};
-  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  ASSERT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   const absl::Status st =
       runner_->Run(layer, dx.get(), 24, 100, Activation::kRelu, dy.get(), 40, s);
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(s, &graph);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   EXPECT_NE(std::string(st.message()).find("before capturing"), std::string::npos) << st;
-  CUDA_OK(end);
+  ASSERT_CUDA(end);
   if (graph != nullptr) {
-    CUDA_OK(cudaGraphDestroy(graph));
+    ASSERT_CUDA(cudaGraphDestroy(graph));
   }
-  CUDA_OK(cudaGetLastError());
+  ASSERT_CUDA(cudaGetLastError());
   // Outside capture the same call works.
   Case c;
   c.in = 24;

@@ -24,14 +24,6 @@
 namespace rankd::kernels::cuda {
 namespace {
 
-::testing::AssertionResult CudaOk(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << " -> " << cudaGetErrorName(err) << ": " << cudaGetErrorString(err);
-}
-#define CUDA_OK(expr) ASSERT_TRUE(CudaOk((expr), #expr))
-#define CUDA_EXPECT_OK(expr) EXPECT_TRUE(CudaOk((expr), #expr))
-
 constexpr double kTolerance = 1e-6;
 constexpr uint32_t kPoisonBits = 0xFFFFFFFFu;  // quiet NaN, what memset(0xFF) writes
 
@@ -73,28 +65,28 @@ class FinalLogitSigmoidTest : public ::testing::Test {
 
   void SetUp() override {
     int n = 0;
-    CUDA_OK(cudaGetDeviceCount(&n));
+    ASSERT_CUDA(cudaGetDeviceCount(&n));
     ASSERT_GT(n, 0) << "no GPU: this test runs on the GPU machine";
-    CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ASSERT_NO_FATAL_FAILURE(Reserve(kMaxRows, kMaxStride));
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&w_), (kMaxStride + 64) * sizeof(float)));
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&b_), 64 * sizeof(float)));
+    ASSERT_CUDA(cudaMalloc(reinterpret_cast<void**>(&w_), (kMaxStride + 64) * sizeof(float)));
+    ASSERT_CUDA(cudaMalloc(reinterpret_cast<void**>(&b_), 64 * sizeof(float)));
   }
   void TearDown() override {
     if (x_ != nullptr) {
-      CUDA_EXPECT_OK(cudaFree(x_));
+      EXPECT_CUDA(cudaFree(x_));
     }
     if (scores_ != nullptr) {
-      CUDA_EXPECT_OK(cudaFree(scores_));
+      EXPECT_CUDA(cudaFree(scores_));
     }
     if (w_ != nullptr) {
-      CUDA_EXPECT_OK(cudaFree(w_));
+      EXPECT_CUDA(cudaFree(w_));
     }
     if (b_ != nullptr) {
-      CUDA_EXPECT_OK(cudaFree(b_));
+      EXPECT_CUDA(cudaFree(b_));
     }
     if (stream_ != nullptr) {
-      CUDA_EXPECT_OK(cudaStreamDestroy(stream_));
+      EXPECT_CUDA(cudaStreamDestroy(stream_));
     }
   }
 
@@ -102,16 +94,16 @@ class FinalLogitSigmoidTest : public ::testing::Test {
   void Reserve(int64_t rows, int64_t stride) {
     if (rows * stride <= x_capacity_ && rows <= scores_capacity_) return;
     if (x_ != nullptr) {
-      CUDA_OK(cudaFree(x_));
+      ASSERT_CUDA(cudaFree(x_));
     }
     if (scores_ != nullptr) {
-      CUDA_OK(cudaFree(scores_));
+      ASSERT_CUDA(cudaFree(scores_));
     }
     x_ = scores_ = nullptr;
     x_capacity_ = rows * stride;
     scores_capacity_ = rows;
-    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&x_), (x_capacity_ + 64) * sizeof(float)));
-    CUDA_OK(
+    ASSERT_CUDA(cudaMalloc(reinterpret_cast<void**>(&x_), (x_capacity_ + 64) * sizeof(float)));
+    ASSERT_CUDA(
         cudaMalloc(reinterpret_cast<void**>(&scores_), (scores_capacity_ + 64) * sizeof(float)));
   }
 
@@ -144,21 +136,21 @@ class FinalLogitSigmoidTest : public ::testing::Test {
     float* x = x_ + c.x_off;
     float* w = w_ + c.w_off;
     const float* b = c.bias ? b_ : nullptr;
-    CUDA_OK(cudaMemcpyAsync(x, h.x.data(), h.x.size() * sizeof(float), cudaMemcpyHostToDevice,
-                            stream_));
-    CUDA_OK(cudaMemcpyAsync(w, h.w.data(), h.w.size() * sizeof(float), cudaMemcpyHostToDevice,
-                            stream_));
+    ASSERT_CUDA(cudaMemcpyAsync(x, h.x.data(), h.x.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                stream_));
+    ASSERT_CUDA(cudaMemcpyAsync(w, h.w.data(), h.w.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                stream_));
     if (c.bias) {
-      CUDA_OK(cudaMemcpyAsync(b_, h.b.data(), sizeof(float), cudaMemcpyHostToDevice, stream_));
+      ASSERT_CUDA(cudaMemcpyAsync(b_, h.b.data(), sizeof(float), cudaMemcpyHostToDevice, stream_));
     }
     // Poison the scores and one sentinel past the end.
-    CUDA_OK(cudaMemsetAsync(scores_, 0xFF, (c.rows + 1) * sizeof(float), stream_));
-    CUDA_OK(LaunchFinalLogitSigmoid(x, stride, c.rows, w, b, c.in_dim, scores_, stream_));
+    ASSERT_CUDA(cudaMemsetAsync(scores_, 0xFF, (c.rows + 1) * sizeof(float), stream_));
+    ASSERT_CUDA(LaunchFinalLogitSigmoid(x, stride, c.rows, w, b, c.in_dim, scores_, stream_));
     std::vector<float> got(c.rows + 1);
-    CUDA_OK(cudaMemcpyAsync(got.data(), scores_, got.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                            stream_));
-    CUDA_OK(cudaStreamSynchronize(stream_));
-    CUDA_OK(cudaGetLastError());
+    ASSERT_CUDA(cudaMemcpyAsync(got.data(), scores_, got.size() * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream_));
+    ASSERT_CUDA(cudaStreamSynchronize(stream_));
+    ASSERT_CUDA(cudaGetLastError());
     EXPECT_TRUE(IsPoison(got[c.rows])) << "wrote past the last row: " << got[c.rows];
     int bad = 0;
     int64_t mid = 0;
@@ -273,13 +265,13 @@ TEST_F(FinalLogitSigmoidTest, RejectsBadArgumentsAndWritesNothingForZeroRows) {
   EXPECT_EQ(LaunchFinalLogitSigmoid(x_, 4, 10, nullptr, b_, 4, scores_, stream_),
             cudaErrorInvalidValue);
   EXPECT_EQ(LaunchFinalLogitSigmoid(x_, 4, 10, w_, b_, 4, nullptr, stream_), cudaErrorInvalidValue);
-  CUDA_OK(cudaMemsetAsync(scores_, 0xFF, sizeof(float), stream_));
-  CUDA_OK(LaunchFinalLogitSigmoid(x_, 4, 0, w_, b_, 4, scores_, stream_));
+  ASSERT_CUDA(cudaMemsetAsync(scores_, 0xFF, sizeof(float), stream_));
+  ASSERT_CUDA(LaunchFinalLogitSigmoid(x_, 4, 0, w_, b_, 4, scores_, stream_));
   float s = 0.0f;
-  CUDA_OK(cudaMemcpyAsync(&s, scores_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  CUDA_OK(cudaStreamSynchronize(stream_));
+  ASSERT_CUDA(cudaMemcpyAsync(&s, scores_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  ASSERT_CUDA(cudaStreamSynchronize(stream_));
   EXPECT_TRUE(IsPoison(s));
-  CUDA_OK(cudaGetLastError());
+  ASSERT_CUDA(cudaGetLastError());
 }
 
 // Captured into a graph, a replay reads the current input.
@@ -289,31 +281,31 @@ TEST_F(FinalLogitSigmoidTest, CudaGraphReplay) {
   const float s = 3.0f / std::sqrt(static_cast<float>(kIn));
   const std::vector<float> w = Uniform(kIn, -s, s, &rng_);
   const std::vector<float> b = Uniform(1, -1.0f, 1.0f, &rng_);
-  CUDA_OK(cudaMemcpyAsync(w_, w.data(), kIn * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  CUDA_OK(cudaMemcpyAsync(b_, b.data(), sizeof(float), cudaMemcpyHostToDevice, stream_));
-  CUDA_OK(cudaStreamSynchronize(stream_));
-  CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
+  ASSERT_CUDA(cudaMemcpyAsync(w_, w.data(), kIn * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  ASSERT_CUDA(cudaMemcpyAsync(b_, b.data(), sizeof(float), cudaMemcpyHostToDevice, stream_));
+  ASSERT_CUDA(cudaStreamSynchronize(stream_));
+  ASSERT_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal));
   const cudaError_t launched =
       LaunchFinalLogitSigmoid(x_, kIn, kRows, w_, b_, kIn, scores_, stream_);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
-  CUDA_OK(launched);
-  CUDA_OK(ended);
+  ASSERT_CUDA(launched);
+  ASSERT_CUDA(ended);
   cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 2; ++rep) {
     const std::vector<float> x = Uniform(kRows * kIn, -1.0f, 1.0f, &rng_);
     std::vector<float> ref(kRows);
     LinearForward(LinearView{w.data(), b.data(), kIn, 1}, x.data(), kIn, kRows,
                   Activation::kSigmoid, ref.data(), 1);
-    CUDA_OK(
+    ASSERT_CUDA(
         cudaMemcpyAsync(x_, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
-    CUDA_OK(cudaMemsetAsync(scores_, 0xFF, kRows * sizeof(float), stream_));
-    CUDA_OK(cudaGraphLaunch(exec, stream_));
+    ASSERT_CUDA(cudaMemsetAsync(scores_, 0xFF, kRows * sizeof(float), stream_));
+    ASSERT_CUDA(cudaGraphLaunch(exec, stream_));
     std::vector<float> got(kRows);
-    CUDA_OK(cudaMemcpyAsync(got.data(), scores_, kRows * sizeof(float), cudaMemcpyDeviceToHost,
-                            stream_));
-    CUDA_OK(cudaStreamSynchronize(stream_));
+    ASSERT_CUDA(cudaMemcpyAsync(got.data(), scores_, kRows * sizeof(float), cudaMemcpyDeviceToHost,
+                                stream_));
+    ASSERT_CUDA(cudaStreamSynchronize(stream_));
     int bad = 0;
     for (int64_t r = 0; r < kRows; ++r) {
       if (!(std::fabs(static_cast<double>(got[r]) - ref[r]) <= kTolerance) && ++bad <= 5) {
@@ -323,8 +315,8 @@ TEST_F(FinalLogitSigmoidTest, CudaGraphReplay) {
     }
     EXPECT_EQ(bad, 0);
   }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  ASSERT_CUDA(cudaGraphExecDestroy(exec));
+  ASSERT_CUDA(cudaGraphDestroy(graph));
 }
 
 }  // namespace

@@ -495,16 +495,10 @@ bool ValidView(const DynamicTableView& v) {
          v.free_rows != nullptr && v.counters != nullptr && v.rows != nullptr;
 }
 
-#define RANKD_RETURN_IF_CUDA_ERROR(expr)   \
-  do {                                     \
-    const cudaError_t rankd_err_ = (expr); \
-    if (rankd_err_ != cudaSuccess) return rankd_err_; \
-  } while (0)
-
 cudaError_t Rebuild(const DynamicTableView& v, const int* flag, ull* failed,
                     cudaStream_t stream) {
   ClearSlotsKernel<<<Grid(v.num_slots(), 4096), kThreads, 0, stream>>>(v, flag);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   InsertRowsKernel<<<Grid(v.max_keys, 4096), kThreads, 0, stream>>>(v, flag, failed);
   return cudaGetLastError();
 }
@@ -523,7 +517,7 @@ cudaError_t LaunchDynamicInit(const DynamicTableView& view, const int64_t* keys,
     return cudaErrorInvalidValue;
   }
   InitRowsKernel<<<Grid(view.max_keys, 4096), kThreads, 0, stream>>>(view, keys, n);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return Rebuild(view, nullptr, U(&stats->failed), stream);
 }
 
@@ -538,8 +532,9 @@ cudaError_t LaunchDynamicErase(const DynamicTableView& view, const int64_t* keys
 cudaError_t LaunchDynamicRehash(const DynamicTableView& view, DynamicStats* stats,
                                 cudaStream_t stream) {
   if (!ValidView(view)) return cudaErrorInvalidValue;
-  RANKD_RETURN_IF_CUDA_ERROR(
-      Rebuild(view, nullptr, stats != nullptr ? U(&stats->failed) : nullptr, stream));
+  const cudaError_t rebuilt =
+      Rebuild(view, nullptr, stats != nullptr ? U(&stats->failed) : nullptr, stream);
+  if (rebuilt != cudaSuccess) return rebuilt;
   ZeroTombstonesKernel<<<1, 1, 0, stream>>>(view);
   return cudaGetLastError();
 }
@@ -557,30 +552,32 @@ cudaError_t LaunchDynamicUpsert(const DynamicTableView& view, const int64_t* key
   }
   const UpsertScratch sc = CarveScratch(scratch, view.max_keys, n);
   // State and touched flags are adjacent: one memset.
-  RANKD_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(
-      scratch, 0, AlignUp(sizeof(UpsertState)) + view.max_keys, stream));
+  const cudaError_t cleared =
+      cudaMemsetAsync(scratch, 0, AlignUp(sizeof(UpsertState)) + view.max_keys, stream);
+  if (cleared != cudaSuccess) return cleared;
   const unsigned int key_grid = Grid(n, INT_MAX);
   FindKernel<<<key_grid, kThreads, 0, stream>>>(view, keys, n, sc);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   PlanKernel<<<1, 1, 0, stream>>>(view, sc.state, stats);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   // Enough blocks to fill a 132-SM GPU at 8 blocks per SM and stream the rows.
   const unsigned int row_grid = Grid(view.max_keys, 1056);
   for (int level = 0; level < kDigits; ++level) {
     HistKernel<<<row_grid, kThreads, 0, stream>>>(view, sc, level);
-    RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
     ChooseKernel<<<1, kThreads, 0, stream>>>(sc.state, level);
-    RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
   EvictKernel<<<row_grid, kThreads, 0, stream>>>(view, sc, evicted_keys);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   DecideKernel<<<1, 1, 0, stream>>>(view, sc.state, stats);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
-  RANKD_RETURN_IF_CUDA_ERROR(Rebuild(view, &sc.state->rehash, U(&stats->failed), stream));
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const cudaError_t rebuilt = Rebuild(view, &sc.state->rehash, U(&stats->failed), stream);
+  if (rebuilt != cudaSuccess) return rebuilt;
   InsertKernel<<<key_grid, kThreads, 0, stream>>>(view, keys, n, policy, now, sc, stats);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   FinalizeKernel<<<1, 1, 0, stream>>>(view, sc.state);
-  RANKD_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   const int64_t copy_blocks = (n + kThreads / kWarp - 1) / (kThreads / kWarp);
   CopyRowsKernel<<<static_cast<unsigned int>(std::min<int64_t>(copy_blocks, 1 << 16)), kThreads, 0,
                    stream>>>(sc.dst_rows, n, static_cast<const char*>(src),

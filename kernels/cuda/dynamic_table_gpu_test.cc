@@ -39,21 +39,21 @@ using ::rankd::kernels::cuda::testing::TestSeed;
 template <typename T>
 T* DeviceAlloc(int64_t count) {
   void* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, sizeof(T) * std::max<int64_t>(count, 1)), cudaSuccess);
+  EXPECT_CUDA(cudaMalloc(&p, sizeof(T) * std::max<int64_t>(count, 1)));
   return static_cast<T*>(p);
 }
 
 template <typename T>
 void ToDevice(T* d, const T* h, int64_t count) {
   if (count > 0) {
-    EXPECT_EQ(cudaMemcpy(d, h, sizeof(T) * count, cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_CUDA(cudaMemcpy(d, h, sizeof(T) * count, cudaMemcpyHostToDevice));
   }
 }
 
 template <typename T>
 void ToHost(T* h, const T* d, int64_t count) {
   if (count > 0) {
-    EXPECT_EQ(cudaMemcpy(h, d, sizeof(T) * count, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_CUDA(cudaMemcpy(h, d, sizeof(T) * count, cudaMemcpyDeviceToHost));
   }
 }
 
@@ -78,9 +78,9 @@ class DeviceTableFixture {
     v_.free_rows = DeviceAlloc<int64_t>(like.max_keys);
     v_.counters = DeviceAlloc<DynamicTableCounters>(1);
     v_.rows = DeviceAlloc<char>(like.max_keys * like.row_bytes);
-    EXPECT_EQ(cudaMemset(v_.rows, 0x7f, like.max_keys * like.row_bytes), cudaSuccess);
+    EXPECT_CUDA(cudaMemset(v_.rows, 0x7f, like.max_keys * like.row_bytes));
     stats_ = DeviceAlloc<DynamicStats>(1);
-    EXPECT_EQ(cudaMemset(stats_, 0, sizeof(DynamicStats)), cudaSuccess);
+    EXPECT_CUDA(cudaMemset(stats_, 0, sizeof(DynamicStats)));
   }
   ~DeviceTableFixture() {
     cudaFree(v_.slot_keys);
@@ -134,7 +134,7 @@ class DeviceTableFixture {
   DynamicStats TakeStats() {
     DynamicStats s;
     ToHost(&s, stats_, 1);
-    EXPECT_EQ(cudaMemset(stats_, 0, sizeof(DynamicStats)), cudaSuccess);
+    EXPECT_CUDA(cudaMemset(stats_, 0, sizeof(DynamicStats)));
     return s;
   }
 

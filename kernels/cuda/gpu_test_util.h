@@ -17,6 +17,14 @@
 
 namespace rankd::kernels::cuda::testing {
 
+// Success for cudaSuccess, else a failure naming `what` and the error: for
+// helpers that return an AssertionResult; tests use ASSERT_CUDA / EXPECT_CUDA.
+inline ::testing::AssertionResult CudaSucceeded(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ")";
+}
+
 // Whether a CUDA device is usable (clears the error when not).
 inline bool HaveGpu() {
   int n = 0;
@@ -123,10 +131,8 @@ class DeviceArena {
 #define SKIP_WITHOUT_GPU() \
   if (!::rankd::kernels::cuda::testing::HaveGpu()) GTEST_SKIP() << "no CUDA device on this machine"
 
-#define ASSERT_CUDA(expr)                                                      \
-  do {                                                                         \
-    const cudaError_t err_ = (expr);                                           \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
-  } while (0)
+// The one way tests check a CUDA call: fatal (ASSERT_CUDA) or not (EXPECT_CUDA).
+#define ASSERT_CUDA(expr) ASSERT_TRUE(::rankd::kernels::cuda::testing::CudaSucceeded((expr), #expr))
+#define EXPECT_CUDA(expr) EXPECT_TRUE(::rankd::kernels::cuda::testing::CudaSucceeded((expr), #expr))
 
 #endif  // RANKD_KERNELS_CUDA_GPU_TEST_UTIL_H_

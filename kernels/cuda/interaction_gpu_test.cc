@@ -43,7 +43,7 @@ class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     int count = 0;
-    ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess) << "no CUDA device: this test needs a GPU";
+    ASSERT_CUDA(cudaGetDeviceCount(&count)) << "no CUDA device: this test needs a GPU";
     ASSERT_GT(count, 0);
     ASSERT_CUDA(cudaStreamCreate(&stream_));
   }

@@ -145,9 +145,9 @@ class TinyDlrmTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     int count = 0;
-    ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess) << "no CUDA device: this test needs a GPU";
+    ASSERT_CUDA(cudaGetDeviceCount(&count)) << "no CUDA device: this test needs a GPU";
     ASSERT_GT(count, 0);
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    ASSERT_CUDA(cudaStreamCreate(&stream_));
   }
   void TearDown() override {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -587,7 +587,7 @@ TEST(TinyDlrmShapeTest, SharedMemoryLimitIsTheDevices) {
   EXPECT_NE(why.find("over the device's"), std::string::npos) << why;
   EXPECT_FALSE(TinyDlrmSupported(big, 99 * 1024, &why));
   int device = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_CUDA(cudaGetDevice(&device));
   const int64_t here = MaxSharedBytesPerBlock(device);
   EXPECT_EQ(TinyDlrmSupported(big, here, &why), here >= static_cast<int64_t>(bytes)) << why;
 }
@@ -612,7 +612,7 @@ TEST(TinyDlrmShapeTest, PackRejectsMismatchedLayers) {
 
 TEST(TinyDlrmLaunchTest, ZeroRowsAndBadArguments) {
   int count = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_CUDA(cudaGetDeviceCount(&count));
   const TinyDlrmShape s = Shape(13, {8, 4}, 4, 3, {8, 1});
   TinyDlrmArgs args;
   args.rows = 0;
@@ -637,7 +637,7 @@ TEST(TinyDlrmLaunchTest, ZeroRowsAndBadArguments) {
   args.features[1].table.dim = 4;
   args.weights = buf.as<float>() + 1;  // not 16-byte aligned
   EXPECT_EQ(LaunchTinyDlrm(s, args, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_CUDA(cudaDeviceSynchronize());
 }
 
 }  // namespace

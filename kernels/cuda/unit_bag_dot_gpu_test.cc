@@ -44,7 +44,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 template <typename T>
 std::vector<T> ToHost(const T* device, size_t n) {
   std::vector<T> h(n);
-  EXPECT_EQ(cudaMemcpy(h.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_CUDA(cudaMemcpy(h.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost));
   return h;
 }
 
