@@ -6,7 +6,10 @@ Checks (docs/testing.md, "The house check"), on the files git tracks:
               (C++ / CUDA from its declaration's first line to its closing
               brace; Python from `def` to its last line)
   layering    server/ includes no CUDA header and names no kernels:: type
-              (the engine's backend factory stands between them)
+              (the engine's backend factory stands between them); in BUILD
+              files: server/ names no //engine/cuda or //kernels/cuda target,
+              tests/gpu no //bench target, loadtest/ no //protos wire target
+              (it reaches them through //client:wire_messages)
   paths       no path into the workspace's shared folder (the repository
               must build from a fresh clone)
   results     bench/results (machine-readable results the docs cite) under
@@ -35,6 +38,15 @@ CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[^">]*|cublas[^">]*|curan
                           r'kernels/cuda/[^">]*)[">]', re.M)
 KERNELS_NAME = re.compile(r"\bkernels::")
 SHARED_PATH = ".." + "/shared"  # spelled in two parts so that this file passes
+# BUILD-file edges the folder table of docs/architecture.md rules out:
+# (folder prefix, a label it must not name, why).
+FORBIDDEN_DEPS = [
+    ("server/", re.compile(r'"//(engine|kernels)/cuda[:/"]'),
+     "the CUDA backend goes through engine/gpu"),
+    ("tests/gpu/", re.compile(r'"//bench[:/"]'), "tests do not depend on benchmarks"),
+    ("loadtest/", re.compile(r'"//protos:(ranking|grpc_predict_v2|model_control|health)_cc_grpc"'),
+     "the wire protos come through //client:wire_messages"),
+]
 
 
 def strip_cpp(text):
@@ -162,6 +174,11 @@ def check_tree(root):
             continue
         if SHARED_PATH in text:
             findings.append(f"paths: {path}: names {SHARED_PATH}")
+        if os.path.basename(path) == "BUILD":
+            for prefix, label, why in FORBIDDEN_DEPS:
+                m = label.search(text) if path.startswith(prefix) else None
+                if m:
+                    findings.append(f"layering: {path}: names {m.group(0)} ({why})")
         if path.startswith("server/") and path.endswith(CPP_SUFFIXES):
             m = CUDA_INCLUDE.search(text)
             if m:

@@ -32,7 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bench/gpu/tiny_dlrm_host.h"
+#include "engine/cuda/testing/tiny_dlrm_host.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/generator/model_generator.h"
 #include "engine/model/model_loader.h"
@@ -55,6 +55,9 @@ namespace rankd::bench {
 namespace {
 
 using engine::Model;
+using engine::cuda::CudaStatus;
+using engine::cuda::testing::TinyDlrmDeviceBatch;
+using engine::cuda::testing::TinyDlrmDeviceModel;
 
 #define RETURN_IF_ERROR(expr)            \
   do {                                   \

@@ -1,5 +1,5 @@
 // The fused tiny-DLRM kernel (kernels/cuda/tiny_dlrm.h, through the host
-// packing of bench/gpu/tiny_dlrm_host.h) against the CPU engine, the
+// packing of engine/cuda/testing/tiny_dlrm_host.h) against the CPU engine, the
 // project's reference, on MakeRandomModel models: mini-like shapes with 3, 8
 // and 16 tables, fp32 / fp16 / bf16 rows, SUM / MEAN / MAX, weighted bags,
 // DYNAMIC tables, unresolved ids with default vectors, request-level (shared)
@@ -16,13 +16,14 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "bench/gpu/tiny_dlrm_host.h"
 #include "engine/batch_stats.h"
 #include "engine/cpu/cpu_engine.h"
+#include "engine/cuda/testing/tiny_dlrm_host.h"
 #include "engine/model/model.h"
 #include "engine/request.h"
 #include "engine/testing/test_models.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/gpu_test_util.h"
 #include "kernels/cuda/tiny_dlrm.h"
 
 namespace rankd {
@@ -62,9 +63,9 @@ class TinyDlrmEngineTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     int count = 0;
-    ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess) << "no CUDA device: this test needs a GPU";
+    ASSERT_CUDA(cudaGetDeviceCount(&count)) << "no CUDA device: this test needs a GPU";
     ASSERT_GT(count, 0);
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    ASSERT_CUDA(cudaStreamCreate(&stream_));
   }
   void TearDown() override {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -75,7 +76,7 @@ class TinyDlrmEngineTest : public ::testing::TestWithParam<Case> {
 TEST_P(TinyDlrmEngineTest, MatchesCpuEngine) {
   const Case& c = GetParam();
   std::shared_ptr<const engine::Model> model = MakeRandomModel(c.model);
-  auto dm = bench::TinyDlrmDeviceModel::Create(model);
+  auto dm = engine::cuda::testing::TinyDlrmDeviceModel::Create(model);
   ASSERT_TRUE(dm.ok()) << dm.status();
   engine::CpuEngine::Options options;
   options.num_threads = 2;
@@ -111,7 +112,7 @@ TEST_P(TinyDlrmEngineTest, MatchesCpuEngine) {
     engine::BatchStats stats;
     ASSERT_TRUE((*cpu)->ScoreBatch(batch, spans, &stats).ok());
 
-    auto dev = bench::TinyDlrmDeviceBatch::Create(**dm, batch);
+    auto dev = engine::cuda::testing::TinyDlrmDeviceBatch::Create(**dm, batch);
     ASSERT_TRUE(dev.ok()) << dev.status();
     ASSERT_TRUE((*dev)->Reset(stream_).ok());
     const absl::Status launched = (*dev)->Launch(stream_);
@@ -246,11 +247,11 @@ INSTANTIATE_TEST_SUITE_P(Models, TinyDlrmEngineTest, ::testing::ValuesIn(Cases()
 TEST(TinyDlrmShapeOfTest, RejectsWhatTheKernelCannotRun) {
   RandomModelSpec dcn = Mini(3);
   dcn.interaction = rankd::v1::DCN_V2;
-  EXPECT_FALSE(bench::TinyDlrmShapeOf(*MakeRandomModel(dcn)).ok());
+  EXPECT_FALSE(engine::cuda::testing::TinyDlrmShapeOf(*MakeRandomModel(dcn)).ok());
   RandomModelSpec wide = Mini(3);
   wide.top = {128};
-  EXPECT_FALSE(bench::TinyDlrmShapeOf(*MakeRandomModel(wide)).ok());
-  auto mini = bench::TinyDlrmShapeOf(*MakeRandomModel(Mini(3)));
+  EXPECT_FALSE(engine::cuda::testing::TinyDlrmShapeOf(*MakeRandomModel(wide)).ok());
+  auto mini = engine::cuda::testing::TinyDlrmShapeOf(*MakeRandomModel(Mini(3)));
   ASSERT_TRUE(mini.ok()) << mini.status();
   EXPECT_EQ(mini->interaction_width(), 10);
 }

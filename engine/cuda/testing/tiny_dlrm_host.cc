@@ -1,4 +1,4 @@
-#include "bench/gpu/tiny_dlrm_host.h"
+#include "engine/cuda/testing/tiny_dlrm_host.h"
 
 #include <cuda_runtime_api.h>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_worker.h"
 
-namespace rankd::bench {
+namespace rankd::engine::cuda::testing {
 
 using kernels::cuda::DeviceTable;
 using kernels::cuda::TinyDlrmArgs;
@@ -222,4 +222,4 @@ absl::StatusOr<std::vector<int64_t>> TinyDlrmDeviceBatch::UnresolvedPerTable(
   return per_table;
 }
 
-}  // namespace rankd::bench
+}  // namespace rankd::engine::cuda::testing

@@ -4,8 +4,8 @@
 // kernel reads them (per-candidate bags; request-level bags expanded to every
 // candidate). Used by bench/gpu/tiny_bench and tests/gpu; the CUDA engine's
 // worker does the same packing in its own arena.
-#ifndef RANKD_BENCH_GPU_TINY_DLRM_HOST_H_
-#define RANKD_BENCH_GPU_TINY_DLRM_HOST_H_
+#ifndef RANKD_ENGINE_CUDA_TESTING_TINY_DLRM_HOST_H_
+#define RANKD_ENGINE_CUDA_TESTING_TINY_DLRM_HOST_H_
 
 #include <cuda_runtime_api.h>
 
@@ -22,23 +22,19 @@
 #include "engine/request.h"
 #include "kernels/cuda/tiny_dlrm.h"
 
-namespace rankd::bench {
-
-// CUDA errors as statuses and owned device memory: the CUDA backend's own.
-using engine::cuda::CudaStatus;
-using engine::cuda::DeviceBuffer;
+namespace rankd::engine::cuda::testing {
 
 // The fused kernel's shape for `model`, or why it does not fit (not DOT,
 // tables of different dims, over the kernel's limits, ...).
-absl::StatusOr<kernels::cuda::TinyDlrmShape> TinyDlrmShapeOf(const engine::Model& model);
+absl::StatusOr<kernels::cuda::TinyDlrmShape> TinyDlrmShapeOf(const Model& model);
 
 // A model's packed MLP weights and its tables on the current device.
 class TinyDlrmDeviceModel {
  public:
   static absl::StatusOr<std::unique_ptr<TinyDlrmDeviceModel>> Create(
-      std::shared_ptr<const engine::Model> model);
+      std::shared_ptr<const Model> model);
 
-  const engine::Model& model() const { return *model_; }
+  const Model& model() const { return *model_; }
   const kernels::cuda::TinyDlrmShape& shape() const { return shape_; }
   const float* weights() const { return weights_.as<float>(); }
   // Table of feature f (device pointers inside).
@@ -46,7 +42,7 @@ class TinyDlrmDeviceModel {
 
  private:
   TinyDlrmDeviceModel() = default;
-  std::shared_ptr<const engine::Model> model_;
+  std::shared_ptr<const Model> model_;
   kernels::cuda::TinyDlrmShape shape_;
   DeviceBuffer weights_;
   std::vector<DeviceBuffer> buffers_;
@@ -58,7 +54,7 @@ class TinyDlrmDeviceModel {
 class TinyDlrmDeviceBatch {
  public:
   static absl::StatusOr<std::unique_ptr<TinyDlrmDeviceBatch>> Create(
-      const TinyDlrmDeviceModel& model, absl::Span<const engine::Request* const> requests);
+      const TinyDlrmDeviceModel& model, absl::Span<const Request* const> requests);
 
   int64_t rows() const { return args_.rows; }
   // Launch arguments (device pointers; scores and counters owned here).
@@ -83,6 +79,6 @@ class TinyDlrmDeviceBatch {
   DeviceBuffer unresolved_;
 };
 
-}  // namespace rankd::bench
+}  // namespace rankd::engine::cuda::testing
 
-#endif  // RANKD_BENCH_GPU_TINY_DLRM_HOST_H_
+#endif  // RANKD_ENGINE_CUDA_TESTING_TINY_DLRM_HOST_H_
