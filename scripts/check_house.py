@@ -10,6 +10,9 @@ Checks (docs/testing.md, "The house check"), on the files git tracks:
               files: server/ names no //engine/cuda or //kernels/cuda target,
               tests/gpu no //bench target, loadtest/ no //protos wire target
               (it reaches them through //client:wire_messages)
+  cuda errors only kernels/cuda/cuda_status.h words a CUDA error (calls
+              cudaGetErrorString / cudaGetErrorName): every other file goes
+              through CudaErrorText / CudaStatus
   paths       no path into the workspace's shared folder (the repository
               must build from a fresh clone)
   results     bench/results (machine-readable results the docs cite) under
@@ -37,6 +40,8 @@ EXEMPT = re.compile(r"(^|/)(tests|testing)/|_test\.(cc|py)$|^bench/|_pb2(_grpc)?
 CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](cuda[^">]*|cublas[^">]*|curand[^">]*|'
                           r'kernels/cuda/[^">]*)[">]', re.M)
 KERNELS_NAME = re.compile(r"\bkernels::")
+CUDA_ERROR_WORDING = re.compile(r"\bcudaGetError(String|Name)\b")
+CUDA_ERROR_HELPER = "kernels/cuda/cuda_status.h"
 SHARED_PATH = ".." + "/shared"  # spelled in two parts so that this file passes
 # BUILD-file edges the folder table of docs/architecture.md rules out:
 # (folder prefix, a label it must not name, why).
@@ -185,6 +190,11 @@ def check_tree(root):
                 findings.append(f"layering: {path}: includes {m.group(1)}")
             if KERNELS_NAME.search(strip_cpp(text)):
                 findings.append(f"layering: {path}: names a kernels:: type")
+        if path.endswith(CPP_SUFFIXES) and path != CUDA_ERROR_HELPER:
+            m = CUDA_ERROR_WORDING.search(strip_cpp(text))
+            if m:
+                findings.append(f"cuda errors: {path}: calls {m.group(0)} "
+                                f"(word CUDA errors through {CUDA_ERROR_HELPER})")
         if EXEMPT.search(path):
             continue
         if path.endswith(CPP_SUFFIXES):
@@ -252,7 +262,7 @@ def main():
         print("house: FAIL the check's own self test")
         return 1
     findings = check_tree(os.path.abspath(args.root))
-    print("\n".join(findings) if findings else "house: functions, layering, paths, results: ok")
+    print("\n".join(findings) if findings else "house: functions, layering, cuda errors, paths, results: ok")
     if findings:
         print(f"house: FAIL {len(findings)} finding(s)")
         return 1

@@ -1,8 +1,8 @@
-// CHECK_CUDA for the GPU benchmarks: a failing CUDA call prints where and why
-// and exits with status 2 (a benchmark has nothing to recover). Served code
-// returns statuses instead (engine/cuda/cuda_util.h, CudaStatus and
-// RANKD_RETURN_IF_CUDA_ERROR); tests assert (kernels/cuda/gpu_test_util.h,
-// ASSERT_CUDA).
+// CHECK_CUDA for the GPU benchmarks: a failing CUDA call prints where, the
+// call and the error (worded by kernels/cuda/cuda_status.h like everywhere
+// else) and exits with status 2: a benchmark has nothing to recover. Served
+// code returns the status instead (RANKD_RETURN_IF_CUDA_ERROR); tests assert
+// (ASSERT_CUDA, kernels/cuda/gpu_test_util.h).
 #ifndef RANKD_BENCH_GPU_CHECK_CUDA_H_
 #define RANKD_BENCH_GPU_CHECK_CUDA_H_
 
@@ -11,14 +11,22 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK_CUDA(expr)                                                                      \
-  do {                                                                                        \
-    const cudaError_t check_cuda_err_ = (expr);                                               \
-    if (check_cuda_err_ != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,                      \
-                   cudaGetErrorString(check_cuda_err_));                                      \
-      std::exit(2);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "absl/status/status.h"
+#include "kernels/cuda/cuda_status.h"
+
+namespace rankd::bench {
+
+// Prints "<file>:<line>: <status message>" and exits with 2 unless `s` is OK.
+inline void ExitUnlessOk(const absl::Status& s, const char* file, int line) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "%s:%d: %s\n", file, line, std::string(s.message()).c_str());
+  std::exit(2);
+}
+
+}  // namespace rankd::bench
+
+#define CHECK_CUDA(expr)                                                                     \
+  ::rankd::bench::ExitUnlessOk(::rankd::kernels::cuda::CudaStatus((expr), #expr), __FILE__, \
+                               __LINE__)
 
 #endif  // RANKD_BENCH_GPU_CHECK_CUDA_H_

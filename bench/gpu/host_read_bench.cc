@@ -97,9 +97,9 @@ HostBuffer Allocate(const std::string& kind, int64_t bytes) {
     props.handleTypes = cudaMemHandleTypeNone;
     props.location.type = kind == "pool" ? cudaMemLocationTypeHost : cudaMemLocationTypeHostNuma;
     props.location.id = 0;
-    if (cudaMemPoolCreate(&b.pool, &props) != cudaSuccess) {
+    if (const cudaError_t err = cudaMemPoolCreate(&b.pool, &props); err != cudaSuccess) {
       std::printf("  %s: cudaMemPoolCreate failed: %s\n", kind.c_str(),
-                  cudaGetErrorString(cudaGetLastError()));
+                  kernels::cuda::CudaErrorText(err).c_str());
       return HostBuffer{};
     }
     cudaMemAccessDesc desc = {};
@@ -107,11 +107,12 @@ HostBuffer Allocate(const std::string& kind, int64_t bytes) {
     desc.location.id = 0;
     desc.flags = cudaMemAccessFlagsProtReadWrite;
     void* p = nullptr;
-    if (cudaMemPoolSetAccess(b.pool, &desc, 1) != cudaSuccess ||
-        cudaMallocFromPoolAsync(&p, bytes, b.pool, 0) != cudaSuccess ||
-        cudaStreamSynchronize(0) != cudaSuccess) {
+    cudaError_t err = cudaMemPoolSetAccess(b.pool, &desc, 1);
+    if (err == cudaSuccess) err = cudaMallocFromPoolAsync(&p, bytes, b.pool, 0);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(0);
+    if (err != cudaSuccess) {
       std::printf("  %s: pool allocation of %lld bytes failed: %s\n", kind.c_str(),
-                  static_cast<long long>(bytes), cudaGetErrorString(cudaGetLastError()));
+                  static_cast<long long>(bytes), kernels::cuda::CudaErrorText(err).c_str());
       cudaMemPoolDestroy(b.pool);
       return HostBuffer{};
     }

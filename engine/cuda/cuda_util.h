@@ -1,5 +1,6 @@
-// Small CUDA helpers for engine/cuda: errors as absl::Status, and owning
-// device / pinned-host buffers. Every CUDA call in engine/cuda is checked.
+// Small CUDA helpers for engine/cuda: chunked copies and owning device /
+// pinned-host buffers. Every CUDA call in engine/cuda is checked, its error an
+// absl::Status through kernels/cuda/cuda_status.h.
 #ifndef RANKD_ENGINE_CUDA_CUDA_UTIL_H_
 #define RANKD_ENGINE_CUDA_CUDA_UTIL_H_
 
@@ -10,23 +11,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace rankd::engine::cuda {
 
-inline absl::Status CudaStatus(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  const absl::StatusCode code = err == cudaErrorMemoryAllocation
-                                    ? absl::StatusCode::kResourceExhausted
-                                    : absl::StatusCode::kInternal;
-  return absl::Status(code, absl::StrCat(what, ": ", cudaGetErrorName(err), " (",
-                                         cudaGetErrorString(err), ")"));
-}
-
-#define RANKD_RETURN_IF_CUDA_ERROR(expr, what)                              \
-  do {                                                                      \
-    const absl::Status rankd_s_ = ::rankd::engine::cuda::CudaStatus((expr), (what)); \
-    if (!rankd_s_.ok()) return rankd_s_;                                   \
-  } while (0)
+// CUDA errors are worded and turned into statuses by the kernels layer's
+// helper (kernels/cuda/cuda_status.h, which also defines
+// RANKD_RETURN_IF_CUDA_ERROR).
+using ::rankd::kernels::cuda::CudaStatus;
 
 // A synchronous cudaMemcpy in chunks of `chunk_bytes`. A load copies tables
 // of hundreds of MB while other model versions serve on the same GPU; one

@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/types.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace rankd::kernels::cuda {
 namespace {
@@ -154,10 +155,6 @@ std::string StatusText(const CublasLtApi& api, cublasStatus_t s) {
     if (str != nullptr && *str != '\0') absl::StrAppend(&text, " (", str, ")");
   }
   return text;
-}
-
-std::string CudaText(cudaError_t e) {
-  return absl::StrCat(cudaGetErrorName(e), ": ", cudaGetErrorString(e));
 }
 
 const char* ActName(Activation act) {
@@ -377,7 +374,7 @@ absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(MathMode mode
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear it: it is reported here
     return absl::FailedPreconditionError(
-        absl::StrCat("LinearRunner: no usable CUDA device (cudaGetDevice: ", CudaText(err), ")"));
+        absl::StrCat("LinearRunner: no usable CUDA device (cudaGetDevice: ", CudaErrorText(err), ")"));
   }
 
   std::unique_ptr<LinearRunner> runner(new LinearRunner(mode));
@@ -396,7 +393,7 @@ absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(MathMode mode
       cudaGetLastError();
       return absl::ResourceExhaustedError(
           absl::StrCat("LinearRunner: cudaMalloc of a ", workspace_bytes,
-                       "-byte cuBLASLt workspace on device ", device, ": ", CudaText(err)));
+                       "-byte cuBLASLt workspace on device ", device, ": ", CudaErrorText(err)));
     }
   }
   impl.workspace_bytes = workspace_bytes;
@@ -492,7 +489,7 @@ absl::Status LinearRunner::RunOperands(const Operands& op, cudaStream_t stream) 
     if (err != cudaSuccess) {
       cudaGetLastError();
       return absl::InternalError(absl::StrCat("LinearRunner::Run: cudaStreamIsCapturing for ",
-                                              Describe(key, mode_), ": ", CudaText(err)));
+                                              Describe(key, mode_), ": ", CudaErrorText(err)));
     }
     if (capture != cudaStreamCaptureStatusNone) {
       return absl::FailedPreconditionError(absl::StrCat(

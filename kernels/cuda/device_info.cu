@@ -4,6 +4,8 @@
 
 #include <atomic>
 
+#include "kernels/cuda/cuda_status.h"
+
 namespace rankd::kernels::cuda {
 namespace {
 
@@ -30,7 +32,7 @@ std::string KernelImageProblem(int device, const cudaDeviceProp& prop) {
            "): this binary has no kernel image for it (built for compute " + BuiltCudaArchs() +
            "; build with --config=portable); ";
   }
-  return "device " + std::to_string(device) + ": " + cudaGetErrorString(err) + "; ";
+  return "device " + std::to_string(device) + ": " + CudaErrorText(err) + "; ";
 }
 
 }  // namespace
@@ -66,7 +68,7 @@ DeviceQuery QueryDevices() {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     // No device / no driver is the normal case on CPU machines, not an error.
-    q.note = cudaGetErrorString(err);
+    q.note = CudaErrorText(err);
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return q;
   }
@@ -74,7 +76,7 @@ DeviceQuery QueryDevices() {
     cudaDeviceProp prop;
     err = cudaGetDeviceProperties(&prop, d);
     if (err != cudaSuccess) {
-      q.note += "device " + std::to_string(d) + ": " + cudaGetErrorString(err) + "; ";
+      q.note += "device " + std::to_string(d) + ": " + CudaErrorText(err) + "; ";
       continue;
     }
     const std::string problem = KernelImageProblem(d, prop);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace rankd::kernels::cuda::testing {
 
@@ -21,8 +22,7 @@ namespace rankd::kernels::cuda::testing {
 // helpers that return an AssertionResult; tests use ASSERT_CUDA / EXPECT_CUDA.
 inline ::testing::AssertionResult CudaSucceeded(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": " << cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ")";
+  return ::testing::AssertionFailure() << what << ": " << CudaErrorText(err);
 }
 
 // Whether a CUDA device is usable (clears the error when not).
