@@ -44,6 +44,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/gpu/check_cuda.h"
 #include "bench/gpu/device_array.h"
+#include "bench/gpu/event_timer.h"
 #include "bench/median.h"
 #include "engine/cuda/cuda_worker.h"
 #include "engine/cuda/embedding_cache.h"
@@ -234,9 +235,7 @@ int main(int argc, char** argv) {
   }
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
+  rankd::bench::EventTimer timer;
 
   std::vector<rkc::DeviceTable> tables(26);
   int64_t host_offset = 0;
@@ -274,12 +273,8 @@ int main(int argc, char** argv) {
     unsigned long long reads = 0, rows_read = 0;
     for (int i = 0; i < absl::GetFlag(FLAGS_iters) + 2; ++i) {
       CHECK_CUDA(cudaMemsetAsync(counters, 0, 3 * 26 * 8, stream));
-      CHECK_CUDA(cudaEventRecord(e0, stream));
-      CHECK_CUDA(rkc::LaunchPooledLookup(args, d_prefix, stream));
-      CHECK_CUDA(cudaEventRecord(e1, stream));
-      CHECK_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      const double ms =
+          timer.Ms(stream, [&] { CHECK_CUDA(rkc::LaunchPooledLookup(args, d_prefix, stream)); });
       if (i >= 2) us.push_back(ms * 1000.0);
       std::vector<unsigned long long> c(52);
       CHECK_CUDA(cudaMemcpy(c.data(), counters + 26, 52 * 8, cudaMemcpyDeviceToHost));

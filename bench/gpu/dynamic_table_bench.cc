@@ -33,6 +33,7 @@
 #include "absl/flags/parse.h"
 #include "bench/gpu/check_cuda.h"
 #include "bench/gpu/device_array.h"
+#include "bench/gpu/event_timer.h"
 #include "bench/median.h"
 #include "kernels/cpu/dynamic_table.h"
 #include "kernels/cpu/hash_table.h"
@@ -65,18 +66,7 @@ namespace rkc = rankd::kernels::cuda;
 // Milliseconds of what `launch` enqueues on `stream`.
 template <typename Launch>
 double TimeOnceMs(cudaStream_t stream, Launch&& launch) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  CHECK_CUDA(cudaEventRecord(a, stream));
-  launch();
-  CHECK_CUDA(cudaEventRecord(b, stream));
-  CHECK_CUDA(cudaEventSynchronize(b));
-  float ms = 0;
-  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
-  CHECK_CUDA(cudaEventDestroy(a));
-  CHECK_CUDA(cudaEventDestroy(b));
-  return ms;
+  return rankd::bench::EventTimer().Ms(stream, launch);
 }
 
 template <typename Launch>

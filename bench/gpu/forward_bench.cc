@@ -35,6 +35,7 @@
 #include "absl/synchronization/barrier.h"
 #include "bench/bench_input.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/gpu/event_timer.h"
 #include "bench/median.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/batch_stats.h"
@@ -300,21 +301,15 @@ int main(int argc, char** argv) {
   }
 
   cudaStream_t stream = probe.stream();
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
+  rankd::bench::EventTimer timer;
   std::vector<double> fwd;
   for (int i = 0; i < absl::GetFlag(FLAGS_warmup) + absl::GetFlag(FLAGS_iters); ++i) {
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    absl::Status s = probe.ReplayLastForward();
+    absl::Status s;
+    const double ms = timer.Ms(stream, [&] { s = probe.ReplayLastForward(); });
     if (!s.ok()) {
       std::cerr << s << "\n";
       return 2;
     }
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
     if (i >= absl::GetFlag(FLAGS_warmup)) fwd.push_back(ms * 1000.0);
   }
   std::vector<double> exec;

@@ -37,6 +37,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "bench/gpu/check_cuda.h"
+#include "bench/gpu/event_timer.h"
 #include "kernels/cuda/embedding_cache.h"
 
 ABSL_FLAG(std::string, kinds, "thp,nothp,hostalloc,hugetlb,pool,poolnuma", "allocation kinds");
@@ -99,7 +100,7 @@ HostBuffer Allocate(const std::string& kind, int64_t bytes) {
     props.location.id = 0;
     if (const cudaError_t err = cudaMemPoolCreate(&b.pool, &props); err != cudaSuccess) {
       std::printf("  %s: cudaMemPoolCreate failed: %s\n", kind.c_str(),
-                  kernels::cuda::CudaErrorText(err).c_str());
+                  rankd::kernels::cuda::CudaErrorText(err).c_str());
       return HostBuffer{};
     }
     cudaMemAccessDesc desc = {};
@@ -112,7 +113,7 @@ HostBuffer Allocate(const std::string& kind, int64_t bytes) {
     if (err == cudaSuccess) err = cudaStreamSynchronize(0);
     if (err != cudaSuccess) {
       std::printf("  %s: pool allocation of %lld bytes failed: %s\n", kind.c_str(),
-                  static_cast<long long>(bytes), kernels::cuda::CudaErrorText(err).c_str());
+                  static_cast<long long>(bytes), rankd::kernels::cuda::CudaErrorText(err).c_str());
       cudaMemPoolDestroy(b.pool);
       return HostBuffer{};
     }
@@ -211,9 +212,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMemcpy(d_slots, slots.data(), n * 4, cudaMemcpyHostToDevice));
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
+  rankd::bench::EventTimer timer;
 
   std::vector<std::string> table;
   for (absl::string_view kind_view :
@@ -241,14 +240,11 @@ int main(int argc, char** argv) {
         for (const int max_blocks : block_caps) {
           std::vector<float> ms;
           for (int i = 0; i < absl::GetFlag(FLAGS_iters) + 1; ++i) {
-            CHECK_CUDA(cudaEventRecord(e0, stream));
-            CHECK_CUDA(rankd::kernels::cuda::LaunchFillCacheRows(
-                b.device, num_rows, row_bytes, d_rows, d_slots, n, d_out, n, stream, max_blocks));
-            CHECK_CUDA(cudaEventRecord(e1, stream));
-            CHECK_CUDA(cudaEventSynchronize(e1));
-            float t = 0;
-            CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-            if (i > 0) ms.push_back(t);
+            const double t = timer.Ms(stream, [&] {
+              CHECK_CUDA(rankd::kernels::cuda::LaunchFillCacheRows(
+                  b.device, num_rows, row_bytes, d_rows, d_slots, n, d_out, n, stream, max_blocks));
+            });
+            if (i > 0) ms.push_back(static_cast<float>(t));
           }
           std::sort(ms.begin(), ms.end());
           const double med = ms[ms.size() / 2] * 1e-3;

@@ -32,6 +32,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/gpu/event_timer.h"
 #include "engine/cuda/testing/tiny_dlrm_host.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/generator/model_generator.h"
@@ -114,29 +115,6 @@ double Percentile(std::vector<float> v, double q) {
   return v[i];
 }
 
-class Events {
- public:
-  Events() {
-    cudaEventCreate(&start_);
-    cudaEventCreate(&stop_);
-  }
-  ~Events() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  cudaEvent_t start() const { return start_; }
-  cudaEvent_t stop() const { return stop_; }
-  absl::StatusOr<float> ElapsedUs() const {
-    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop_), "event sync"));
-    float ms = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, start_, stop_), "event time"));
-    return ms * 1000.0f;
-  }
-
- private:
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
 // One way of launching, timed (us): each launch alone (median, p10, p90)
 // and per launch of a back-to-back run.
 struct Timing {
@@ -155,15 +133,13 @@ struct Row {
 // Times fn(i) bracketed by events, `iters` times; returns the samples (us).
 template <typename Fn>
 absl::StatusOr<std::vector<float>> TimeEach(cudaStream_t stream, int iters, Fn fn) {
-  Events ev;
+  rankd::bench::EventTimer timer;
   std::vector<float> us;
   for (int i = 0; i < iters; ++i) {
-    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.start(), stream), "event record"));
-    RETURN_IF_ERROR(fn(i));
-    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.stop(), stream), "event record"));
-    absl::StatusOr<float> t = ev.ElapsedUs();
-    if (!t.ok()) return t.status();
-    us.push_back(*t);
+    absl::Status s;
+    const double ms = timer.Ms(stream, [&] { s = fn(i); });
+    RETURN_IF_ERROR(s);
+    us.push_back(static_cast<float>(ms * 1000.0));
   }
   return us;
 }
@@ -171,13 +147,12 @@ absl::StatusOr<std::vector<float>> TimeEach(cudaStream_t stream, int iters, Fn f
 // Per-launch time of `iters` back-to-back calls of fn.
 template <typename Fn>
 absl::StatusOr<double> TimeBackToBack(cudaStream_t stream, int iters, Fn fn) {
-  Events ev;
-  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.start(), stream), "event record"));
-  for (int i = 0; i < iters; ++i) RETURN_IF_ERROR(fn(i));
-  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ev.stop(), stream), "event record"));
-  absl::StatusOr<float> t = ev.ElapsedUs();
-  if (!t.ok()) return t.status();
-  return *t / iters;
+  absl::Status s;
+  const double ms = rankd::bench::EventTimer().Ms(stream, [&] {
+    for (int i = 0; i < iters && s.ok(); ++i) s = fn(i);
+  });
+  RETURN_IF_ERROR(s);
+  return ms * 1000.0 / iters;
 }
 
 // fn(i) `warmup` times untimed, then timed by TimeEach and TimeBackToBack,
