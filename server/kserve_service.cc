@@ -153,11 +153,7 @@ void KServeService::RunInfer(InferCall* call, grpc::ByteBuffer* request_wire,
   ServedVersion* served = call->served.get();
   absl::Status converted;
   {
-    // Validation looks keys up in dynamic tables (id_policy ERROR): not while
-    // an update rewrites their hash slots.
-    engine::LiveTables* live = served->live_tables();
-    engine::LiveTables::BatchScope tables(
-        live != nullptr && live->validation_reads_tables() ? live : nullptr);
+    auto tables = engine::LiveTables::ValidationScope(served->live_tables());
     converted = ToEngineRequest(served->instance().model(), req, limits_, &call->view);
   }
   if (!converted.ok()) {

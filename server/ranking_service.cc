@@ -96,11 +96,7 @@ void RankingService::RunScore(ScoreCall* call, grpc::ByteBuffer* request_wire,
   ServedVersion* served = call->served.get();
   absl::StatusOr<engine::Request> view;
   {
-    // Validation looks keys up in dynamic tables (id_policy ERROR): not while
-    // an update rewrites their hash slots.
-    engine::LiveTables* live = served->live_tables();
-    engine::LiveTables::BatchScope tables(
-        live != nullptr && live->validation_reads_tables() ? live : nullptr);
+    auto tables = engine::LiveTables::ValidationScope(served->live_tables());
     view = ToEngineRequest(served->instance().model(), req, limits_);
   }
   if (!view.ok()) {

@@ -103,6 +103,14 @@ class LiveTables {
     LiveTables* const live_;
   };
 
+  // The scope a request's validation holds: `live`'s shared gate when its
+  // validation reads table contents (validation_reads_tables: keys looked up
+  // in a DYNAMIC table must not move under it), else none. `live` may be
+  // null (a version without live tables).
+  static BatchScope ValidationScope(LiveTables* live) {
+    return BatchScope(live != nullptr && live->validation_reads_tables() ? live : nullptr);
+  }
+
   // The outcome of one Apply.
   struct Applied {
     bool duplicate = false;  // skipped: its sequence was already applied

@@ -341,6 +341,49 @@ class RecordingStore final : public TableStore {
   const bool fail_commit_;
 };
 
+// Applies one new row to table 0 of `live` on another thread while the
+// request-validation scope of `live` is held; returns whether the Apply
+// finished while the scope was still held (within `wait`).
+bool ApplyFinishesUnderValidationScope(LiveTables* live, absl::Duration wait) {
+  const std::vector<int64_t> ids = {4242};
+  const std::vector<float> rows = Filled(1, 1.0f);
+  absl::Notification applied;
+  std::thread writer;
+  bool finished_under_scope = false;
+  {
+    auto scope = LiveTables::ValidationScope(live);
+    writer = std::thread([&] {
+      auto result = live->Apply({0, ids, Bytes(rows), {}}, {});
+      EXPECT_TRUE(result.ok()) << result.status();
+      applied.Notify();
+    });
+    finished_under_scope = applied.WaitForNotificationWithTimeout(wait);
+  }
+  writer.join();
+  return finished_under_scope;
+}
+
+TEST(LiveTablesTest, ValidationScopeHoldsTheGateOnlyWhenValidationReadsTables) {
+  // A DYNAMIC table refusing unknown keys: validation looks keys up, so an
+  // update must wait until the request's validation is done.
+  auto reading = DynamicModel(8, 16, rankd::v1::LRU);
+  reading->tables[0].id_policy = rankd::v1::ERROR;
+  auto reading_live = Live(reading);
+  ASSERT_TRUE(reading_live->validation_reads_tables());
+  EXPECT_FALSE(ApplyFinishesUnderValidationScope(reading_live.get(), absl::Milliseconds(200)));
+  EXPECT_TRUE(Stored(*reading, 4242));  // applied once the scope ended
+
+  // Unknown keys pool the default vector: validation reads no table, and
+  // updates go on while requests are validated.
+  auto zero = DynamicModel(8, 16, rankd::v1::LRU);
+  auto zero_live = Live(zero);
+  ASSERT_FALSE(zero_live->validation_reads_tables());
+  EXPECT_TRUE(ApplyFinishesUnderValidationScope(zero_live.get(), absl::Seconds(60)));
+
+  // A version without live tables: no gate to take.
+  auto none = LiveTables::ValidationScope(nullptr);
+}
+
 TEST(LiveTablesTest, StagesAndWaitsOutsideTheGateCommitsInStoreOrder) {
   auto model = StaticModel();
   std::vector<std::string> log;

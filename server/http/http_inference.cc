@@ -194,11 +194,7 @@ void HttpInference::KServeInfer(const httplib::Request& req, httplib::Response& 
   call.version = call.served->version();
   KServeRequest view;
   {
-    // Validation looks keys up in dynamic tables (id_policy ERROR): not while
-    // an update rewrites their hash slots.
-    engine::LiveTables* live = call.served->live_tables();
-    engine::LiveTables::BatchScope tables(
-        live != nullptr && live->validation_reads_tables() ? live : nullptr);
+    auto tables = engine::LiveTables::ValidationScope(call.served->live_tables());
     s = ToEngineRequest(call.served->instance().model(), infer, options_.limits, &view);
   }
   if (!s.ok()) return Finish(&call, s, res);
@@ -265,9 +261,7 @@ void HttpInference::NativeScore(const httplib::Request& req, httplib::Response& 
   call.version = call.served->version();
   absl::StatusOr<engine::Request> view;
   {
-    engine::LiveTables* live = call.served->live_tables();
-    engine::LiveTables::BatchScope tables(
-        live != nullptr && live->validation_reads_tables() ? live : nullptr);
+    auto tables = engine::LiveTables::ValidationScope(call.served->live_tables());
     view = ToEngineRequest(call.served->instance().model(), score, options_.limits);
   }
   if (!view.ok()) return Finish(&call, view.status(), res);
