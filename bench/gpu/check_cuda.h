@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "absl/status/status.h"
 #include "kernels/cuda/cuda_status.h"

@@ -374,7 +374,8 @@ absl::StatusOr<std::unique_ptr<LinearRunner>> LinearRunner::Create(MathMode mode
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear it: it is reported here
     return absl::FailedPreconditionError(
-        absl::StrCat("LinearRunner: no usable CUDA device (cudaGetDevice: ", CudaErrorText(err), ")"));
+        absl::StrCat("LinearRunner: no usable CUDA device (cudaGetDevice: ", CudaErrorText(err),
+                     ")"));
   }
 
   std::unique_ptr<LinearRunner> runner(new LinearRunner(mode));
