@@ -65,7 +65,9 @@ namespace rk = rankd::kernels;
 namespace rkc = rankd::kernels::cuda;
 
 // Median milliseconds of `launch` (which enqueues on `stream`), timed with
-// events around each call.
+// events around each call. Unlike EventTimer (bench/gpu/event_timer.h) the
+// calls are queued back to back and the host waits once at the end, so no
+// launch waits for the host: the copy it is compared with is timed the same way.
 template <typename Launch>
 double TimeMs(cudaStream_t stream, Launch&& launch) {
   const int warmup = absl::GetFlag(FLAGS_warmup);
