@@ -124,33 +124,47 @@ absl::StatusOr<std::vector<float>> CpuEngine::Score(const Request& request) {
 }
 
 absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
-                                   absl::Span<const absl::Span<float>> scores,
-                                   BatchStats* stats) {
-  const Model& m = *model_;
+                                   absl::Span<const absl::Span<float>> scores, BatchStats* stats) {
   if (requests.size() != scores.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ScoreBatch: ", requests.size(), " requests but ", scores.size(),
         " score outputs"));
   }
-  const size_t num_tables = m.tables.size();
-  const size_t num_features = m.features.size();
   BatchPlan plan;
-  plan.requests = requests;
-  plan.scores = scores;
-  plan.row_start.assign(requests.size() + 1, 0);
-  for (const EmbeddingTable& t : m.tables) plan.hash_views.push_back(t.hash.view());
-  plan.score_now = m.score_clock->fetch_add(1, std::memory_order_relaxed) + 1;
-  plan.feat_col.resize(num_features);
+  std::vector<int64_t> unresolved_shared(model_->tables.size(), 0);
+  if (absl::Status s = PlanBatch(requests, scores, &plan, &unresolved_shared); !s.ok()) return s;
+  const std::vector<std::vector<int64_t>> unresolved = RunTasks(plan);
+  if (stats != nullptr) {
+    stats->unresolved_ids_per_table = unresolved_shared;
+    for (const auto& per_task : unresolved) {
+      for (size_t i = 0; i < per_task.size(); ++i) {
+        stats->unresolved_ids_per_table[i] += per_task[i];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuEngine::PlanBatch(absl::Span<const Request* const> requests,
+                                  absl::Span<const absl::Span<float>> scores, BatchPlan* plan,
+                                  std::vector<int64_t>* unresolved_shared) const {
+  const Model& m = *model_;
+  const size_t num_features = m.features.size();
+  plan->requests = requests;
+  plan->scores = scores;
+  plan->row_start.assign(requests.size() + 1, 0);
+  for (const EmbeddingTable& t : m.tables) plan->hash_views.push_back(t.hash.view());
+  plan->score_now = m.score_clock->fetch_add(1, std::memory_order_relaxed) + 1;
+  plan->feat_col.resize(num_features);
   int col = m.dense_out_width();
   for (size_t f = 0; f < num_features; ++f) {
-    plan.feat_col[f] = col;
+    plan->feat_col[f] = col;
     col += m.tables[m.features[f].table].dim;
   }
-  plan.feat_width = col;
+  plan->feat_width = col;
 
-  std::vector<int64_t> unresolved_shared(num_tables, 0);
-  plan.offsets.resize(requests.size());
-  plan.shared.resize(requests.size());
+  plan->offsets.resize(requests.size());
+  plan->shared.resize(requests.size());
   for (size_t r = 0; r < requests.size(); ++r) {
     const Request& req = *requests[r];
     if (req.features.size() != num_features ||
@@ -158,34 +172,36 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
       return absl::InvalidArgumentError(absl::StrCat(
           "ScoreBatch: request ", r, " does not fit the model or its output"));
     }
-    plan.row_start[r + 1] = plan.row_start[r] + req.num_candidates;
-    plan.offsets[r].resize(num_features);
-    plan.shared[r].resize(num_features);
+    plan->row_start[r + 1] = plan->row_start[r] + req.num_candidates;
+    plan->offsets[r].resize(num_features);
+    plan->shared[r].resize(num_features);
     for (size_t f = 0; f < num_features; ++f) {
       const FeatureInput& in = req.features[f];
-      std::vector<int64_t>& off = plan.offsets[r][f];
+      std::vector<int64_t>& off = plan->offsets[r][f];
       off = BagOffsets(in.lengths);
-      if (in.lengths.size() == 1) {
-        // One bag for every candidate: pool it once, broadcast per row.
-        const int table = m.features[f].table;
-        const EmbeddingTable& t = m.tables[table];
-        std::vector<float>& v = plan.shared[r][f];
-        v.resize(t.dim);
-        kernels::PoolBags bags{in.ids.data(), off.data(),
-                               in.weights.empty() ? nullptr : in.weights.data(), 1};
-        unresolved_shared[table] += kernels::PoolEmbeddings(
-            t.pool_view(&plan.hash_views[table], plan.score_now), bags, v.data(), t.dim);
-      }
+      if (in.lengths.size() != 1) continue;
+      // One bag for every candidate: pool it once, broadcast per row.
+      const int table = m.features[f].table;
+      const EmbeddingTable& t = m.tables[table];
+      std::vector<float>& v = plan->shared[r][f];
+      v.resize(t.dim);
+      kernels::PoolBags bags{in.ids.data(), off.data(),
+                             in.weights.empty() ? nullptr : in.weights.data(), 1};
+      (*unresolved_shared)[table] += kernels::PoolEmbeddings(
+          t.pool_view(&plan->hash_views[table], plan->score_now), bags, v.data(), t.dim);
     }
   }
+  return absl::OkStatus();
+}
 
+std::vector<std::vector<int64_t>> CpuEngine::RunTasks(const BatchPlan& plan) {
   const int64_t total = plan.row_start.back();
   const int64_t max_task = RoundUpRows(options_.max_rows_per_task);
   const int64_t per_thread = RoundUpRows((total + num_threads_ - 1) / num_threads_);
   const int64_t rows_per_task = std::clamp<int64_t>(per_thread, kernels::kRowQuantum, max_task);
   const int64_t num_tasks = (total + rows_per_task - 1) / rows_per_task;
   std::vector<std::vector<int64_t>> unresolved(num_tasks,
-                                               std::vector<int64_t>(num_tables, 0));
+                                               std::vector<int64_t>(model_->tables.size(), 0));
   if (num_tasks == 1 || pool_ == nullptr) {
     // A small batch (every 1-candidate request at low load) is one task: run
     // it on the calling thread. Handing it to the pool cost two thread
@@ -200,29 +216,20 @@ absl::Status CpuEngine::ScoreBatch(absl::Span<const Request* const> requests,
               &unresolved[t]);
     }
     ReturnCallerScratch(std::move(scratch));
-  } else {
-    Eigen::Barrier done(static_cast<unsigned>(num_tasks));
-    for (int64_t t = 0; t < num_tasks; ++t) {
-      pool_->pool.Schedule([this, &plan, &unresolved, &done, t, rows_per_task, total] {
-        const int id = pool_->pool.CurrentThreadId();
-        const int64_t begin = t * rows_per_task;
-        RunTask(plan, begin, std::min(total, begin + rows_per_task),
-                scratch_[id].get(), &unresolved[t]);
-        done.Notify();
-      });
-    }
-    done.Wait();
+    return unresolved;
   }
-
-  if (stats != nullptr) {
-    stats->unresolved_ids_per_table = unresolved_shared;
-    for (const auto& per_task : unresolved) {
-      for (size_t i = 0; i < num_tables; ++i) {
-        stats->unresolved_ids_per_table[i] += per_task[i];
-      }
-    }
+  Eigen::Barrier done(static_cast<unsigned>(num_tasks));
+  for (int64_t t = 0; t < num_tasks; ++t) {
+    pool_->pool.Schedule([this, &plan, &unresolved, &done, t, rows_per_task, total] {
+      const int id = pool_->pool.CurrentThreadId();
+      const int64_t begin = t * rows_per_task;
+      RunTask(plan, begin, std::min(total, begin + rows_per_task), scratch_[id].get(),
+              &unresolved[t]);
+      done.Notify();
+    });
   }
-  return absl::OkStatus();
+  done.Wait();
+  return unresolved;
 }
 
 std::unique_ptr<CpuEngine::Scratch> CpuEngine::TakeCallerScratch() {
@@ -244,8 +251,6 @@ void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
   const Model& m = *model_;
   const int64_t n = row_end - row_begin;
   const int64_t rows = RoundUpRows(n);  // padded rows are zeros
-  const int fw = plan.feat_width;
-  const int xw = m.dense_out_width();
 
   int max_width = std::max(m.num_dense, m.interaction_width);
   for (const Linear& l : m.bottom) max_width = std::max(max_width, l.out);
@@ -255,18 +260,28 @@ void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
   };
   grow(s->ping, rows * max_width);
   grow(s->pong, rows * max_width);
-  grow(s->feats, rows * fw);
+  grow(s->feats, rows * plan.feat_width);
   grow(s->top_in, rows * m.interaction_width);
+  if (!m.cross.empty()) grow(s->cross_tmp, rows * m.cross[0].rank);
 
-  using Segment = RowSegment;
   const std::vector<RowSegment> segments = SegmentRows(plan.row_start, row_begin, row_end);
+  RunBottomMlp(plan, segments, n, rows, s);
+  PoolFeatures(plan, segments, s->feats.data(), unresolved);
+  int64_t top_stride = 0;
+  const float* top_in = Interact(plan, rows, s, &top_stride);
+  RunTopMlp(plan, segments, rows, top_in, top_stride, s);
+}
 
-  // 1. Dense input -> bottom MLP -> x in feats[:, 0:xw].
+// 1. Dense input -> bottom MLP -> x in feats[:, 0:dense_out_width].
+void CpuEngine::RunBottomMlp(const BatchPlan& plan, absl::Span<const RowSegment> segments,
+                             int64_t n, int64_t rows, Scratch* s) const {
+  const Model& m = *model_;
+  const int fw = plan.feat_width;
   float* feats = s->feats.data();
   const int nd = m.num_dense;
   float* dense_dst = m.bottom.empty() ? feats : s->ping.data();
   const int64_t dense_stride = m.bottom.empty() ? fw : nd;
-  for (const Segment& seg : segments) {
+  for (const RowSegment& seg : segments) {
     const float* src = plan.requests[seg.request]->dense.data() + seg.first_candidate * nd;
     for (int64_t i = 0; i < seg.count; ++i) {
       std::memcpy(dense_dst + (seg.local_row + i) * dense_stride, src + i * nd,
@@ -274,27 +289,31 @@ void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
     }
   }
   ZeroRows(feats, fw, n, rows);  // padding rows: all zero inputs
-  if (!m.bottom.empty()) {
-    ZeroRows(s->ping.data(), nd, n, rows);
-    const float* in = s->ping.data();
-    int64_t in_stride = nd;
-    for (size_t l = 0; l < m.bottom.size(); ++l) {
-      const bool last = l + 1 == m.bottom.size();
-      float* out = last ? feats : (in == s->ping.data() ? s->pong.data() : s->ping.data());
-      const int64_t out_stride = last ? fw : m.bottom[l].out;
-      kernels::LinearForward(m.bottom[l].view(), in, in_stride, rows,
-                             Activation::kRelu, out, out_stride);
-      in = out;
-      in_stride = out_stride;
-    }
+  if (m.bottom.empty()) return;
+  ZeroRows(s->ping.data(), nd, n, rows);
+  const float* in = s->ping.data();
+  int64_t in_stride = nd;
+  for (size_t l = 0; l < m.bottom.size(); ++l) {
+    const bool last = l + 1 == m.bottom.size();
+    float* out = last ? feats : (in == s->ping.data() ? s->pong.data() : s->ping.data());
+    const int64_t out_stride = last ? fw : m.bottom[l].out;
+    kernels::LinearForward(m.bottom[l].view(), in, in_stride, rows, Activation::kRelu, out,
+                           out_stride);
+    in = out;
+    in_stride = out_stride;
   }
+}
 
-  // 2. Pooled embeddings straight into their columns of feats.
+// 2. Pooled embeddings straight into their columns of feats.
+void CpuEngine::PoolFeatures(const BatchPlan& plan, absl::Span<const RowSegment> segments,
+                             float* feats, std::vector<int64_t>* unresolved) const {
+  const Model& m = *model_;
+  const int fw = plan.feat_width;
   for (size_t f = 0; f < m.features.size(); ++f) {
     const int table = m.features[f].table;
     const EmbeddingTable& t = m.tables[table];
     const kernels::PoolTable view = t.pool_view(&plan.hash_views[table], plan.score_now);
-    for (const Segment& seg : segments) {
+    for (const RowSegment& seg : segments) {
       const FeatureInput& in = plan.requests[seg.request]->features[f];
       float* dst = feats + seg.local_row * fw + plan.feat_col[f];
       const std::vector<float>& shared = plan.shared[seg.request][f];
@@ -310,36 +329,40 @@ void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
       (*unresolved)[table] += kernels::PoolEmbeddings(view, bags, dst, fw);
     }
   }
+}
 
-  // 3. Interaction -> top-MLP input.
-  const float* top_in = feats;
-  int64_t top_stride = fw;
+// 3. Interaction: the top MLP's input and its row stride.
+const float* CpuEngine::Interact(const BatchPlan& plan, int64_t rows, Scratch* s,
+                                 int64_t* stride) const {
+  const Model& m = *model_;
+  const float* feats = s->feats.data();
   switch (m.interaction) {
     case rankd::v1::DOT:
       kernels::DotInteraction(feats, rows, 1 + static_cast<int>(m.features.size()),
-                              xw, m.self_interaction, s->top_in.data(),
+                              m.dense_out_width(), m.self_interaction, s->top_in.data(),
                               m.interaction_width);
-      top_in = s->top_in.data();
-      top_stride = m.interaction_width;
-      break;
+      *stride = m.interaction_width;
+      return s->top_in.data();
     case rankd::v1::DCN_V2: {
-      if (!m.cross.empty()) grow(s->cross_tmp, rows * m.cross[0].rank);
       const float* x = feats;
       for (size_t l = 0; l < m.cross.size(); ++l) {
         float* next = (l % 2 == 0) ? s->top_in.data() : s->ping.data();
-        kernels::CrossLayerForward(m.cross[l].view(), feats, x, rows,
-                                   s->cross_tmp.data(), next);
+        kernels::CrossLayerForward(m.cross[l].view(), feats, x, rows, s->cross_tmp.data(), next);
         x = next;
       }
-      top_in = x;
-      top_stride = fw;
-      break;
+      *stride = plan.feat_width;
+      return x;
     }
     default:  // CAT: feats already is [x, e_0, ..]
-      break;
+      *stride = plan.feat_width;
+      return feats;
   }
+}
 
-  // 4. Top MLP; sigmoid after the last (1-wide) layer.
+// 4. Top MLP, sigmoid after the last (1-wide) layer; scores to the requests.
+void CpuEngine::RunTopMlp(const BatchPlan& plan, absl::Span<const RowSegment> segments,
+                          int64_t rows, const float* top_in, int64_t top_stride, Scratch* s) const {
+  const Model& m = *model_;
   const float* in = top_in;
   int64_t in_stride = top_stride;
   for (size_t l = 0; l < m.top.size(); ++l) {
@@ -351,7 +374,7 @@ void CpuEngine::RunTask(const BatchPlan& plan, int64_t row_begin,
     in = out;
     in_stride = m.top[l].out;
   }
-  for (const Segment& seg : segments) {
+  for (const RowSegment& seg : segments) {
     float* dst = plan.scores[seg.request].data() + seg.first_candidate;
     for (int64_t i = 0; i < seg.count; ++i) dst[i] = in[(seg.local_row + i) * in_stride];
   }

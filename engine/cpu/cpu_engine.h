@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "engine/batch_rows.h"
 #include "engine/batch_stats.h"
 #include "engine/model/model.h"
 #include "engine/request.h"
@@ -68,8 +69,25 @@ class CpuEngine {
   struct BatchPlan;
   struct Pool;  // wraps Eigen::ThreadPool (a typedef, so not forward-declarable)
   CpuEngine(std::shared_ptr<const Model> model, const Options& options);
+  // The batch's shared state (rows, bag offsets, columns); pools every shared
+  // (single) bag, adding its unresolved ids to *unresolved_shared (per table).
+  absl::Status PlanBatch(absl::Span<const Request* const> requests,
+                         absl::Span<const absl::Span<float>> scores, BatchPlan* plan,
+                         std::vector<int64_t>* unresolved_shared) const;
+  // Splits the batch into tasks and runs them (on the pool, or here for one
+  // task); unresolved ids per task and table.
+  std::vector<std::vector<int64_t>> RunTasks(const BatchPlan& plan);
+  // Scores batch rows [row_begin, row_end) with one scratch arena: the four
+  // steps below, in order.
   void RunTask(const BatchPlan& plan, int64_t row_begin, int64_t row_end,
                Scratch* scratch, std::vector<int64_t>* unresolved) const;
+  void RunBottomMlp(const BatchPlan& plan, absl::Span<const RowSegment> segments, int64_t n,
+                    int64_t rows, Scratch* s) const;
+  void PoolFeatures(const BatchPlan& plan, absl::Span<const RowSegment> segments, float* feats,
+                    std::vector<int64_t>* unresolved) const;
+  const float* Interact(const BatchPlan& plan, int64_t rows, Scratch* s, int64_t* stride) const;
+  void RunTopMlp(const BatchPlan& plan, absl::Span<const RowSegment> segments, int64_t rows,
+                 const float* top_in, int64_t top_stride, Scratch* s) const;
   // Scratch for a batch run on the calling thread (not a pool thread).
   std::unique_ptr<Scratch> TakeCallerScratch();
   void ReturnCallerScratch(std::unique_ptr<Scratch> scratch);

@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/safetensors.h"
 #include "nlohmann/json.hpp"
@@ -54,16 +57,14 @@ absl::Status WriteAll(std::FILE* f, const std::string& path, const void* data,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status WriteSafetensors(const std::string& path,
-                              const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
-  // Layout order: decreasing element size (stable, so equal sizes keep the
-  // caller's order). Tensors must be contiguous for the safetensors Python
-  // package (it rejects gaps), and with this order every tensor still starts
-  // at a multiple of its element size, given the 8-byte aligned data start.
-  // The Python writer uses the same rule.
+// The tensors in layout order: decreasing element size (stable, so equal
+// sizes keep the caller's order). Tensors must be contiguous for the
+// safetensors Python package (it rejects gaps), and with this order every
+// tensor still starts at a multiple of its element size, given the 8-byte
+// aligned data start. The Python writer uses the same rule. Rejects empty,
+// reserved and repeated names and a tensor with both data and fill.
+absl::StatusOr<std::vector<const TensorToWrite*>> LayoutOrder(
+    const std::string& path, const std::vector<TensorToWrite>& tensors) {
   std::vector<const TensorToWrite*> order;
   std::set<std::string> names;
   for (const TensorToWrite& t : tensors) {
@@ -85,16 +86,27 @@ absl::Status WriteSafetensors(const std::string& path,
                    [](const TensorToWrite* a, const TensorToWrite* b) {
                      return TensorDtypeBytes(a->dtype) > TensorDtypeBytes(b->dtype);
                    });
+  return order;
+}
 
+// The header of tensors laid out in `order`, and what writing their data needs.
+struct Header {
+  std::string text;            // JSON, padded with spaces to a multiple of 8 bytes
+  std::vector<int64_t> sizes;  // bytes of each tensor, in layout order
+  int64_t max_fill_bytes = 0;  // largest tensor written through `fill`
+};
+
+absl::StatusOr<Header> MakeHeader(const std::string& path,
+                                  const std::vector<const TensorToWrite*>& order,
+                                  const std::map<std::string, std::string>& metadata) {
+  Header h;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
     for (const auto& [k, v] : metadata) meta[k] = v;
     header["__metadata__"] = std::move(meta);
   }
-  std::vector<int64_t> sizes;
   int64_t offset = 0;
-  int64_t max_fill_bytes = 0;
   for (const TensorToWrite* t : order) {
     absl::StatusOr<int64_t> size = TensorBytes(*t);
     if (!size.ok()) {
@@ -105,21 +117,56 @@ absl::Status WriteSafetensors(const std::string& path,
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": tensor '", t->name, "': neither data nor fill given"));
     }
-    if (t->fill) max_fill_bytes = std::max(max_fill_bytes, *size);
+    if (t->fill) h.max_fill_bytes = std::max(h.max_fill_bytes, *size);
     header[t->name] = {{"dtype", TensorDtypeName(t->dtype)},
                        {"shape", t->shape},
                        {"data_offsets", {offset, offset + *size}}};
-    sizes.push_back(*size);
+    h.sizes.push_back(*size);
     offset += *size;
   }
-  std::string header_text = header.dump();
+  h.text = header.dump();
   // Spaces are valid JSON whitespace; they make the data section start on an
   // 8-byte boundary of the file (other readers, e.g. the Python package,
   // map it and read tensors in place).
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  h.text.append((8 - h.text.size() % 8) % 8, ' ');
+  return h;
+}
+
+// Writes the 8-byte length, the header and every tensor's bytes to f.
+absl::Status WriteContents(std::FILE* f, const std::string& path,
+                           const std::vector<const TensorToWrite*>& order, const Header& h) {
   uint8_t len_bytes[8];
-  uint64_t len = header_text.size();
+  const uint64_t len = h.text.size();
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(len >> (8 * i));
+  if (absl::Status s = WriteAll(f, path, len_bytes, 8); !s.ok()) return s;
+  if (absl::Status s = WriteAll(f, path, h.text.data(), h.text.size()); !s.ok()) return s;
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min(h.max_fill_bytes, kFillChunkBytes)));
+  for (size_t i = 0; i < order.size(); ++i) {
+    const TensorToWrite& t = *order[i];
+    const int64_t size = h.sizes[i];
+    if (!t.fill) {
+      if (absl::Status s = WriteAll(f, path, t.data, size); !s.ok()) return s;
+      continue;
+    }
+    for (int64_t done_bytes = 0; done_bytes < size;) {
+      const int64_t n = std::min(kFillChunkBytes, size - done_bytes);
+      absl::Span<uint8_t> span(chunk.data(), static_cast<size_t>(n));
+      t.fill(done_bytes, span);
+      if (absl::Status s = WriteAll(f, path, span.data(), n); !s.ok()) return s;
+      done_bytes += n;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  absl::StatusOr<std::vector<const TensorToWrite*>> order = LayoutOrder(path, tensors);
+  if (!order.ok()) return order.status();
+  absl::StatusOr<Header> header = MakeHeader(path, *order, metadata);
+  if (!header.ok()) return header.status();
 
   // Written beside the target and renamed: readers (a server polling the model
   // root) never see a half-written file.
@@ -131,29 +178,7 @@ absl::Status WriteSafetensors(const std::string& path,
     if (f != nullptr) std::fclose(f);
     if (!done) std::remove(tmp.c_str());
   };
-
-  if (absl::Status s = WriteAll(f, tmp, len_bytes, 8); !s.ok()) return s;
-  if (absl::Status s = WriteAll(f, tmp, header_text.data(), header_text.size());
-      !s.ok()) {
-    return s;
-  }
-  std::vector<uint8_t> chunk(
-      static_cast<size_t>(std::min(max_fill_bytes, kFillChunkBytes)));
-  for (size_t i = 0; i < order.size(); ++i) {
-    const TensorToWrite& t = *order[i];
-    const int64_t size = sizes[i];
-    if (!t.fill) {
-      if (absl::Status s = WriteAll(f, tmp, t.data, size); !s.ok()) return s;
-      continue;
-    }
-    for (int64_t done_bytes = 0; done_bytes < size;) {
-      const int64_t n = std::min(kFillChunkBytes, size - done_bytes);
-      absl::Span<uint8_t> span(chunk.data(), static_cast<size_t>(n));
-      t.fill(done_bytes, span);
-      if (absl::Status s = WriteAll(f, tmp, span.data(), n); !s.ok()) return s;
-      done_bytes += n;
-    }
-  }
+  if (absl::Status s = WriteContents(f, tmp, *order, *header); !s.ok()) return s;
   if (std::fflush(f) != 0) return IoError(tmp, "flush");
   // Durable before the rename, or a crash could leave an empty file under the
   // final name.
