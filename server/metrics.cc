@@ -55,6 +55,24 @@ const char* CodeName(absl::StatusCode code) {
 Metrics::Metrics(const std::string& build_version, const std::string& backend,
                  const std::string& cuda_archs, const std::string& gpu_note)
     : registry_(std::make_shared<prometheus::Registry>()) {
+  AddRequestFamilies();
+  AddBatchFamilies();
+  AddModelFamilies();
+  AddTableFamilies();
+  AddFamily(*registry_, prometheus::BuildGauge(), "rankd_build_info",
+            "Build and backend of this server (value 1).")
+      ->Add({{"version", build_version},
+             {"backend", backend},
+             {"cuda_archs", cuda_archs},
+             {"gpu", gpu_note}})
+      .Set(1);
+  absl::MutexLock lock(&mu_);
+  FindOrAdd("");  // requests for unknown models
+  FindOrAddVersion("", 0);
+}
+
+// Requests: outcomes, refusals, bytes in flight, intake and answer times.
+void Metrics::AddRequestFamilies() {
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
@@ -83,6 +101,13 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
       AddFamily(*registry_, BuildHistogram(), "rankd_answer_duration_seconds",
                 "Time from the end of a gRPC Score or ModelInfer call's batch to its answer: "
                 "completion hand-off, checks, metrics and serialization.");
+}
+
+// The batcher and the workers: queues, batches, candidates, ids.
+void Metrics::AddBatchFamilies() {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
   queue_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_queue_duration_seconds",
                               "Time a request waited in the batcher before its batch was cut.");
   compute_duration_ = AddFamily(*registry_, BuildHistogram(), "rankd_compute_duration_seconds",
@@ -106,8 +131,31 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
                                 "Ids outside a static table that pooled the default vector.");
   ids_missing_ = AddFamily(*registry_, BuildCounter(), "rankd_ids_missing_total",
                            "Keys not stored in a dynamic table that pooled the default vector.");
+}
+
+// Model versions: readiness, loads and states.
+void Metrics::AddModelFamilies() {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
   model_ready_ = AddFamily(*registry_, BuildGauge(), "rankd_model_ready",
                            "1 when the model version is loaded, warmed up and serving.");
+  model_loads_ =
+      AddFamily(*registry_, BuildCounter(), "rankd_model_loads_total",
+                "Model version loads (files, placement, warm-up), by result: success or failed.");
+  model_load_duration_ =
+      AddFamily(*registry_, BuildHistogram(), "rankd_model_load_duration_seconds",
+                "Time to load and warm up one model version.");
+  model_versions_ =
+      AddFamily(*registry_, BuildGauge(), "rankd_model_versions",
+                "Versions of a model in each state (loading, ready, draining, unloaded, failed).");
+}
+
+// Embedding tables: the HBM cache, online updates, dynamic keys, update logs.
+void Metrics::AddTableFamilies() {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
   cache_hits_ = AddFamily(*registry_, BuildCounter(), "rankd_embedding_cache_hits_total",
                           "Lookups of a table in pinned host memory served from its HBM cache (0 "
                           "for tables in HBM and on the CPU backend).");
@@ -119,12 +167,6 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
   cache_occupancy_ = AddFamily(*registry_, BuildGauge(), "rankd_embedding_cache_occupancy_ratio",
                                "Used slots / slots of the HBM cache serving a table (shared by the "
                                "HOST tables of one row size; 0 without a cache).");
-  model_loads_ =
-      AddFamily(*registry_, BuildCounter(), "rankd_model_loads_total",
-                "Model version loads (files, placement, warm-up), by result: success or failed.");
-  model_load_duration_ =
-      AddFamily(*registry_, BuildHistogram(), "rankd_model_load_duration_seconds",
-                "Time to load and warm up one model version.");
   embedding_updates_ = AddFamily(*registry_, BuildCounter(), "rankd_embedding_updates_total",
                                  "Embedding rows written by online updates (static rows, dynamic "
                                  "keys inserted or assigned), per model and table.");
@@ -141,19 +183,6 @@ Metrics::Metrics(const std::string& build_version, const std::string& backend,
   update_log_bytes_ = AddFamily(*registry_, BuildGauge(), "rankd_update_log_bytes",
                                 "Size of a model's update log (--update_log_dir): updates since "
                                 "its last truncating snapshot.");
-  model_versions_ =
-      AddFamily(*registry_, BuildGauge(), "rankd_model_versions",
-                "Versions of a model in each state (loading, ready, draining, unloaded, failed).");
-  AddFamily(*registry_, BuildGauge(), "rankd_build_info",
-            "Build and backend of this server (value 1).")
-      ->Add({{"version", build_version},
-             {"backend", backend},
-             {"cuda_archs", cuda_archs},
-             {"gpu", gpu_note}})
-      .Set(1);
-  absl::MutexLock lock(&mu_);
-  FindOrAdd("");  // requests for unknown models
-  FindOrAddVersion("", 0);
 }
 
 absl::Status Metrics::StartExposer(const std::string& address,

@@ -148,6 +148,11 @@ class Metrics final : public engine::ServingObserver, public EmbeddingUpdateList
 
  private:
   static constexpr int kNumCodes = 17;
+  // The constructor's family registrations, by subject (in this order).
+  void AddRequestFamilies();
+  void AddBatchFamilies();
+  void AddModelFamilies();
+  void AddTableFamilies();
   // Request series of one (model, version); version 0 = version="".
   struct VersionSeries {
     std::string model;

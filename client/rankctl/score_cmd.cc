@@ -68,45 +68,14 @@ absl::StatusOr<std::shared_ptr<rankd::v1::ScoreRequest>> ParseLine(
   return request;
 }
 
-}  // namespace
-
-int RunScore() {
-  const int concurrency = absl::GetFlag(FLAGS_concurrency);
-  if (concurrency < 1) {
-    return UsageError("score", absl::StrCat("--concurrency: must be >= 1, got ", concurrency));
-  }
-  const std::string input = absl::GetFlag(FLAGS_input);
-  const std::string output = absl::GetFlag(FLAGS_output);
-  if (input.empty()) return UsageError("score", "--input: must not be empty (- = stdin)");
-  if (output.empty()) return UsageError("score", "--output: must not be empty (- = stdout)");
-  // Before the client: its destructor waits for the completions, which use
-  // the window, so the window must outlive it.
-  Window window;
-  auto client = ClientFromFlags();
-  if (!client.ok()) return ClientSetupFailed("score", client.status());
-  const std::string version_label = VersionLabelFlag();
-  std::ifstream in_file;
-  std::ofstream out_file;
-  if (input != "-") {
-    in_file.open(input);
-    if (!in_file) {
-      std::cerr << "rankctl score: --input: cannot read " << input << "\n";
-      return kExitFailed;
-    }
-  }
-  if (output != "-") {
-    out_file.open(output);
-    if (!out_file) {
-      std::cerr << "rankctl score: --output: cannot write " << output << "\n";
-      return kExitFailed;
-    }
-  }
-  std::istream& in = input == "-" ? std::cin : in_file;
-  std::ostream& out = output == "-" ? std::cout : out_file;
-  const std::string source = input == "-" ? "stdin" : input;
-
+// Writes finished slots, in input order: a response as one JSON line on
+// `out`, an error as one line on stderr naming its input line; counts both.
+struct ResponseWriter {
+  std::ostream& out;
+  const std::string source;  // the input's name in error lines
   int64_t ok = 0, failed = 0, unavailable = 0;
-  auto write = [&](const std::vector<std::shared_ptr<Slot>>& slots) {
+
+  void Write(const std::vector<std::shared_ptr<Slot>>& slots) {
     for (const auto& slot : slots) {
       if (!slot->result.ok()) {
         std::cerr << "rankctl score: " << source << ":" << slot->line << ": "
@@ -126,11 +95,15 @@ int RunScore() {
       out << json << "\n";
       ++ok;
     }
-  };
+  }
+};
 
+// Sends every request line of `in` (blank lines skipped) with at most
+// `concurrency` calls in flight, writing results as they complete in order.
+void SendLines(std::istream& in, int concurrency, const std::string& version_label,
+               client::RankingClient& client, Window& window, ResponseWriter& writer) {
   // Room for the calls in flight plus completed ones behind a slow oldest call.
   const size_t max_slots = 4 * static_cast<size_t>(concurrency) + 16;
-  const auto start = std::chrono::steady_clock::now();
   int64_t line_no = 0;
   std::string line;
   while (std::getline(in, line)) {
@@ -148,29 +121,69 @@ int RunScore() {
     } else {
       Slot* raw = slot.get();
       window.Push(std::move(slot), /*call=*/true);
-      (*client)->ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest>(std::move(*request)),
-                            [&window, raw](absl::StatusOr<rankd::v1::ScoreResponse> result) {
-                              window.Complete(raw, std::move(result));
-                            });
+      client.ScoreAsync(std::shared_ptr<const rankd::v1::ScoreRequest>(std::move(*request)),
+                        [&window, raw](absl::StatusOr<rankd::v1::ScoreResponse> result) {
+                          window.Complete(raw, std::move(result));
+                        });
     }
-    write(window.TakeDone(/*wait_all=*/false));
+    writer.Write(window.TakeDone(/*wait_all=*/false));
   }
+  writer.Write(window.TakeDone(/*wait_all=*/true));
+}
+
+}  // namespace
+
+int RunScore() {
+  const int concurrency = absl::GetFlag(FLAGS_concurrency);
+  if (concurrency < 1) {
+    return UsageError("score", absl::StrCat("--concurrency: must be >= 1, got ", concurrency));
+  }
+  const std::string input = absl::GetFlag(FLAGS_input);
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (input.empty()) return UsageError("score", "--input: must not be empty (- = stdin)");
+  if (output.empty()) return UsageError("score", "--output: must not be empty (- = stdout)");
+  // Before the client: its destructor waits for the completions, which use
+  // the window, so the window must outlive it.
+  Window window;
+  auto client = ClientFromFlags();
+  if (!client.ok()) return ClientSetupFailed("score", client.status());
+  std::ifstream in_file;
+  std::ofstream out_file;
+  if (input != "-") {
+    in_file.open(input);
+    if (!in_file) {
+      std::cerr << "rankctl score: --input: cannot read " << input << "\n";
+      return kExitFailed;
+    }
+  }
+  if (output != "-") {
+    out_file.open(output);
+    if (!out_file) {
+      std::cerr << "rankctl score: --output: cannot write " << output << "\n";
+      return kExitFailed;
+    }
+  }
+  std::istream& in = input == "-" ? std::cin : in_file;
+  ResponseWriter writer{output == "-" ? std::cout : out_file, input == "-" ? "stdin" : input};
+
+  const auto start = std::chrono::steady_clock::now();
+  SendLines(in, concurrency, VersionLabelFlag(), **client, window, writer);
   const bool read_error = in.bad();
-  write(window.TakeDone(/*wait_all=*/true));
-  out.flush();
+  writer.out.flush();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cerr << "rankctl score: " << ok << " ok, " << failed << " failed, " << seconds << " s\n";
+  std::cerr << "rankctl score: " << writer.ok << " ok, " << writer.failed << " failed, " << seconds
+            << " s\n";
   if (read_error) {
-    std::cerr << "rankctl score: --input: read error on " << source << "\n";
+    std::cerr << "rankctl score: --input: read error on " << writer.source << "\n";
     return kExitFailed;
   }
-  if (!out) {
+  if (!writer.out) {
     std::cerr << "rankctl score: --output: write error\n";
     return kExitFailed;
   }
-  if (unavailable > 0) return kExitUnavailable;
-  return failed > 0 ? kExitFailed : kExitOk;
+  if (writer.unavailable > 0) return kExitUnavailable;
+  return writer.failed > 0 ? kExitFailed : kExitOk;
 }
 
 }  // namespace rankd::rankctl

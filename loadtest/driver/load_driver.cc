@@ -33,6 +33,25 @@ const char* CodeName(int code) {
 
 int64_t SecondsToNs(double s) { return static_cast<int64_t>(std::llround(s * 1e9)); }
 
+absl::Status CheckStepSpec(const StepSpec& spec) {
+  const bool open = spec.mode == StepSpec::Mode::kOpen;
+  if (open && (!(spec.rate_rps > 0) || !std::isfinite(spec.rate_rps))) {
+    return absl::InvalidArgumentError(absl::StrCat("rate: must be > 0, got ", spec.rate_rps));
+  }
+  if (!open && spec.concurrency < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("concurrency: must be >= 1, got ", spec.concurrency));
+  }
+  if (!(spec.warmup_s >= 0) || !std::isfinite(spec.warmup_s)) {
+    return absl::InvalidArgumentError(absl::StrCat("warmup_s: must be >= 0, got ", spec.warmup_s));
+  }
+  if (!(spec.duration_s > 0) || !std::isfinite(spec.duration_s)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration_s: must be > 0, got ", spec.duration_s));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // The state of one Run(): shared by the sender, reporter and completion threads
@@ -202,6 +221,93 @@ struct LoadDriver::Step {
     }
   }
 
+  // Starts the clock and sends the step's traffic (open: the sender threads;
+  // closed: spec.concurrency users), waits until every call has completed and
+  // stops the reporter. Returns the step clock's time of the drain; sets
+  // *drained_cpu_s to the process CPU time then.
+  int64_t Drive(double* drained_cpu_s) {
+    const bool open = spec.mode == StepSpec::Mode::kOpen;
+    t0 = SteadyClock::now();
+    unix_t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+    std::thread reporter([this] { Reporter(); });
+    std::vector<std::thread> threads;
+    if (open) {
+      for (int t = 0; t < options.sender_threads; ++t) {
+        threads.emplace_back([this, t] { OpenSender(t); });
+      }
+      for (auto& t : threads) t.join();
+      threads.clear();
+    } else {
+      threads.emplace_back([this] { DeferredLoop(); });
+      active_users = spec.concurrency;
+      for (int u = 0; u < spec.concurrency; ++u) Send(NowNs(), u);
+      while (active_users.load(std::memory_order_acquire) > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    // Every call has a deadline, so this ends.
+    while (in_flight.load(std::memory_order_acquire) > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const int64_t drained_ns = NowNs();
+    *drained_cpu_s = ProcessCpuSeconds();
+    {
+      absl::MutexLock lock(&mu);
+      stop = true;
+    }
+    reporter.join();
+    for (auto& t : threads) t.join();
+    return drained_ns;
+  }
+
+  // The client's figures of the finished step (Drive returned drained_ns and
+  // drained_cpu_s); the server's are added by the caller.
+  StepResult ClientResult(int64_t drained_ns, double drained_cpu_s) {
+    const bool open = spec.mode == StepSpec::Mode::kOpen;
+    const Recorder::Totals totals = recorder.GetTotals();
+    StepResult r;
+    r.mode = open ? "open" : "closed";
+    r.arrival = open ? ArrivalName(spec.arrival) : "";
+    r.target_rps = open ? spec.rate_rps : 0;
+    r.concurrency = open ? 0 : spec.concurrency;
+    r.warmup_s = spec.warmup_s;
+    r.duration_s = spec.duration_s;
+    const double d = spec.duration_s;
+    r.sent = totals.sent;
+    r.mean_candidates =
+        totals.sent > 0 ? static_cast<double>(totals.sent_candidates) / totals.sent : 0;
+    r.completed = totals.completed;
+    r.sent_rps = totals.sent / d;
+    r.achieved_rps = totals.arrived_in_window / d;
+    r.ok_rps = totals.ok / d;
+    r.candidates_per_s = totals.ok_candidates / d;
+    r.ok = totals.ok;
+    r.errors = totals.completed - totals.ok;
+    for (int c = 0; c < kNumCodes; ++c) {
+      if (c != 0 && totals.window_codes[c] > 0) {
+        r.errors_by_code[CodeName(c)] = totals.window_codes[c];
+      }
+      if (totals.total_codes[c] > 0) r.total_by_code[CodeName(c)] = totals.total_codes[c];
+    }
+    r.latency = Summarize(totals.latency, options.slo_percentile);
+    r.service = Summarize(totals.service, options.slo_percentile);
+    r.send_lag = Summarize(totals.send_lag, options.slo_percentile);
+    r.late_sends = totals.late_sends;
+    r.in_flight_cap_waits = cap_waits.load();
+    // Behind: the in-flight cap held sends back, or more than 1% (and at least
+    // 10) of the sends left more than 1 ms after their scheduled time.
+    r.client_behind = (open && totals.late_sends >= 10 && totals.late_sends * 100 > totals.sent) ||
+                      r.in_flight_cap_waits > 0;
+    r.intervals = std::move(intervals);
+    // The warm-up's end (its scrape) to the drain: the server window's span.
+    if (warm_scraped && drained_ns > warm_scrape_ns) {
+      r.client_cpu_cores = (drained_cpu_s - warm_cpu_s) / ((drained_ns - warm_scrape_ns) / 1e9);
+    }
+    return r;
+  }
+
   const LoadDriver::Options& options;
   const StepSpec spec;
   const int64_t warmup_ns;
@@ -249,103 +355,19 @@ LoadDriver::LoadDriver(const Options& options) : options_(options) {}
 LoadDriver::~LoadDriver() = default;
 
 absl::StatusOr<StepResult> LoadDriver::Run(const StepSpec& spec, std::string* warning) {
-  const bool open = spec.mode == StepSpec::Mode::kOpen;
-  if (open && (!(spec.rate_rps > 0) || !std::isfinite(spec.rate_rps))) {
-    return absl::InvalidArgumentError(absl::StrCat("rate: must be > 0, got ", spec.rate_rps));
-  }
-  if (!open && spec.concurrency < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("concurrency: must be >= 1, got ", spec.concurrency));
-  }
-  if (!(spec.warmup_s >= 0) || !std::isfinite(spec.warmup_s)) {
-    return absl::InvalidArgumentError(absl::StrCat("warmup_s: must be >= 0, got ", spec.warmup_s));
-  }
-  if (!(spec.duration_s > 0) || !std::isfinite(spec.duration_s)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("duration_s: must be > 0, got ", spec.duration_s));
-  }
-
+  if (absl::Status s = CheckStepSpec(spec); !s.ok()) return s;
   auto step = std::make_unique<Step>(options_, spec);
-  std::string warnings;
   absl::StatusOr<PromSnapshot> before = absl::UnavailableError("not scraped");
   if (options_.scrape != nullptr) before = options_.scrape();
   const auto before_time = SteadyClock::now();
-
-  step->t0 = SteadyClock::now();
-  step->unix_t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-  std::thread reporter([&] { step->Reporter(); });
-  std::vector<std::thread> threads;
-  if (open) {
-    for (int t = 0; t < options_.sender_threads; ++t) {
-      threads.emplace_back([&step, t] { step->OpenSender(t); });
-    }
-    for (auto& t : threads) t.join();
-    threads.clear();
-  } else {
-    threads.emplace_back([&step] { step->DeferredLoop(); });
-    step->active_users = spec.concurrency;
-    for (int u = 0; u < spec.concurrency; ++u) step->Send(step->NowNs(), u);
-    while (step->active_users.load(std::memory_order_acquire) > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  // Every call has a deadline, so this ends.
-  while (step->in_flight.load(std::memory_order_acquire) > 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  const int64_t drained_ns = step->NowNs();
-  const double drained_cpu_s = ProcessCpuSeconds();
-  {
-    absl::MutexLock lock(&step->mu);
-    step->stop = true;
-  }
-  reporter.join();
-  for (auto& t : threads) t.join();
-
+  double drained_cpu_s = 0;
+  const int64_t drained_ns = step->Drive(&drained_cpu_s);
   absl::StatusOr<PromSnapshot> after = absl::UnavailableError("not scraped");
   if (options_.scrape != nullptr) after = options_.scrape();
   const auto after_time = SteadyClock::now();
 
-  const Recorder::Totals totals = step->recorder.GetTotals();
-  StepResult r;
-  r.mode = open ? "open" : "closed";
-  r.arrival = open ? ArrivalName(spec.arrival) : "";
-  r.target_rps = open ? spec.rate_rps : 0;
-  r.concurrency = open ? 0 : spec.concurrency;
-  r.warmup_s = spec.warmup_s;
-  r.duration_s = spec.duration_s;
-  const double d = spec.duration_s;
-  r.sent = totals.sent;
-  r.mean_candidates = totals.sent > 0 ? static_cast<double>(totals.sent_candidates) / totals.sent : 0;
-  r.completed = totals.completed;
-  r.sent_rps = totals.sent / d;
-  r.achieved_rps = totals.arrived_in_window / d;
-  r.ok_rps = totals.ok / d;
-  r.candidates_per_s = totals.ok_candidates / d;
-  r.ok = totals.ok;
-  r.errors = totals.completed - totals.ok;
-  for (int c = 0; c < kNumCodes; ++c) {
-    if (c != 0 && totals.window_codes[c] > 0) r.errors_by_code[CodeName(c)] = totals.window_codes[c];
-    if (totals.total_codes[c] > 0) r.total_by_code[CodeName(c)] = totals.total_codes[c];
-  }
-  r.latency = Summarize(totals.latency, options_.slo_percentile);
-  r.service = Summarize(totals.service, options_.slo_percentile);
-  r.send_lag = Summarize(totals.send_lag, options_.slo_percentile);
-  r.late_sends = totals.late_sends;
-  r.in_flight_cap_waits = step->cap_waits.load();
-  // Behind: the in-flight cap held sends back, or more than 1% (and at least
-  // 10) of the sends left more than 1 ms after their scheduled time.
-  r.client_behind = (open && totals.late_sends >= 10 && totals.late_sends * 100 > totals.sent) ||
-                    r.in_flight_cap_waits > 0;
-  r.intervals = std::move(step->intervals);
-  // The warm-up's end (its scrape) to the drain: the server window's span.
-  if (step->warm_scraped && drained_ns > step->warm_scrape_ns) {
-    r.client_cpu_cores =
-        (drained_cpu_s - step->warm_cpu_s) / ((drained_ns - step->warm_scrape_ns) / 1e9);
-  }
-
+  StepResult r = step->ClientResult(drained_ns, drained_cpu_s);
+  std::string warnings;
   if (options_.scrape != nullptr) {
     if (!before.ok() || !after.ok() || !step->warm_snapshot.ok()) {
       const absl::Status& bad = !before.ok() ? before.status()

@@ -293,6 +293,19 @@ class ModelManager {
   absl::StatusOr<rankd::v1::SaveSnapshotResponse> SaveSnapshot(const std::string& model,
                                                                 int64_t version,
                                                                 int64_t new_version);
+  // SaveSnapshot's source: `version` of `model` (0 = its newest) while it
+  // serves. Resolves *new_version (0 = the highest version + 1; one that exists
+  // is ALREADY_EXISTS) and counts the model's READY versions.
+  absl::StatusOr<std::shared_ptr<ServedVersion>> SnapshotSource(const std::string& model,
+                                                                int64_t version,
+                                                                int64_t* new_version,
+                                                                int* ready_versions)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Registers the snapshot written to `directory` as `new_version`, READY and
+  // serving `adopted` (the source's tables).
+  void AdoptSnapshot(const std::string& model, int64_t new_version, const std::string& directory,
+                     int64_t source_version, std::shared_ptr<ServedVersion> adopted)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the updates recorded while `served` loaded on it (errors logged).
   void ReplayJournal(const std::string& name, const UpdateJournal& journal,
                      ServedVersion* served) ABSL_EXCLUSIVE_LOCKS_REQUIRED(updates_mu_);

@@ -126,7 +126,85 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// Writes `live`'s snapshot to tmp_dir (a new directory of `parent`) and renames
+// it to final_dir, each step synced; removes tmp_dir on failure.
+absl::StatusOr<engine::SnapshotStats> WriteSnapshotDirectory(const engine::LiveTables& live,
+                                                             const std::string& parent,
+                                                             const std::string& tmp_dir,
+                                                             const std::string& final_dir) {
+  std::vector<int64_t> keys(live.model().tables.size(), 0);
+  for (const auto& d : live.DynamicTables()) {
+    for (size_t t = 0; t < keys.size(); ++t) {
+      if (live.model().tables[t].name == d.table) keys[t] = d.keys;
+    }
+  }
+  absl::StatusOr<engine::SnapshotStats> stats =
+      engine::WriteSnapshot(live.model(), live.primary_store(), keys, live.Positions(), tmp_dir);
+  absl::Status s = stats.status();
+  std::error_code ec;
+  if (s.ok()) s = SyncDirectory(tmp_dir);
+  if (s.ok()) {
+    std::filesystem::rename(tmp_dir, final_dir, ec);
+    if (ec) s = absl::InternalError(absl::StrCat(final_dir, ": rename: ", ec.message()));
+  }
+  if (s.ok()) s = SyncDirectory(parent);
+  if (!s.ok()) {
+    std::filesystem::remove_all(tmp_dir, ec);
+    return s;
+  }
+  return stats;
+}
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<ServedVersion>> ModelManager::SnapshotSource(
+    const std::string& model, int64_t version, int64_t* new_version, int* ready_versions) {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = models_.find(model);
+  if (it == models_.end()) return UnknownModel(model);
+  const ModelSlot& slot = it->second;
+  *ready_versions = 0;
+  for (const auto& [n, vs] : slot.versions) {
+    *ready_versions += vs.record.state() == rankd::v1::READY && vs.served != nullptr;
+  }
+  std::shared_ptr<ServedVersion> source;
+  for (auto v = slot.versions.rbegin(); v != slot.versions.rend(); ++v) {
+    if ((version == 0 || v->first == version) && v->second.served != nullptr) {
+      source = v->second.served;
+      break;
+    }
+  }
+  if (source == nullptr) {
+    return absl::FailedPreconditionError(
+        version > 0
+            ? absl::StrCat("version: model \"", engine::TruncateForError(model), "\" version ",
+                           version, " is not READY")
+            : absl::StrCat("model \"", engine::TruncateForError(model), "\" has no READY version"));
+  }
+  const int64_t highest = slot.versions.empty() ? 0 : slot.versions.rbegin()->first;
+  if (*new_version == 0) *new_version = highest + 1;
+  if (slot.versions.count(*new_version) > 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("new_version: model \"", model, "\" already has a version ", *new_version));
+  }
+  return source;
+}
+
+void ModelManager::AdoptSnapshot(const std::string& model, int64_t new_version,
+                                 const std::string& directory, int64_t source_version,
+                                 std::shared_ptr<ServedVersion> adopted) {
+  absl::MutexLock lock(&mu_);
+  ModelSlot& slot = models_[model];
+  VersionSlot& v = slot.versions.emplace(new_version, VersionSlot(clock_->Now())).first->second;
+  (void)v.record.StartLoading(clock_->Now());
+  (void)v.record.Ready(clock_->Now());
+  v.directory = directory;
+  v.on_disk = true;
+  v.fingerprint = DirectoryFingerprint(directory);
+  v.served = std::move(adopted);
+  v.snapshot_of = source_version;
+  if (options_.mode == Mode::kExplicit) slot.wanted.insert(new_version);
+}
 
 absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
     const std::string& model, int64_t version, int64_t new_version) {
@@ -135,35 +213,11 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
   if (new_version < 0 || version < 0) {
     return absl::InvalidArgumentError("version and new_version: must be >= 0");
   }
-  std::shared_ptr<ServedVersion> source;
   int ready_versions = 0;  // of the model, the source included
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = models_.find(model);
-    if (it == models_.end()) return UnknownModel(model);
-    const ModelSlot& slot = it->second;
-    for (const auto& [n, vs] : slot.versions) {
-      ready_versions += vs.record.state() == rankd::v1::READY && vs.served != nullptr;
-    }
-    for (auto v = slot.versions.rbegin(); v != slot.versions.rend(); ++v) {
-      if ((version == 0 || v->first == version) && v->second.served != nullptr) {
-        source = v->second.served;
-        break;
-      }
-    }
-    if (source == nullptr) {
-      return absl::FailedPreconditionError(
-          version > 0 ? absl::StrCat("version: model \"", engine::TruncateForError(model), "\" version ", version,
-                                     " is not READY")
-                      : absl::StrCat("model \"", engine::TruncateForError(model), "\" has no READY version"));
-    }
-    const int64_t highest = slot.versions.empty() ? 0 : slot.versions.rbegin()->first;
-    if (new_version == 0) new_version = highest + 1;
-    if (slot.versions.count(new_version) > 0) {
-      return absl::AlreadyExistsError(absl::StrCat("new_version: model \"", model,
-                                                   "\" already has a version ", new_version));
-    }
-  }
+  absl::StatusOr<std::shared_ptr<ServedVersion>> found =
+      SnapshotSource(model, version, &new_version, &ready_versions);
+  if (!found.ok()) return found.status();
+  const std::shared_ptr<ServedVersion> source = *std::move(found);
   if (source->live_tables() == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "model \"", engine::TruncateForError(model), "\" version ", source->version(),
@@ -183,40 +237,11 @@ absl::StatusOr<rankd::v1::SaveSnapshotResponse> ModelManager::SaveSnapshot(
   // No update is applied from here until the snapshot is adopted (scoring
   // goes on: it only reads the tables).
   absl::MutexLock updates(&updates_mu_);
-  engine::LiveTables& live = *source->live_tables();
-  std::vector<int64_t> keys(live.model().tables.size(), 0);
-  for (const auto& d : live.DynamicTables()) {
-    for (size_t t = 0; t < keys.size(); ++t) {
-      if (live.model().tables[t].name == d.table) keys[t] = d.keys;
-    }
-  }
-  absl::StatusOr<engine::SnapshotStats> stats = engine::WriteSnapshot(
-      live.model(), live.primary_store(), keys, live.Positions(), tmp_dir);
-  absl::Status s = stats.status();
-  if (s.ok()) s = SyncDirectory(tmp_dir);
-  if (s.ok()) {
-    std::filesystem::rename(tmp_dir, final_dir, ec);
-    if (ec) s = absl::InternalError(absl::StrCat(final_dir, ": rename: ", ec.message()));
-  }
-  if (s.ok()) s = SyncDirectory(parent);
-  if (!s.ok()) {
-    std::filesystem::remove_all(tmp_dir, ec);
-    return s;
-  }
-  auto adopted = std::make_shared<ServedVersion>(*source, new_version);
-  {
-    absl::MutexLock lock(&mu_);
-    ModelSlot& slot = models_[model];
-    VersionSlot& v = slot.versions.emplace(new_version, VersionSlot(clock_->Now())).first->second;
-    (void)v.record.StartLoading(clock_->Now());
-    (void)v.record.Ready(clock_->Now());
-    v.directory = final_dir;
-    v.on_disk = true;
-    v.fingerprint = DirectoryFingerprint(final_dir);
-    v.served = adopted;
-    v.snapshot_of = source->version();
-    if (options_.mode == Mode::kExplicit) slot.wanted.insert(new_version);
-  }
+  absl::StatusOr<engine::SnapshotStats> stats =
+      WriteSnapshotDirectory(*source->live_tables(), parent, tmp_dir, final_dir);
+  if (!stats.ok()) return stats.status();
+  AdoptSnapshot(model, new_version, final_dir, source->version(),
+                std::make_shared<ServedVersion>(*source, new_version));
   // Still under the update lock: no message lands between the cut and the
   // truncation.
   const std::string log_note =

@@ -93,33 +93,42 @@ int RunCheck(const std::string& dir) {
   return 0;
 }
 
-}  // namespace
+// Prints the config as proto3 JSON (defaults filled); false if it cannot.
+bool PrintJson(const ModelConfig& c) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(c, &json, opts).ok()) {
+    std::cerr << "rankd inspect: cannot print the config as JSON\n";
+    return false;
+  }
+  std::cout << json << "\n";
+  return true;
+}
 
-int RunInspect() {
-  const std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) {
-    std::cerr << "rankd inspect: --model: required (a model version directory)\n";
-    return 2;
+// Weights and biases of the MLPs and the cross layers.
+int64_t DenseParameters(const ModelConfig& c) {
+  int64_t dense_params = 0;
+  int in = c.num_dense();
+  for (int w : c.bottom_mlp()) {
+    dense_params += static_cast<int64_t>(in + 1) * w;
+    in = w;
   }
-  absl::StatusOr<ModelConfig> config = engine::ReadModelConfig(dir + "/model.pbtxt");
-  if (!config.ok()) {
-    std::cerr << "rankd inspect: " << (absl::GetFlag(FLAGS_check) ? "check failed: " : "")
-              << config.status().message() << "\n";
-    return 1;
+  in = static_cast<int>(engine::InteractionWidth(c));
+  for (int w : c.top_mlp()) {
+    dense_params += static_cast<int64_t>(in + 1) * w;
+    in = w;
   }
-  const ModelConfig& c = *config;
-  if (absl::GetFlag(FLAGS_json)) {
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.preserve_proto_field_names = true;
-    opts.always_print_primitive_fields = true;
-    std::string json;
-    if (!google::protobuf::util::MessageToJsonString(c, &json, opts).ok()) {
-      std::cerr << "rankd inspect: cannot print the config as JSON\n";
-      return 1;
-    }
-    std::cout << json << "\n";
-    return absl::GetFlag(FLAGS_check) ? RunCheck(dir) : 0;
+  if (c.interaction().kind() == rankd::v1::DCN_V2) {
+    const int64_t n = engine::InteractionWidth(c);
+    dense_params += c.interaction().dcn_num_layers() * (2 * n * c.interaction().dcn_low_rank() + n);
   }
+  return dense_params;
+}
+
+// The model's shape, one line per table, and the bytes they take.
+void PrintSummary(const ModelConfig& c, const std::string& dir) {
   std::cout << "model " << c.name() << " (" << dir << ")\n";
   std::cout << "  dense features " << c.num_dense() << ", sparse features "
             << c.sparse_features_size() << ", tables " << c.tables_size() << "\n";
@@ -142,33 +151,24 @@ int RunInspect() {
     const std::string place = rankd::v1::Placement_Name(t.placement());
     per_placement[place] += bytes;
     total += bytes;
-    std::cout << absl::StrFormat("  %-12s %-7s %12d %5d %5s %5s %-7s %12s\n", t.name(),
-                                 rankd::v1::TableKind_Name(t.kind()), t.num_rows(), t.dim(),
-                                 rankd::v1::DataType_Name(t.dtype()),
-                                 rankd::v1::PoolingMode_Name(t.pooling()), place, engine::HumanBytes(bytes));
-  }
-  int64_t dense_params = 0;
-  int in = c.num_dense();
-  for (int w : c.bottom_mlp()) {
-    dense_params += static_cast<int64_t>(in + 1) * w;
-    in = w;
-  }
-  in = static_cast<int>(engine::InteractionWidth(c));
-  for (int w : c.top_mlp()) {
-    dense_params += static_cast<int64_t>(in + 1) * w;
-    in = w;
-  }
-  if (c.interaction().kind() == rankd::v1::DCN_V2) {
-    const int64_t n = engine::InteractionWidth(c);
-    dense_params += c.interaction().dcn_num_layers() * (2 * n * c.interaction().dcn_low_rank() + n);
+    std::cout << absl::StrFormat(
+        "  %-12s %-7s %12d %5d %5s %5s %-7s %12s\n", t.name(), rankd::v1::TableKind_Name(t.kind()),
+        t.num_rows(), t.dim(), rankd::v1::DataType_Name(t.dtype()),
+        rankd::v1::PoolingMode_Name(t.pooling()), place, engine::HumanBytes(bytes));
   }
   std::cout << "  tables total " << engine::HumanBytes(total);
-  for (const auto& [place, bytes] : per_placement) std::cout << "; " << place << " " << engine::HumanBytes(bytes);
-  std::cout << "\n  dense parameters " << dense_params << " (" << engine::HumanBytes(dense_params * 4.0)
-            << " fp32)\n";
+  for (const auto& [place, bytes] : per_placement) {
+    std::cout << "; " << place << " " << engine::HumanBytes(bytes);
+  }
+  const int64_t dense_params = DenseParameters(c);
+  std::cout << "\n  dense parameters " << dense_params << " ("
+            << engine::HumanBytes(dense_params * 4.0) << " fp32)\n";
+}
 
-  // The CUDA backend's placement for this config (what rankd serve --backend
-  // cuda would load), before any weights are read.
+// The CUDA backend's placement for this config (what rankd serve --backend
+// cuda would load), before any weights are read. 0 when it places the tables,
+// 1 when it refuses, 2 for a bad --gpu_memory or --plan_budget.
+int PrintPlacement(const ModelConfig& c) {
   std::string gpu_memory = absl::GetFlag(FLAGS_gpu_memory);
   if (gpu_memory.empty()) {
     const int64_t here = engine::gpu::SmallestGpuMemoryBytes();
@@ -190,13 +190,37 @@ int RunInspect() {
   const int64_t kReserve = int64_t{2} << 30;
   const int64_t budget_bytes = budget->Resolve(gpu->bytes, gpu->bytes - kReserve);
   std::cout << "  placement on a GPU of " << engine::HumanBytes(static_cast<double>(gpu->bytes))
-            << ", device-memory budget " << engine::HumanBytes(static_cast<double>(budget_bytes)) << ":\n";
+            << ", device-memory budget " << engine::HumanBytes(static_cast<double>(budget_bytes))
+            << ":\n";
   auto plan = engine::PlanPlacement(c, budget_bytes);
   if (!plan.ok()) {
     std::cout << "  refused: " << plan.status().message() << "\n";
     return 1;
   }
   std::cout << plan->Describe() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int RunInspect() {
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) {
+    std::cerr << "rankd inspect: --model: required (a model version directory)\n";
+    return 2;
+  }
+  absl::StatusOr<ModelConfig> config = engine::ReadModelConfig(dir + "/model.pbtxt");
+  if (!config.ok()) {
+    std::cerr << "rankd inspect: " << (absl::GetFlag(FLAGS_check) ? "check failed: " : "")
+              << config.status().message() << "\n";
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    if (!PrintJson(*config)) return 1;
+  } else {
+    PrintSummary(*config, dir);
+    if (const int rc = PrintPlacement(*config); rc != 0) return rc;
+  }
   return absl::GetFlag(FLAGS_check) ? RunCheck(dir) : 0;
 }
 
