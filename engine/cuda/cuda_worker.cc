@@ -165,8 +165,35 @@ bool FusedLookupDotFits(const Model& model, absl::Span<const kc::DeviceTable> ta
 }
 
 absl::Status CudaWorker::Init() {
-  const Model& m = dm_->model();
   RANKD_RETURN_IF_CUDA_ERROR(cudaSetDevice(dm_->device()), "cudaSetDevice");
+  if (absl::Status s = CreateStreams(); !s.ok()) return s;
+  ChooseLookupKernels();
+  if (absl::Status s = CreateLinearRunners(); !s.ok()) return s;
+  const Model& m = dm_->model();
+  int col = m.dense_out_width();
+  for (const SparseFeature& f : m.features) {
+    feat_col_.push_back(col);
+    col += m.tables[f.table].dim;
+  }
+  // CAT feeds feats straight to the top MLP, whose K may be padded.
+  feat_width_ = m.interaction == rankd::v1::CAT ? dm_->top_in_ld() : col;
+  max_width_ = std::max({dm_->dense_ld(), dm_->top_in_ld(), feat_width_});
+  for (const Linear& l : m.bottom) max_width_ = std::max(max_width_, l.out);
+  for (const Linear& l : m.top) max_width_ = std::max(max_width_, l.out);
+
+  const int64_t rows = kernels::RoundUpRows(options_.max_rows);
+  if (absl::Status s = AllocateActivations(rows); !s.ok()) return s;
+  if (absl::Status s = AllocateOutputs(rows); !s.ok()) return s;
+  // The fused kernel reads rows straight from HBM (not for HOST tables) and
+  // does not touch eviction scores (not for DYNAMIC tables that keep them).
+  if (options_.allow_fused_tiny && !dm_->any_host() && !dm_->any_scored()) {
+    if (absl::Status s = InitTiny(); !s.ok()) return s;
+  }
+  // Typical bags are small: start with 4 ids per row and feature; grows on demand.
+  return EnsureArena(rows * static_cast<int64_t>(m.features.size()) * 4, 1);
+}
+
+absl::Status CudaWorker::CreateStreams() {
   RANKD_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                              "cudaStreamCreate");
   RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&batch_done_, cudaEventDisableTiming),
@@ -186,36 +213,30 @@ absl::Status CudaWorker::Init() {
     RANKD_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming),
                                "copy event");
   }
-  ChooseLookupKernels();
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::CreateLinearRunners() {
   auto linear = kc::LinearRunner::Create(options_.math);
   if (!linear.ok()) return linear.status();
   linear_ = std::move(*linear);
-  if (!m.cross.empty()) {
-    cross_math_ = ResolveCrossMath(options_);
-    if ((cross_math_ == CrossMath::kTf32x3 && dm_->cross()[0].v3.weight == nullptr) ||
-        (cross_math_ == CrossMath::kBf16x3 && dm_->cross()[0].vb.weight == nullptr)) {
-      return absl::FailedPreconditionError(
-          "CudaWorker: split-precision cross layers need a DeviceModel made with the matching "
-          "cross_split (CrossSplitFor)");
-    }
-    auto cross = kc::LinearRunner::Create(cross_math_ == CrossMath::kFp32 ? kc::MathMode::kFp32
-                                                                          : kc::MathMode::kTf32);
-    if (!cross.ok()) return cross.status();
-    cross_linear_ = std::move(*cross);
+  if (dm_->model().cross.empty()) return absl::OkStatus();
+  cross_math_ = ResolveCrossMath(options_);
+  if ((cross_math_ == CrossMath::kTf32x3 && dm_->cross()[0].v3.weight == nullptr) ||
+      (cross_math_ == CrossMath::kBf16x3 && dm_->cross()[0].vb.weight == nullptr)) {
+    return absl::FailedPreconditionError(
+        "CudaWorker: split-precision cross layers need a DeviceModel made with the matching "
+        "cross_split (CrossSplitFor)");
   }
+  auto cross = kc::LinearRunner::Create(cross_math_ == CrossMath::kFp32 ? kc::MathMode::kFp32
+                                                                        : kc::MathMode::kTf32);
+  if (!cross.ok()) return cross.status();
+  cross_linear_ = std::move(*cross);
+  return absl::OkStatus();
+}
 
-  int col = m.dense_out_width();
-  for (const SparseFeature& f : m.features) {
-    feat_col_.push_back(col);
-    col += m.tables[f.table].dim;
-  }
-  // CAT feeds feats straight to the top MLP, whose K may be padded.
-  feat_width_ = m.interaction == rankd::v1::CAT ? dm_->top_in_ld() : col;
-  max_width_ = std::max({dm_->dense_ld(), dm_->top_in_ld(), feat_width_});
-  for (const Linear& l : m.bottom) max_width_ = std::max(max_width_, l.out);
-  for (const Linear& l : m.top) max_width_ = std::max(max_width_, l.out);
-
-  const int64_t rows = kernels::RoundUpRows(options_.max_rows);
+absl::Status CudaWorker::AllocateActivations(int64_t rows) {
+  const Model& m = dm_->model();
   auto alloc = [&](DeviceBuffer& b, int64_t floats, const char* what) -> absl::Status {
     absl::Status s = b.Allocate(sizeof(float) * std::max<int64_t>(floats, 1), what);
     if (!s.ok()) return s;
@@ -229,27 +250,32 @@ absl::Status CudaWorker::Init() {
   if (m.interaction == rankd::v1::DOT) {
     if (!(s = alloc(top_in_, rows * dm_->top_in_ld(), "dot interaction output")).ok()) return s;
   }
-  if (!m.cross.empty()) {
-    const int64_t n = m.cross[0].n;
-    if (!(s = alloc(cross_a_, rows * n, "cross x")).ok()) return s;
-    if (!(s = alloc(cross_b_, rows * n, "cross x")).ok()) return s;
-    if (!(s = alloc(cross_t_, rows * n, "cross t")).ok()) return s;
-    if (!(s = alloc(cross_r_, rows * m.cross[0].rank, "cross low-rank")).ok()) return s;
-    const int k = static_cast<int>(std::max(n, int64_t{m.cross[0].rank}));
-    if (cross_math_ == CrossMath::kTf32x3) {
-      const int64_t width = kernels::SplitTf32Width(k);
-      if (!(s = alloc(cross_split_, rows * width, "cross split inputs")).ok()) return s;
-    } else if (cross_math_ == CrossMath::kBf16x3) {
-      const int64_t bf16_per_row = kernels::SplitBf16Width(k);  // two per float
-      if (!(s = alloc(cross_split_, (rows * bf16_per_row + 1) / 2, "cross split inputs")).ok()) {
-        return s;
-      }
+  if (m.cross.empty()) return absl::OkStatus();
+  const int64_t n = m.cross[0].n;
+  if (!(s = alloc(cross_a_, rows * n, "cross x")).ok()) return s;
+  if (!(s = alloc(cross_b_, rows * n, "cross x")).ok()) return s;
+  if (!(s = alloc(cross_t_, rows * n, "cross t")).ok()) return s;
+  if (!(s = alloc(cross_r_, rows * m.cross[0].rank, "cross low-rank")).ok()) return s;
+  const int k = static_cast<int>(std::max(n, int64_t{m.cross[0].rank}));
+  if (cross_math_ == CrossMath::kTf32x3) {
+    const int64_t width = kernels::SplitTf32Width(k);
+    if (!(s = alloc(cross_split_, rows * width, "cross split inputs")).ok()) return s;
+  } else if (cross_math_ == CrossMath::kBf16x3) {
+    const int64_t bf16_per_row = kernels::SplitBf16Width(k);  // two per float
+    if (!(s = alloc(cross_split_, (rows * bf16_per_row + 1) / 2, "cross split inputs")).ok()) {
+      return s;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaWorker::AllocateOutputs(int64_t rows) {
+  const Model& m = dm_->model();
   counters_ = CounterLayout(m.tables.size(), m.features.size());
   last_counts_.assign(counters_.total, 0);
   scores_offset_ = (8 * counters_.total + 15) & ~size_t{15};
   const size_t out_bytes = scores_offset_ + sizeof(float) * rows;
+  absl::Status s;
   if (!(s = out_.Allocate(out_bytes, "scores")).ok()) return s;
   RANKD_RETURN_IF_CUDA_ERROR(cudaMemset(out_.get(), 0, out_bytes), "zero counters");
   if (!(s = host_out_.Allocate(out_bytes, "scores (host)")).ok()) return s;
@@ -268,14 +294,7 @@ absl::Status CudaWorker::Init() {
     if (!(s = score_now_.Allocate(8, "score clock")).ok()) return s;
     if (!(s = score_now_host_.Allocate(8, "score clock (host)")).ok()) return s;
   }
-  // The fused kernel reads rows straight from HBM (not for HOST tables) and
-  // does not touch eviction scores (not for DYNAMIC tables that keep them).
-  if (options_.allow_fused_tiny && !dm_->any_host() && !dm_->any_scored()) {
-    s = InitTiny();
-    if (!s.ok()) return s;
-  }
-  // Typical bags are small: start with 4 ids per row and feature; grows on demand.
-  return EnsureArena(rows * static_cast<int64_t>(m.features.size()) * 4, 1);
+  return absl::OkStatus();
 }
 
 absl::Status CudaWorker::EnsureArena(int64_t ids, int slots) {

@@ -215,7 +215,17 @@ class CudaWorker final : public Worker {
              std::shared_ptr<PackPool> pack_pool);
   // The pool's ParallelFor for a slice of `rows` rows, or none (pack alone).
   ParallelFor PackParallel(int64_t rows) const;
+  // Creates the streams, runners and buffers (the steps below, in order).
   absl::Status Init();
+  // The worker's stream and batch event; the side streams and their events
+  // when Options turn them on.
+  absl::Status CreateStreams();
+  // cuBLASLt runners: the MLPs' (Options::math) and the cross layers'.
+  absl::Status CreateLinearRunners();
+  // Activation buffers for `rows` rows (zeroed: padding rows stay finite).
+  absl::Status AllocateActivations(int64_t rows);
+  // Counters and scores (device and host), the staging limit and the score clock.
+  absl::Status AllocateOutputs(int64_t rows);
   // Sets fp32_tables_only_, unit_bag_chunks_, every_table_unit_pooled_ and
   // fused_dot_fits_ from the model's tables (and Options::unit_bag_kernel,
   // Options::fused_lookup_dot).

@@ -461,6 +461,57 @@ __device__ __forceinline__ void StorePooled(const volatile SegmentJob& job, cons
   }
 }
 
+// Unresolved ids a lane loaded: count, weight sum, max and min of their weights.
+struct UnresolvedIds {
+  unsigned count = 0;
+  float wsum = 0.0f, wmax = -INFINITY, wmin = INFINITY;
+  __device__ __forceinline__ void Add(float w) {
+    ++count;
+    wsum += w;
+    wmax = fmaxf(wmax, w);
+    wmin = fminf(wmin, w);
+  }
+};
+
+// Loads id `i` of the job for one lane: its row (*row: the row index, the
+// row's device address for kIndirect, or kMissingRow) and weight. A missing
+// row goes to *miss. Otherwise, on the first column pass (first_pass), reads
+// the row's eviction score for the touch into *seen (not for kIndirect: HOST
+// tables touch in the resolve pass), and with `prefetch` asks L2 for this
+// pass's bytes [pass_begin, pass_begin + pass_bytes) of the row.
+template <bool kIndirect>
+__device__ __forceinline__ void LoadSlot(const volatile SegmentJob& job, int64_t i,
+                                         bool first_pass, const char* __restrict__ table_rows,
+                                         int64_t row_bytes, int64_t pass_begin, int64_t pass_bytes,
+                                         bool prefetch, int64_t* row, float* w,
+                                         unsigned long long* seen, UnresolvedIds* miss) {
+  const float* weights = job.weights;
+  if (weights != nullptr) *w = __ldg(weights + i);
+  const char* row_start = nullptr;
+  if constexpr (kIndirect) {
+    // Resolved by the staging passes: the row's device address, or 0.
+    const int64_t loc = __ldg(job.locations + i);
+    *row = loc != 0 ? loc : kMissingRow;
+    row_start = reinterpret_cast<const char*>(loc);
+  } else {
+    *row = ResolveRow(job, IdAt(job, i));
+    row_start = table_rows + *row * row_bytes;
+  }
+  if (*row == kMissingRow) {
+    miss->Add(*w);
+    return;
+  }
+  if constexpr (!kIndirect) {
+    // Once per id (first column pass), after this batch's loads.
+    if (first_pass && job.scores != nullptr) *seen = SeenScore(job.scores, *row, job.score_policy);
+  }
+  if (prefetch) {
+    // This pass's columns of the row, one request per 128-byte line.
+    const char* first = row_start + pass_begin;
+    for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
+  }
+}
+
 // Pools one bag per group (warp_mode false: ids [begin, end) and output rows
 // [row_begin, row_end) differ between groups; a group without a bag has empty
 // ranges) or one bag with the whole warp (warp_mode true: the ranges are
@@ -505,9 +556,7 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
     float acc[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i) acc[i] = init;
-    // Unresolved ids this lane loaded: count, weight sum, max and min.
-    unsigned miss = 0;
-    float miss_wsum = 0.0f, miss_wmax = -INFINITY, miss_wmin = INFINITY;
+    UnresolvedIds miss;  // this lane's, in this column pass
 
     for (int t = 0; t < batches; ++t) {
       const int64_t batch = begin + static_cast<int64_t>(t) * batch_width;
@@ -515,37 +564,8 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
       float my_w = 1.0f;
       unsigned long long seen = 0;  // score of my_row read for the touch (LRU)
       if (batch + my_slot < end) {
-        const float* weights = job.weights;
-        if (weights != nullptr) my_w = __ldg(weights + batch + my_slot);
-        const char* row_start = nullptr;
-        if constexpr (kIndirect) {
-          // Resolved by the staging passes: the row's device address, or 0.
-          const int64_t loc = __ldg(job.locations + batch + my_slot);
-          my_row = loc != 0 ? loc : kMissingRow;
-          row_start = reinterpret_cast<const char*>(loc);
-        } else {
-          my_row = ResolveRow(job, IdAt(job, batch + my_slot));
-          row_start = table_rows + my_row * row_bytes;
-        }
-        if (my_row == kMissingRow) {
-          ++miss;
-          miss_wsum += my_w;
-          miss_wmax = fmaxf(miss_wmax, my_w);
-          miss_wmin = fminf(miss_wmin, my_w);
-        } else {
-          if constexpr (!kIndirect) {
-            // Once per id (first column pass), after this batch's loads;
-            // HOST tables touch in the resolve pass.
-            if (col0 == 0 && job.scores != nullptr) {
-              seen = SeenScore(job.scores, my_row, job.score_policy);
-            }
-          }
-          if (prefetch) {
-            // This pass's columns of the row, one request per 128-byte line.
-            const char* first = row_start + pass_begin;
-            for (int64_t offset = 0; offset < pass_bytes; offset += 128) PrefetchL2(first + offset);
-          }
-        }
+        LoadSlot<kIndirect>(job, batch + my_slot, col0 == 0, table_rows, row_bytes, pass_begin,
+                            pass_bytes, prefetch, &my_row, &my_w, &seen, &miss);
       }
       // Slots of this batch any group needs (warp-uniform).
       const int valid =
@@ -581,9 +601,9 @@ __device__ __forceinline__ void PoolBags(const volatile SegmentJob& job, const G
     }
 
     // Unresolved ids: default vector (or zeros) times their weights.
-    if (col0 == 0) *miss_count += miss;
-    AddUnresolved<kVec, kMax, warp_mode>(job, grp, col, dim, miss, miss_wsum, miss_wmax,
-                                         miss_wmin, acc);
+    if (col0 == 0) *miss_count += miss.count;
+    AddUnresolved<kVec, kMax, warp_mode>(job, grp, col, dim, miss.count, miss.wsum, miss.wmax,
+                                         miss.wmin, acc);
     StorePooled<kVec, warp_mode>(job, grp, bag_size, col, col_ok, dim, row_begin, row_end, acc);
   }
 }
