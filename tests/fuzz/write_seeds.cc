@@ -11,16 +11,21 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/generator/model_generator.h"
 #include "engine/model/model_loader.h"
 #include "engine/updates/host_table_store.h"
 #include "engine/updates/live_tables.h"
 #include "google/protobuf/text_format.h"
+#include "inference/grpc_predict_v2.pb.h"
 #include "rankd/v1/model_control.pb.h"
 #include "rankd/v1/ranking.pb.h"
+#include "server/http/kserve_json.h"
+#include "server/kserve_conversion.h"
 #include "server/lifecycle/update_message.h"
 #include "server/request_conversion.h"
 #include "tests/fuzz/fuzz_models.h"
@@ -75,6 +80,97 @@ void ScoreRequestSeeds(const fs::path& dir) {
       auto converted = server::ToEngineRequest(*model, wire);
       if (!converted.ok()) Die("score seed refused: " + converted.status().ToString());
       Write(dir, absl::StrCat("model", m, "_v", variant), wire.SerializeAsString());
+    }
+  }
+}
+
+// One KServe v2 input tensor as a REST body's JSON object.
+template <typename T>
+std::string JsonTensor(const std::string& name, const char* datatype,
+                       const std::vector<int64_t>& shape, const std::vector<T>& data) {
+  std::string out =
+      absl::StrCat("{\"name\": ", server::JsonString(name), ", \"datatype\": \"", datatype,
+                   "\", \"shape\": [", absl::StrJoin(shape, ", "), "], \"data\": [");
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (i > 0) out += ", ";
+    if constexpr (std::is_same_v<T, float>) {
+      server::AppendFloat(data[i], &out);
+    } else {
+      absl::StrAppend(&out, data[i]);
+    }
+  }
+  return out + "]}";
+}
+
+// `r` as a KServe v2 REST inference body for `model`.
+std::string KServeJsonBody(const engine::Model& model, const engine::testing::OwnedRequest& r) {
+  std::vector<std::string> inputs;
+  if (model.num_dense > 0) {
+    inputs.push_back(JsonTensor("dense", "FP32", {r.num_candidates, model.num_dense}, r.dense));
+  }
+  for (size_t f = 0; f < model.features.size(); ++f) {
+    const std::string& name = model.features[f].name;
+    inputs.push_back(JsonTensor(name, "INT64", {static_cast<int64_t>(r.ids[f].size())}, r.ids[f]));
+    inputs.push_back(JsonTensor(name + ".lengths", "INT32",
+                                {static_cast<int64_t>(r.lengths[f].size())}, r.lengths[f]));
+    if (f < r.weights.size() && !r.weights[f].empty()) {
+      inputs.push_back(JsonTensor(name + ".weights", "FP32",
+                                  {static_cast<int64_t>(r.weights[f].size())}, r.weights[f]));
+    }
+  }
+  return absl::StrCat("{\"id\": \"seed\", \"inputs\": [", absl::StrJoin(inputs, ", "),
+                      "], \"outputs\": [{\"name\": \"scores\"}]}");
+}
+
+// `typed` with every input's contents moved to raw_input_contents.
+inference::ModelInferRequest ToRawContents(const inference::ModelInferRequest& typed) {
+  inference::ModelInferRequest raw = typed;
+  for (auto& input : *raw.mutable_inputs()) {
+    const auto& c = input.contents();
+    std::string bytes;
+    auto append = [&bytes](const void* p, size_t n) {
+      bytes.append(static_cast<const char*>(p), n);
+    };
+    for (float v : c.fp32_contents()) append(&v, sizeof(v));
+    for (int64_t v : c.int64_contents()) append(&v, sizeof(v));
+    for (int32_t v : c.int_contents()) append(&v, sizeof(v));
+    input.clear_contents();
+    raw.add_raw_input_contents(std::move(bytes));
+  }
+  return raw;
+}
+
+// Seeds of kserve_infer_fuzzer: the first byte picks the form (0: JSON body,
+// 1: ModelInferRequest bytes), as the fuzzer reads it.
+void KServeInferSeeds(const fs::path& dir) {
+  const auto specs = ScoreModelSpecs();
+  for (size_t m = 0; m < specs.size(); ++m) {
+    auto model = engine::testing::MakeRandomModel(specs[m]);
+    for (int variant = 0; variant < 3; ++variant) {
+      engine::testing::RandomRequestSpec rs;
+      rs.seed = 200 + variant;
+      rs.num_candidates = variant == 0 ? 1 : 5;
+      rs.weighted = variant == 1;
+      rs.share_all_bags = variant == 2;
+      if (specs[m].id_policy == rankd::v1::ZERO) rs.unresolved_fraction = 0.3;
+      const std::string body =
+          KServeJsonBody(*model, engine::testing::MakeRandomRequest(*model, rs));
+      inference::ModelInferRequest typed;
+      if (absl::Status s = server::ParseKServeInferJson(body, &typed); !s.ok()) {
+        Die("kserve JSON seed refused: " + s.ToString());
+      }
+      const inference::ModelInferRequest raw = ToRawContents(typed);
+      for (const inference::ModelInferRequest* request :
+           std::vector<const inference::ModelInferRequest*>{&typed, &raw}) {
+        server::KServeRequest converted;
+        if (absl::Status s = server::ToEngineRequest(*model, *request, {}, &converted); !s.ok()) {
+          Die("kserve seed refused: " + s.ToString());
+        }
+      }
+      const std::string name = absl::StrCat("model", m, "_v", variant);
+      Write(dir, name + "_json", std::string(1, '\0') + body);
+      Write(dir, name + "_typed", std::string(1, '\1') + typed.SerializeAsString());
+      Write(dir, name + "_raw", std::string(1, '\1') + raw.SerializeAsString());
     }
   }
 }
@@ -188,6 +284,7 @@ int main(int argc, char** argv) {
   if (argc != 2) rankd::fuzz::Die("usage: write_seeds CORPUS_DIR");
   const std::filesystem::path root = argv[1];
   rankd::fuzz::ScoreRequestSeeds(root / "score_request_fuzzer");
+  rankd::fuzz::KServeInferSeeds(root / "kserve_infer_fuzzer");
   rankd::fuzz::ModelConfigSeeds(root / "model_config_fuzzer");
   rankd::fuzz::SafetensorsSeeds(root / "safetensors_fuzzer");
   rankd::fuzz::UpdateSeeds(root / "update_fuzzer");
