@@ -23,6 +23,7 @@
 #include "server/http/kserve_json.h"
 #include "server/kserve_conversion.h"
 #include "tests/fuzz/fuzz_models.h"
+#include "tests/fuzz/quiet_protobuf.h"
 
 namespace {
 
@@ -91,6 +92,7 @@ void ConvertAndScore(const inference::ModelInferRequest& request) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  rankd::fuzz::QuietProtobufLogs();
   if (size == 0) return 0;
   const bool wire = (data[0] & 1) != 0;
   const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);

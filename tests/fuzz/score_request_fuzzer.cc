@@ -17,6 +17,7 @@
 #include "rankd/v1/ranking.pb.h"
 #include "server/request_conversion.h"
 #include "tests/fuzz/fuzz_models.h"
+#include "tests/fuzz/quiet_protobuf.h"
 
 namespace {
 
@@ -45,6 +46,7 @@ std::vector<Target>* Targets() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  rankd::fuzz::QuietProtobufLogs();
   rankd::v1::ScoreRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
   // The server's limits keep a single input cheap (a real server sets them

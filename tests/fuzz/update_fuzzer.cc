@@ -28,6 +28,7 @@
 #include "rankd/v1/model_control.pb.h"
 #include "server/lifecycle/update_message.h"
 #include "tests/fuzz/fuzz_models.h"
+#include "tests/fuzz/quiet_protobuf.h"
 
 namespace {
 
@@ -116,6 +117,7 @@ void CheckApplied(const LiveTables& live, const rankd::v1::EmbeddingUpdate& msg)
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  rankd::fuzz::QuietProtobufLogs();
   std::shared_ptr<rankd::engine::Model> model = rankd::fuzz::MakeUpdateModel();
   auto live = std::make_shared<LiveTables>(
       model, std::vector<std::shared_ptr<rankd::engine::TableStore>>{
