@@ -65,18 +65,28 @@ rankd::v1::ScoreRequest ToWire(const engine::Model& model,
   return w;
 }
 
+// The request of seed `variant` (0: one candidate; 1: five, weighted; 2:
+// five, every feature one shared bag) for a model of `model_spec`; a ZERO
+// id-policy model also gets ids that do not resolve.
+engine::testing::RandomRequestSpec SeedRequestSpec(
+    const engine::testing::RandomModelSpec& model_spec, int variant, uint64_t seed) {
+  engine::testing::RandomRequestSpec rs;
+  rs.seed = seed;
+  rs.num_candidates = variant == 0 ? 1 : 5;
+  rs.weighted = variant == 1;
+  rs.share_all_bags = variant == 2;
+  if (model_spec.id_policy == rankd::v1::ZERO) rs.unresolved_fraction = 0.3;
+  return rs;
+}
+
 void ScoreRequestSeeds(const fs::path& dir) {
   const auto specs = ScoreModelSpecs();
   for (size_t m = 0; m < specs.size(); ++m) {
     auto model = engine::testing::MakeRandomModel(specs[m]);
     for (int variant = 0; variant < 3; ++variant) {
-      engine::testing::RandomRequestSpec rs;
-      rs.seed = 100 + variant;
-      rs.num_candidates = variant == 0 ? 1 : 5;
-      rs.weighted = variant == 1;
-      rs.share_all_bags = variant == 2;
-      if (specs[m].id_policy == rankd::v1::ZERO) rs.unresolved_fraction = 0.3;
-      const auto wire = ToWire(*model, engine::testing::MakeRandomRequest(*model, rs));
+      const auto wire =
+          ToWire(*model, engine::testing::MakeRandomRequest(
+                             *model, SeedRequestSpec(specs[m], variant, 100 + variant)));
       auto converted = server::ToEngineRequest(*model, wire);
       if (!converted.ok()) Die("score seed refused: " + converted.status().ToString());
       Write(dir, absl::StrCat("model", m, "_v", variant), wire.SerializeAsString());
@@ -147,14 +157,9 @@ void KServeInferSeeds(const fs::path& dir) {
   for (size_t m = 0; m < specs.size(); ++m) {
     auto model = engine::testing::MakeRandomModel(specs[m]);
     for (int variant = 0; variant < 3; ++variant) {
-      engine::testing::RandomRequestSpec rs;
-      rs.seed = 200 + variant;
-      rs.num_candidates = variant == 0 ? 1 : 5;
-      rs.weighted = variant == 1;
-      rs.share_all_bags = variant == 2;
-      if (specs[m].id_policy == rankd::v1::ZERO) rs.unresolved_fraction = 0.3;
       const std::string body =
-          KServeJsonBody(*model, engine::testing::MakeRandomRequest(*model, rs));
+          KServeJsonBody(*model, engine::testing::MakeRandomRequest(
+                                     *model, SeedRequestSpec(specs[m], variant, 200 + variant)));
       inference::ModelInferRequest typed;
       if (absl::Status s = server::ParseKServeInferJson(body, &typed); !s.ok()) {
         Die("kserve JSON seed refused: " + s.ToString());
