@@ -1,7 +1,7 @@
 // Silences protobuf's log lines in a fuzz target. Hostile bytes make the
-// parser log a line for each string field that is not UTF-8 (tens of
-// thousands a minute), which slows the target and buries libFuzzer's own
-// report in its log. The parse result is unchanged: an unparseable input is
+// parser log a line for every string field that is not UTF-8, on nearly
+// every input, which slows the target and buries libFuzzer's own report in
+// its log. The parse result is unchanged: an unparseable input is
 // still refused. Call at the start of LLVMFuzzerTestOneInput (the first call
 // installs the handler; fuzz targets are single-threaded).
 #ifndef RANKD_TESTS_FUZZ_QUIET_PROTOBUF_H_
