@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/rankctl/commands.h"
+#include "client/security_flags.h"
 #include "google/protobuf/util/json_util.h"
 
 ABSL_FLAG(std::string, target, "localhost:8500",
@@ -23,13 +24,6 @@ ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "largest request or response mes
 ABSL_FLAG(int64_t, connect_timeout_ms, 0,
           "> 0: wait up to this long for a connection before the first call and fail "
           "with UNAVAILABLE without one; 0: connect with the first call");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "PEM CAs that sign rankd's certificate: connect with TLS (default: plaintext)");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM client certificate for a server that requires one (mTLS; with --tls_key_file)");
-ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
-ABSL_FLAG(std::string, token_file, "",
-          "file holding the admin API's bearer token (rankd serve --admin_token_file)");
 ABSL_FLAG(std::string, model, "",
           "info, load, unload, label, update, snapshot: the model's name; models: only this "
           "model");
@@ -83,12 +77,8 @@ absl::Status CheckConnectionFlags(absl::string_view target_flag, const std::stri
 absl::StatusOr<ConnectionFlags> ConnectionFromFlags(absl::string_view target_flag,
                                                     const std::string& target) {
   if (absl::Status s = CheckConnectionFlags(target_flag, target); !s.ok()) return s;
-  client::SecurityFiles files;
-  files.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
-  files.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
-  files.key_file = absl::GetFlag(FLAGS_tls_key_file);
-  files.token_file = absl::GetFlag(FLAGS_token_file);
-  absl::StatusOr<client::Security> security = client::LoadSecurity(files);
+  absl::StatusOr<client::Security> security =
+      client::LoadSecurity(client::SecurityFilesFromFlags());
   if (!security.ok()) return security.status();
   ConnectionFlags flags;
   flags.security = *std::move(security);

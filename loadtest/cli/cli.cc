@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/security_flags.h"
 
 // --- Where and how ------------------------------------------------------------
 ABSL_FLAG(std::string, target, "localhost:8500", "rankd's gRPC address (host:port)");
@@ -25,12 +26,6 @@ ABSL_FLAG(std::string, http_target, "",
 ABSL_FLAG(int, http_connections, 64,
           "--protocol http: keep-alive HTTP/1.1 connections, each carrying one call at a time "
           "(further calls queue in rankload, and the wait counts in their latency)");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "PEM CAs that sign rankd's certificate: connect with TLS (default: plaintext)");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM client certificate for a server that requires one (mTLS; with --tls_key_file)");
-ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
-ABSL_FLAG(std::string, token_file, "", "file holding a bearer token sent with every request");
 ABSL_FLAG(std::string, mode, "open",
           "open: requests on an arrival schedule at --rate, latency from each scheduled send "
           "time | closed: --concurrency requests in flight | slo: search the highest rate "
@@ -205,10 +200,7 @@ namespace {
 // --target, TLS and token, --protocol and --http_*.
 absl::Status ConnectionFromFlags(Config* c) {
   c->target = absl::GetFlag(FLAGS_target);
-  c->security.ca_file = absl::GetFlag(FLAGS_tls_ca_file);
-  c->security.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
-  c->security.key_file = absl::GetFlag(FLAGS_tls_key_file);
-  c->security.token_file = absl::GetFlag(FLAGS_token_file);
+  c->security = client::SecurityFilesFromFlags();
   if (c->target.empty()) return Bad("--target", "must not be empty", "");
   auto protocol = ParseProtocol(absl::GetFlag(FLAGS_protocol));
   if (!protocol.ok()) return protocol.status();
