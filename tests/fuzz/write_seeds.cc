@@ -282,6 +282,47 @@ void UpdateSeeds(const fs::path& dir) {
   }
 }
 
+// update_log_fuzzer scripts (its file comment has the format): records of
+// `lengths` bytes appended, then the damage ops in `damage`. Every script
+// gets past the target's first step (its records are appended before any
+// damage); some damage is meant to be refused by Open (corrupt_middle,
+// bad_version), which the target checks.
+std::string UpdateLogScript(const std::vector<int>& lengths, const std::string& damage) {
+  std::string out(1, static_cast<char>(lengths.size()));
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    out += static_cast<char>(lengths[i]);
+    out += std::string(lengths[i], static_cast<char>('a' + i));
+    out += static_cast<char>(i);  // target version
+  }
+  return out + damage;
+}
+
+// The end offset of record `i` of UpdateLogScript(lengths, ...), as 2 bytes.
+std::string RecordEnd(const std::vector<int>& lengths, size_t i) {
+  int64_t end = 16;
+  for (size_t r = 0; r <= i; ++r) end += 24 + lengths[r];
+  return std::string{static_cast<char>(end & 0xff), static_cast<char>(end >> 8)};
+}
+
+void UpdateLogSeeds(const fs::path& dir) {
+  const std::vector<int> four = {10, 0, 63, 5};
+  Write(dir, "empty", UpdateLogScript({}, ""));
+  Write(dir, "clean", UpdateLogScript(four, ""));
+  // op 1: truncate 5 bytes into the last record (a crash mid-append).
+  std::string cut = RecordEnd(four, 2);
+  cut[0] = static_cast<char>(cut[0] + 5);
+  Write(dir, "torn_tail", UpdateLogScript(four, std::string(1, '\1') + cut));
+  // op 0: overwrite 3 bytes of record 1's header (valid records follow).
+  std::string middle = RecordEnd(four, 0);
+  middle[0] = static_cast<char>(middle[0] + 2);
+  Write(dir, "corrupt_middle", UpdateLogScript(four, std::string(1, '\0') + middle + "\3xyz"));
+  // op 2: 20 bytes of garbage after the last record.
+  Write(dir, "garbage_tail",
+        UpdateLogScript({7, 9}, std::string(1, '\2') + "\x14" + std::string(20, '\x5a')));
+  // op 0 at offset 8: the file header's format version.
+  Write(dir, "bad_version", UpdateLogScript({4}, std::string("\0\x08\0\1\x09", 5)));
+}
+
 }  // namespace
 }  // namespace rankd::fuzz
 
@@ -293,6 +334,7 @@ int main(int argc, char** argv) {
   rankd::fuzz::ModelConfigSeeds(root / "model_config_fuzzer");
   rankd::fuzz::SafetensorsSeeds(root / "safetensors_fuzzer");
   rankd::fuzz::UpdateSeeds(root / "update_fuzzer");
+  rankd::fuzz::UpdateLogSeeds(root / "update_log_fuzzer");
   std::printf("seeds written under %s\n", root.c_str());
   return 0;
 }
