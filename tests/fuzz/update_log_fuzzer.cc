@@ -51,13 +51,17 @@ using rankd::engine::UpdateLog;
 }
 
 // The log's path in a private temporary directory (tmpfs where there is
-// one: every execution writes and syncs the file).
+// one: every execution writes and syncs the file), removed at exit.
 const std::string& LogPath() {
   static const std::string* path = [] {
     const char* tmp = std::getenv("TEST_TMPDIR");
     std::string base = tmp != nullptr ? tmp : (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
     std::string templ = base + "/rankd_updlog_fuzz_XXXXXX";
     if (mkdtemp(templ.data()) == nullptr) Fail("mkdtemp failed");
+    std::atexit([] {
+      unlink(LogPath().c_str());
+      rmdir(LogPath().substr(0, LogPath().rfind('/')).c_str());
+    });
     return new std::string(templ + "/fuzz.updlog");
   }();
   return *path;
