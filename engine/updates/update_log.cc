@@ -76,6 +76,8 @@ enum class Verdict { kValid, kIncomplete, kBadHeader, kTooLarge, kBadPayload };
 
 struct Probe {
   Verdict verdict = Verdict::kValid;
+  // The header's magic and CRC check out, so `length` is the record's own.
+  bool header_valid = false;
   uint32_t length = 0;
   int64_t target = 0;
 };
@@ -121,6 +123,7 @@ absl::StatusOr<Probe> ProbeRecord(int fd, const std::string& path, int64_t offse
     p.verdict = Verdict::kBadHeader;
     return p;
   }
+  p.header_valid = true;
   p.length = GetU32(h + 4);
   p.target = static_cast<int64_t>(GetU64(h + 8));
   if (p.length > max_record_bytes) {
@@ -148,13 +151,14 @@ absl::StatusOr<Probe> ProbeRecord(int fd, const std::string& path, int64_t offse
   return p;
 }
 
-// The offset of the first valid record that starts after `from` (-1: none).
-absl::StatusOr<int64_t> FindValidRecord(int fd, const std::string& path, int64_t from, int64_t size,
-                                        int64_t max_record_bytes) {
+// The offset of the first valid record that starts at `start` or after it
+// (-1: none).
+absl::StatusOr<int64_t> FindValidRecord(int fd, const std::string& path, int64_t start,
+                                        int64_t size, int64_t max_record_bytes) {
   char magic[4];
   PutU32(UpdateLog::kRecordMagic, magic);
   std::vector<char> buf(kChunkBytes + 3);
-  for (int64_t base = from + 1; base + UpdateLog::kRecordHeaderBytes <= size; base += kChunkBytes) {
+  for (int64_t base = start; base + UpdateLog::kRecordHeaderBytes <= size; base += kChunkBytes) {
     absl::StatusOr<int64_t> got = PReadUpTo(fd, path, buf.data(), kChunkBytes + 3, base);
     if (!got.ok()) return got.status();
     for (int64_t i = 0; i + 4 <= *got && i < kChunkBytes; ++i) {
@@ -259,8 +263,14 @@ absl::Status UpdateLog::Recover(int64_t size) {
                                               Describe(*p), " (", options_.max_record_bytes,
                                               "): the file is damaged"));
     }
+    // A record whose header checks out owns the bytes its length claims:
+    // they are its payload (a client's rows may hold any bytes, the bytes
+    // of a valid record included), so a later record can start only after
+    // them. With a bad header, any later byte may start one.
+    const int64_t search_from =
+        p->header_valid ? offset + kRecordHeaderBytes + p->length : offset + 1;
     absl::StatusOr<int64_t> next =
-        FindValidRecord(fd_, path, offset, size, options_.max_record_bytes);
+        FindValidRecord(fd_, path, search_from, size, options_.max_record_bytes);
     if (!next.ok()) return next.status();
     if (*next >= 0) {
       return absl::DataLossError(absl::StrCat(

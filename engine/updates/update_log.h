@@ -25,7 +25,10 @@
 // only the last record can be damaged, by a crash in the middle of its
 // append — a record that was never acknowledged. Open checks every record:
 //   - a torn tail (an incomplete or unreadable last record, with no valid
-//     record after it) is cut off and reported in recovery();
+//     record after it) is cut off and reported in recovery(). "After it"
+//     means past the bytes its length claims when its header checks out:
+//     those are its payload, whatever they hold (the bytes of a valid
+//     record included: a client's rows may be any bytes);
 //   - a bad record with a valid record after it is not a crash's doing (the
 //     disk or someone else changed the file): Open refuses with DATA_LOSS
 //     naming the file and the offset, and skips nothing silently;

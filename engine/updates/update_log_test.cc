@@ -245,6 +245,36 @@ TEST_F(UpdateLogTest, TornTailIsTruncated) {
   }
 }
 
+// A torn last record whose payload holds the bytes of a whole valid record
+// (a client's raw rows may hold any bytes): its header is valid, so what
+// lies inside its claimed length is payload, not a record that follows, and
+// the tail is cut as torn instead of refused as damage.
+TEST_F(UpdateLogTest, TornRecordHoldingARecordInItsPayloadIsTruncated) {
+  WriteThree();
+  const int64_t end = FileSize(path_);
+  const std::string inner_payload = "looks like a record";
+  const std::string inner =
+      RecordHeader(inner_payload.size(), 5, Crc32c(inner_payload)) + inner_payload;
+  const std::string payload = Payload(7, 100) + inner + Payload(8, 100);
+  const std::string header = RecordHeader(payload.size(), 0, Crc32c(payload));
+  // Torn after the inner record, and complete but with a payload CRC mismatch.
+  std::string bad_crc = header + payload;
+  bad_crc[header.size() + 10] ^= 0x10;
+  for (const std::string& tail : {header + payload.substr(0, 100 + inner.size() + 10), bad_crc}) {
+    WriteFile(path_, ReadFile(path_).substr(0, end) + tail);
+    std::unique_ptr<UpdateLog> log = Open();
+    ASSERT_NE(log, nullptr);
+    EXPECT_EQ(log->recovery().records, 3);
+    EXPECT_EQ(log->recovery().torn_offset, end);
+    EXPECT_EQ(FileSize(path_), end);
+  }
+  // A valid record after such a bad one is still damage, not a torn tail.
+  WriteFile(path_, ReadFile(path_).substr(0, end) + bad_crc + inner);
+  absl::Status s = OpenError();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("offset ", end)));
+}
+
 // Damage with a valid record after it is not a crash's doing: refused,
 // naming the file and the offset, nothing skipped and nothing truncated.
 TEST_F(UpdateLogTest, CorruptMiddleIsRefused) {

@@ -6,8 +6,10 @@
 // input is a script instead: the records are appended through the real
 // Append (valid checksums), and only then is the file damaged.
 //   byte 0: how many records to append (mod 9);
-//   each record: a length byte (payload length, mod 64), the payload bytes,
-//     a target version byte (signed);
+//   each record: a spec byte (bits 0-5: a length n; bit 6: the payload is
+//     a whole valid record of the n bytes followed by the n bytes again, as
+//     a client's rows may hold any bytes), the n bytes, a target version
+//     byte (signed);
 //   then damage operations to the end of the input, each an op byte and its
 //   arguments: op % 3 == 0 overwrite (offset: 2 bytes, count byte mod 32,
 //   the bytes), 1 truncate (offset: 2 bytes), 2 add bytes at the end (count
@@ -39,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/updates/crc32c.h"
 #include "engine/updates/update_log.h"
 
 namespace {
@@ -86,6 +89,21 @@ class Script {
   size_t pos_ = 0;
 };
 
+// The bytes of one record as the file format has them (update_log.h),
+// written here independently of UpdateLog.
+std::string EncodeRecord(int64_t target, const std::string& payload) {
+  std::string h(UpdateLog::kRecordHeaderBytes, '\0');
+  auto put = [&h](size_t at, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) h[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  put(0, UpdateLog::kRecordMagic, 4);
+  put(4, payload.size(), 4);
+  put(8, static_cast<uint64_t>(target), 8);
+  put(16, rankd::engine::Crc32c(absl::string_view(h.data(), 16)), 4);
+  put(20, rankd::engine::Crc32c(payload), 4);
+  return h + payload;
+}
+
 struct Appended {
   int64_t offset = 0;
   int64_t end = 0;
@@ -109,8 +127,10 @@ std::vector<Appended> AppendRecords(Script& script) {
   const int n = script.Byte() % 9;
   for (int i = 0; i < n; ++i) {
     Appended r;
-    r.payload = script.Bytes(script.Byte() % 64);
+    const uint8_t spec = script.Byte();
+    const std::string bytes = script.Bytes(spec % 64);
     r.target = static_cast<int8_t>(script.Byte());
+    r.payload = (spec & 0x40) != 0 ? EncodeRecord(r.target + 1, bytes) + bytes : bytes;
     r.offset = log->size_bytes();
     absl::Status s = log->Append(r.target, r.payload);
     if (!s.ok()) Fail("Append failed: " + s.ToString());

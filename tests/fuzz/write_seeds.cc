@@ -283,7 +283,8 @@ void UpdateSeeds(const fs::path& dir) {
 }
 
 // update_log_fuzzer scripts (its file comment has the format): records of
-// `lengths` bytes appended, then the damage ops in `damage`. Every script
+// the given spec bytes (bits 0-5 a length, bit 6 a payload that starts with
+// a whole record) appended, then the damage ops in `damage`. Every script
 // gets past the target's first step (its records are appended before any
 // damage); some damage is meant to be refused by Open (corrupt_middle,
 // bad_version), which the target checks.
@@ -291,17 +292,25 @@ std::string UpdateLogScript(const std::vector<int>& lengths, const std::string& 
   std::string out(1, static_cast<char>(lengths.size()));
   for (size_t i = 0; i < lengths.size(); ++i) {
     out += static_cast<char>(lengths[i]);
-    out += std::string(lengths[i], static_cast<char>('a' + i));
+    out += std::string(lengths[i] % 64, static_cast<char>('a' + i));
     out += static_cast<char>(i);  // target version
   }
   return out + damage;
 }
 
-// The end offset of record `i` of UpdateLogScript(lengths, ...), as 2 bytes.
-std::string RecordEnd(const std::vector<int>& lengths, size_t i) {
+// The end offset of record `i` of UpdateLogScript(lengths, ...).
+int64_t RecordEnd(const std::vector<int>& lengths, size_t i) {
   int64_t end = 16;
-  for (size_t r = 0; r <= i; ++r) end += 24 + lengths[r];
-  return std::string{static_cast<char>(end & 0xff), static_cast<char>(end >> 8)};
+  for (size_t r = 0; r <= i; ++r) {
+    const int n = lengths[r] % 64;
+    end += 24 + ((lengths[r] & 0x40) != 0 ? 24 + 2 * n : n);
+  }
+  return end;
+}
+
+// An offset as a script's 2 little-endian bytes.
+std::string Offset16(int64_t offset) {
+  return std::string{static_cast<char>(offset & 0xff), static_cast<char>((offset >> 8) & 0xff)};
 }
 
 void UpdateLogSeeds(const fs::path& dir) {
@@ -309,16 +318,20 @@ void UpdateLogSeeds(const fs::path& dir) {
   Write(dir, "empty", UpdateLogScript({}, ""));
   Write(dir, "clean", UpdateLogScript(four, ""));
   // op 1: truncate 5 bytes into the last record (a crash mid-append).
-  std::string cut = RecordEnd(four, 2);
-  cut[0] = static_cast<char>(cut[0] + 5);
-  Write(dir, "torn_tail", UpdateLogScript(four, std::string(1, '\1') + cut));
+  Write(dir, "torn_tail",
+        UpdateLogScript(four, std::string(1, '\1') + Offset16(RecordEnd(four, 2) + 5)));
   // op 0: overwrite 3 bytes of record 1's header (valid records follow).
-  std::string middle = RecordEnd(four, 0);
-  middle[0] = static_cast<char>(middle[0] + 2);
-  Write(dir, "corrupt_middle", UpdateLogScript(four, std::string(1, '\0') + middle + "\3xyz"));
+  Write(dir, "corrupt_middle",
+        UpdateLogScript(four, std::string(1, '\0') + Offset16(RecordEnd(four, 0) + 2) + "\3xyz"));
   // op 2: 20 bytes of garbage after the last record.
   Write(dir, "garbage_tail",
         UpdateLogScript({7, 9}, std::string(1, '\2') + "\x14" + std::string(20, '\x5a')));
+  // op 1: truncate the last record, whose payload starts with a whole
+  // record, just after that inner record (a crash mid-append).
+  const std::vector<int> nested = {10, 20, 0x40 | 30};
+  const int64_t after_inner = RecordEnd(nested, 1) + 24 + 24 + 30 + 10;
+  Write(dir, "torn_record_holding_a_record",
+        UpdateLogScript(nested, std::string(1, '\1') + Offset16(after_inner)));
   // op 0 at offset 8: the file header's format version.
   Write(dir, "bad_version", UpdateLogScript({4}, std::string("\0\x08\0\1\x09", 5)));
 }
