@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/safetensors_delta.h"
 #include "engine/generator/model_generator.h"
 #include "engine/model/model_loader.h"
 #include "engine/updates/host_table_store.h"
@@ -282,6 +283,43 @@ void UpdateSeeds(const fs::path& dir) {
   }
 }
 
+// delta_fuzzer seeds: delta files as rankctl update reads them, each checked
+// to parse back to its tables.
+void DeltaSeeds(const fs::path& dir) {
+  client::TableDelta f32;
+  f32.table = "t_user";
+  f32.ids = {3, 1, 2, 9};
+  f32.dim = 2;
+  f32.row_bytes = std::string(4 * 2 * 4, '\x3f');
+  f32.delete_keys = {7, 8};
+  client::TableDelta f16;
+  f16.table = "emb.t_item";
+  f16.dtype = client::RowDtype::kF16;
+  f16.ids = {5, 6};
+  f16.dim = 3;
+  f16.row_bytes = "abcdefghijkl";
+  client::TableDelta bf16 = f16;
+  bf16.table = "t_bf16";
+  bf16.dtype = client::RowDtype::kBF16;
+  client::TableDelta deletes_only;
+  deletes_only.table = "t_gone";
+  deletes_only.delete_keys = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+                              18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33};
+  const std::vector<std::pair<std::string, std::vector<client::TableDelta>>> files = {
+      {"f32.safetensors", {f32}},
+      {"three_dtypes.safetensors", {f32, f16, bf16}},
+      {"deletes_only.safetensors", {deletes_only}},
+  };
+  for (const auto& [name, tables] : files) {
+    const std::string bytes = client::WriteDelta(tables);
+    absl::StatusOr<std::vector<client::TableDelta>> parsed = client::ParseDelta(bytes, name);
+    if (!parsed.ok() || parsed->size() != tables.size()) {
+      Die("delta seed " + name + " does not parse back: " + parsed.status().ToString());
+    }
+    Write(dir, name, bytes);
+  }
+}
+
 // update_log_fuzzer scripts (its file comment has the format): records of
 // the given spec bytes (bits 0-5 a length, bit 6 a payload that starts with
 // a whole record) appended, then the damage ops in `damage`. Every script
@@ -348,6 +386,7 @@ int main(int argc, char** argv) {
   rankd::fuzz::SafetensorsSeeds(root / "safetensors_fuzzer");
   rankd::fuzz::UpdateSeeds(root / "update_fuzzer");
   rankd::fuzz::UpdateLogSeeds(root / "update_log_fuzzer");
+  rankd::fuzz::DeltaSeeds(root / "delta_fuzzer");
   std::printf("seeds written under %s\n", root.c_str());
   return 0;
 }
