@@ -76,7 +76,11 @@ class Script {
   Script(const uint8_t* data, size_t size) : data_(data), size_(size) {}
   bool done() const { return pos_ >= size_; }
   uint8_t Byte() { return pos_ < size_ ? data_[pos_++] : 0; }
-  uint16_t U16() { return static_cast<uint16_t>(Byte() | (Byte() << 8)); }
+  // Low byte first (two statements: the operands of `|` are unsequenced).
+  uint16_t U16() {
+    const uint16_t low = Byte();
+    return static_cast<uint16_t>(low | (Byte() << 8));
+  }
   std::string Bytes(size_t n) {
     std::string out(n, '\0');
     for (size_t i = 0; i < n; ++i) out[i] = static_cast<char>(Byte());
@@ -111,18 +115,18 @@ struct Appended {
   std::string payload;
 };
 
-std::unique_ptr<UpdateLog> OpenLog() {
+absl::StatusOr<std::unique_ptr<UpdateLog>> OpenLog() {
   UpdateLog::Options options;
   options.path = LogPath();
   options.sync = false;
-  auto log = UpdateLog::Open(options);
-  return log.ok() ? *std::move(log) : nullptr;
+  return UpdateLog::Open(options);
 }
 
 std::vector<Appended> AppendRecords(Script& script) {
   unlink(LogPath().c_str());
-  std::unique_ptr<UpdateLog> log = OpenLog();
-  if (log == nullptr) Fail("a new log does not open");
+  absl::StatusOr<std::unique_ptr<UpdateLog>> opened = OpenLog();
+  if (!opened.ok()) Fail("a new log does not open: " + opened.status().ToString());
+  UpdateLog* log = opened->get();
   std::vector<Appended> records;
   const int n = script.Byte() % 9;
   for (int i = 0; i < n; ++i) {
@@ -144,7 +148,6 @@ std::vector<Appended> AppendRecords(Script& script) {
 struct Damage {
   int64_t first = INT64_MAX;  // lowest offset changed (INT64_MAX: none)
   bool only_truncation = true;
-  int64_t size = 0;  // the file's size after it
 };
 
 Damage DamageFile(Script& script, int64_t size) {
@@ -153,33 +156,25 @@ Damage DamageFile(Script& script, int64_t size) {
   Damage d;
   while (!script.done()) {
     const uint8_t op = script.Byte() % 3;
-    if (op == 0 || op == 1) {
+    if (op == 1) {  // truncate
       const int64_t at = script.U16() % (size + 1);
-      if (op == 1) {
-        if (ftruncate(fd, at) != 0) Fail("ftruncate failed");
-        if (at < size) d.first = std::min(d.first, at);
-        size = std::min(size, at);
-        continue;
-      }
-      const std::string bytes = script.Bytes(script.Byte() % 32);
-      if (pwrite(fd, bytes.data(), bytes.size(), at) != static_cast<ssize_t>(bytes.size())) {
-        Fail("pwrite failed");
-      }
-      if (!bytes.empty()) d.first = std::min(d.first, at);
-      d.only_truncation = d.only_truncation && bytes.empty();
-      size = std::max<int64_t>(size, at + static_cast<int64_t>(bytes.size()));
-    } else {
-      const std::string bytes = script.Bytes(script.Byte() % 64);
-      if (pwrite(fd, bytes.data(), bytes.size(), size) != static_cast<ssize_t>(bytes.size())) {
-        Fail("pwrite failed");
-      }
-      if (!bytes.empty()) d.first = std::min(d.first, size);
-      d.only_truncation = d.only_truncation && bytes.empty();
-      size += static_cast<int64_t>(bytes.size());
+      if (ftruncate(fd, at) != 0) Fail("ftruncate failed");
+      if (at < size) d.first = std::min(d.first, at);
+      size = at;
+      continue;
     }
+    // 0: overwrite at an offset; 2: add bytes at the end.
+    const int64_t at = op == 0 ? script.U16() % (size + 1) : size;
+    const std::string bytes = script.Bytes(script.Byte() % (op == 0 ? 32 : 64));
+    if (bytes.empty()) continue;
+    if (pwrite(fd, bytes.data(), bytes.size(), at) != static_cast<ssize_t>(bytes.size())) {
+      Fail("pwrite failed");
+    }
+    d.first = std::min(d.first, at);
+    d.only_truncation = false;
+    size = std::max<int64_t>(size, at + static_cast<int64_t>(bytes.size()));
   }
   close(fd);
-  d.size = size;
   return d;
 }
 
@@ -240,10 +235,10 @@ void CheckAppendAndReopen(std::unique_ptr<UpdateLog> log, std::vector<Appended> 
   extra.end = log->size_bytes();
   read.push_back(extra);
   log.reset();  // releases the lock
-  std::unique_ptr<UpdateLog> again = OpenLog();
-  if (again == nullptr) Fail("a recovered log does not open again");
-  if (again->recovery().torn_offset != -1) Fail("a recovered log has a torn tail again");
-  const std::vector<Appended> reread = ReadAll(*again);
+  absl::StatusOr<std::unique_ptr<UpdateLog>> again = OpenLog();
+  if (!again.ok()) Fail("a recovered log does not open again: " + again.status().ToString());
+  if ((*again)->recovery().torn_offset != -1) Fail("a recovered log has a torn tail again");
+  const std::vector<Appended> reread = ReadAll(**again);
   if (reread.size() != read.size()) Fail("reopening changed the record count");
   for (size_t i = 0; i < read.size(); ++i) {
     if (!Same(reread[i], read[i])) Fail(absl::StrCat("reopening changed record ", i));
@@ -258,10 +253,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t written = appended.empty() ? UpdateLog::kFileHeaderBytes : appended.back().end;
   const Damage damage = DamageFile(script, written);
 
-  UpdateLog::Options options;
-  options.path = LogPath();
-  options.sync = false;
-  absl::StatusOr<std::unique_ptr<UpdateLog>> log = UpdateLog::Open(options);
+  absl::StatusOr<std::unique_ptr<UpdateLog>> log = OpenLog();
   if (!log.ok()) {
     const absl::StatusCode code = log.status().code();
     if (code != absl::StatusCode::kFailedPrecondition && code != absl::StatusCode::kDataLoss) {

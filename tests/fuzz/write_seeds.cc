@@ -326,22 +326,22 @@ void DeltaSeeds(const fs::path& dir) {
 // gets past the target's first step (its records are appended before any
 // damage); some damage is meant to be refused by Open (corrupt_middle,
 // bad_version), which the target checks.
-std::string UpdateLogScript(const std::vector<int>& lengths, const std::string& damage) {
-  std::string out(1, static_cast<char>(lengths.size()));
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    out += static_cast<char>(lengths[i]);
-    out += std::string(lengths[i] % 64, static_cast<char>('a' + i));
+std::string UpdateLogScript(const std::vector<int>& specs, const std::string& damage) {
+  std::string out(1, static_cast<char>(specs.size()));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    out += static_cast<char>(specs[i]);
+    out += std::string(specs[i] % 64, static_cast<char>('a' + i));
     out += static_cast<char>(i);  // target version
   }
   return out + damage;
 }
 
-// The end offset of record `i` of UpdateLogScript(lengths, ...).
-int64_t RecordEnd(const std::vector<int>& lengths, size_t i) {
+// The end offset of record `i` of UpdateLogScript(specs, ...).
+int64_t RecordEnd(const std::vector<int>& specs, size_t i) {
   int64_t end = 16;
   for (size_t r = 0; r <= i; ++r) {
-    const int n = lengths[r] % 64;
-    end += 24 + ((lengths[r] & 0x40) != 0 ? 24 + 2 * n : n);
+    const int n = specs[r] % 64;
+    end += 24 + ((specs[r] & 0x40) != 0 ? 24 + 2 * n : n);
   }
   return end;
 }
