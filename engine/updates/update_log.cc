@@ -80,6 +80,7 @@ struct Probe {
   bool header_valid = false;
   uint32_t length = 0;
   int64_t target = 0;
+  int64_t bytes_read = 0;  // header and payload bytes the probe read
 };
 
 std::string Describe(const Probe& p) {
@@ -119,6 +120,7 @@ absl::StatusOr<Probe> ProbeRecord(int fd, const std::string& path, int64_t offse
   char h[UpdateLog::kRecordHeaderBytes];
   absl::StatusOr<int64_t> got = PReadUpTo(fd, path, h, sizeof(h), offset);
   if (!got.ok()) return got.status();
+  p.bytes_read = *got;
   if (GetU32(h) != UpdateLog::kRecordMagic || GetU32(h + 16) != Crc32c(absl::string_view(h, 16))) {
     p.verdict = Verdict::kBadHeader;
     return p;
@@ -140,6 +142,7 @@ absl::StatusOr<Probe> ProbeRecord(int fd, const std::string& path, int64_t offse
     const int64_t n = std::min<int64_t>(p.length - done, kChunkBytes);
     got = PReadUpTo(fd, path, buf.data(), n, offset + UpdateLog::kRecordHeaderBytes + done);
     if (!got.ok()) return got.status();
+    p.bytes_read += *got;
     if (*got != n) {
       p.verdict = Verdict::kIncomplete;
       return p;
@@ -151,13 +154,32 @@ absl::StatusOr<Probe> ProbeRecord(int fd, const std::string& path, int64_t offse
   return p;
 }
 
-// The offset of the first valid record that starts at `start` or after it
-// (-1: none).
+// The offset of the first valid record that starts at `start` or after it;
+// kNoValidRecord when there is none, kTooCostlyToTell (below) when the
+// probes' read budget ran out. Each record magic found there is probed, payload CRC
+// included, and probes may overlap: a file forged with many record headers
+// whose lengths run to its end would cost time quadratic in its size. So
+// the probes may read at most kScanReadFactor times the bytes scanned (plus
+// kScanReadSlack); past that the file is refused as damaged (DATA_LOSS),
+// which is also what any real valid record found there would mean. A real
+// torn tail has no such headers: its scan reads about its own length.
+constexpr int64_t kScanReadFactor = 8;
+constexpr int64_t kScanReadSlack = 64 << 20;
+constexpr int64_t kNoValidRecord = -1;
+constexpr int64_t kTooCostlyToTell = -2;
+
+// The most bytes the probes of a scan of `scanned_bytes` may read.
+int64_t ScanReadBudget(int64_t scanned_bytes) {
+  return kScanReadFactor * scanned_bytes + kScanReadSlack;
+}
+
 absl::StatusOr<int64_t> FindValidRecord(int fd, const std::string& path, int64_t start,
                                         int64_t size, int64_t max_record_bytes) {
   char magic[4];
   PutU32(UpdateLog::kRecordMagic, magic);
   std::vector<char> buf(kChunkBytes + 3);
+  const int64_t max_probe_bytes = ScanReadBudget(size - start);
+  int64_t probed_bytes = 0;
   for (int64_t base = start; base + UpdateLog::kRecordHeaderBytes <= size; base += kChunkBytes) {
     absl::StatusOr<int64_t> got = PReadUpTo(fd, path, buf.data(), kChunkBytes + 3, base);
     if (!got.ok()) return got.status();
@@ -166,9 +188,11 @@ absl::StatusOr<int64_t> FindValidRecord(int fd, const std::string& path, int64_t
       absl::StatusOr<Probe> p = ProbeRecord(fd, path, base + i, size, max_record_bytes);
       if (!p.ok()) return p.status();
       if (p->verdict == Verdict::kValid) return base + i;
+      probed_bytes += p->bytes_read;
+      if (probed_bytes > max_probe_bytes) return kTooCostlyToTell;
     }
   }
-  return -1;
+  return kNoValidRecord;
 }
 
 absl::Status SyncParentDirectory(const std::string& path) {
@@ -272,6 +296,14 @@ absl::Status UpdateLog::Recover(int64_t size) {
     absl::StatusOr<int64_t> next =
         FindValidRecord(fd_, path, search_from, size, options_.max_record_bytes);
     if (!next.ok()) return next.status();
+    if (*next == kTooCostlyToTell) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": ", Describe(*p), " at offset ", offset, ", and the ", size - search_from,
+          " bytes after it hold so many overlapping record headers that checking them would read "
+          "over ",
+          ScanReadBudget(size - search_from),
+          " bytes: the file is damaged (not a crash during an append); refusing to replay it"));
+    }
     if (*next >= 0) {
       return absl::DataLossError(absl::StrCat(
           path, ": ", Describe(*p), " at offset ", offset,

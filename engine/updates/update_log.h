@@ -31,7 +31,10 @@
 //     record included: a client's rows may be any bytes);
 //   - a bad record with a valid record after it is not a crash's doing (the
 //     disk or someone else changed the file): Open refuses with DATA_LOSS
-//     naming the file and the offset, and skips nothing silently;
+//     naming the file and the offset, and skips nothing silently. So is a
+//     bad record followed by so many overlapping record headers that
+//     checking them would read over 8 times the bytes after it (plus
+//     64 MiB): Open refuses it the same way, in time linear in its size;
 //   - a record longer than Options::max_record_bytes is refused the same
 //     way, before anything of that size is allocated.
 // Truncate empties the log (ftruncate to the header, then fsync): after a

@@ -275,6 +275,46 @@ TEST_F(UpdateLogTest, TornRecordHoldingARecordInItsPayloadIsTruncated) {
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("offset ", end)));
 }
 
+// A bad record followed by many overlapping record headers, each valid
+// and claiming the bytes up to the file's end, with a payload CRC that does
+// not match: checking them all would read the tail once per header (time
+// quadratic in the file's size). Open refuses the file as damaged once the
+// checks read over their budget; a tail with a few such headers is still
+// checked in full and cut as torn.
+TEST_F(UpdateLogTest, TailForgedWithManyRecordHeadersIsRefused) {
+  WriteThree();
+  const int64_t end = FileSize(path_);
+  auto forged_tail = [](int headers, int64_t spacing) {
+    // Starts with a bad record header ("xxxx" is no magic): the scan for a
+    // valid record after it starts at its next byte.
+    std::string tail(static_cast<size_t>(headers * spacing), 'x');
+    for (int k = 1; k < headers; ++k) {
+      const size_t at = static_cast<size_t>(k * spacing);
+      const uint32_t length =
+          static_cast<uint32_t>(tail.size() - at - UpdateLog::kRecordHeaderBytes);
+      tail.replace(at, UpdateLog::kRecordHeaderBytes, RecordHeader(length, 0, 12345));
+    }
+    return tail;
+  };
+  // 4 headers: the checks read ~6 MiB, within the budget: a torn tail.
+  WriteFile(path_, ReadFile(path_).substr(0, end) + forged_tail(4, 1 << 20));
+  {
+    std::unique_ptr<UpdateLog> log = Open();
+    ASSERT_NE(log, nullptr);
+    EXPECT_EQ(log->recovery().records, 3);
+    EXPECT_EQ(log->recovery().torn_offset, end);
+  }
+  // 512 headers 2 KiB apart: ~256 MiB of checks against a budget of
+  // 8 x 1 MiB + 64 MiB.
+  const std::string bytes = ReadFile(path_).substr(0, end) + forged_tail(512, 2048);
+  WriteFile(path_, bytes);
+  absl::Status s = OpenError();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("offset ", end)));
+  EXPECT_THAT(s.message(), HasSubstr("overlapping record headers"));
+  EXPECT_EQ(ReadFile(path_), bytes) << "a refused log must stay as it was";
+}
+
 // Damage with a valid record after it is not a crash's doing: refused,
 // naming the file and the offset, nothing skipped and nothing truncated.
 TEST_F(UpdateLogTest, CorruptMiddleIsRefused) {
