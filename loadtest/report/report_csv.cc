@@ -1,6 +1,7 @@
 #include "loadtest/report/report_csv.h"
 
 #include <functional>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,15 +29,36 @@ struct Column {
     name, [](const StepResult& s) { return D(s.field); },                 \
         [](absl::string_view v, StepResult* s) { return absl::SimpleAtod(v, &s->field); } \
   }
-#define RANKLOAD_ICOL(name, field)                                        \
-  Column {                                                                \
-    name, [](const StepResult& s) { return I(s.field); },                 \
-        [](absl::string_view v, StepResult* s) {                          \
-          int64_t x = 0;                                                  \
-          if (!absl::SimpleAtoi(v, &x)) return false;                     \
-          s->field = static_cast<decltype(s->field)>(x);                  \
-          return true;                                                    \
-        }                                                                 \
+// An integer of type T; a negative one only when `signed_ok` (the server
+// window's counter deltas: a restarted rankd resets its counters).
+template <typename T>
+bool ParseInteger(absl::string_view text, bool signed_ok, T* out) {
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(text, &x) || (x < 0 && !signed_ok) ||
+      x < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+      x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+    return false;
+  }
+  *out = static_cast<T>(x);
+  return true;
+}
+
+template <typename T>
+bool ParseCount(absl::string_view text, T* out) {
+  return ParseInteger(text, /*signed_ok=*/false, out);
+}
+
+// A count the client kept (never negative) / a server counter's delta.
+#define RANKLOAD_ICOL(name, field)                                                  \
+  Column {                                                                          \
+    name, [](const StepResult& s) { return I(s.field); },                           \
+        [](absl::string_view v, StepResult* s) { return ParseCount(v, &s->field); } \
+  }
+#define RANKLOAD_DELTA_COL(name, field)                                                            \
+  Column {                                                                                         \
+    name, [](const StepResult& s) { return I(s.field); }, [](absl::string_view v, StepResult* s) { \
+      return ParseInteger(v, /*signed_ok=*/true, &s->field);                                       \
+    }                                                                                              \
   }
 
 std::string CodesText(const std::map<std::string, int64_t>& codes) {
@@ -50,7 +72,7 @@ bool ParseCodes(absl::string_view text, std::map<std::string, int64_t>* out) {
   for (absl::string_view part : absl::StrSplit(text, ';', absl::SkipEmpty())) {
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
     int64_t n = 0;
-    if (kv.first.empty() || !absl::SimpleAtoi(kv.second, &n)) return false;
+    if (kv.first.empty() || !ParseCount(kv.second, &n)) return false;
     (*out)[std::string(kv.first)] = n;
   }
   return true;
@@ -94,7 +116,8 @@ const std::vector<Column>& Columns() {
       RANKLOAD_DCOL("send_lag_p99_us", send_lag.p99_us),
       RANKLOAD_DCOL("send_lag_max_us", send_lag.max_us),
       RANKLOAD_ICOL("late_sends", late_sends),
-      Column{"client_behind", [](const StepResult& s) { return std::string(s.client_behind ? "1" : "0"); },
+      Column{"client_behind",
+             [](const StepResult& s) { return std::string(s.client_behind ? "1" : "0"); },
              [](absl::string_view v, StepResult* s) {
                s->client_behind = v == "1";
                return v == "0" || v == "1";
@@ -106,15 +129,16 @@ const std::vector<Column>& Columns() {
              "0"},
       Column{"errors_by_code", [](const StepResult& s) { return CodesText(s.errors_by_code); },
              [](absl::string_view v, StepResult* s) { return ParseCodes(v, &s->errors_by_code); }},
-      RANKLOAD_ICOL("server_requests", server_window.requests),
-      RANKLOAD_ICOL("server_candidates", server_window.candidates),
+      RANKLOAD_DELTA_COL("server_requests", server_window.requests),
+      RANKLOAD_DELTA_COL("server_candidates", server_window.candidates),
       RANKLOAD_DCOL("server_mean_request_us", server_window.mean_request_us),
       RANKLOAD_DCOL("server_p99_request_us", server_window.p99_request_us),
       RANKLOAD_DCOL("server_mean_queue_us", server_window.mean_queue_us),
       RANKLOAD_DCOL("server_mean_compute_us", server_window.mean_compute_us),
       RANKLOAD_DCOL("server_mean_batch_candidates", server_window.mean_batch_candidates),
       RANKLOAD_DCOL("server_mean_batch_requests", server_window.mean_batch_requests),
-      Column{"slo", [](const StepResult& s) {
+      Column{"slo",
+             [](const StepResult& s) {
                return std::string(!s.slo_pass.has_value() ? "" : *s.slo_pass ? "pass" : "fail");
              },
              [](absl::string_view v, StepResult* s) {

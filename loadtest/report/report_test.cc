@@ -1,7 +1,11 @@
+#include "loadtest/report/report.h"
+
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
-#include "loadtest/report/report.h"
 #include "loadtest/report/report_csv.h"
 #include "loadtest/report/report_json.h"
 
@@ -208,6 +212,33 @@ TEST(ReportCsvTest, ParsesQuotesAndRejectsRaggedRows) {
   auto missing = StepFromCsvRow({{"mode", "open"}});
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("column"), std::string::npos);
+}
+
+TEST(ReportCsvTest, RefusesNegativeAndOutOfRangeCounts) {
+  auto rows = ParseCsv(ReportToCsv(SampleReport()));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  const std::map<std::string, std::string> good = (*rows)[0];
+  ASSERT_TRUE(StepFromCsvRow(good).ok());
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"sent", "-1"},        {"ok", "-5"},
+      {"errors", "-1"},      {"late_sends", "-2"},
+      {"concurrency", "-3"}, {"concurrency", "2147483648"},
+      {"completed", "1e3"},  {"errors_by_code", "UNAVAILABLE=-4"},
+  };
+  for (const auto& [column, value] : bad) {
+    std::map<std::string, std::string> row = good;
+    row[column] = value;
+    auto got = StepFromCsvRow(row);
+    ASSERT_FALSE(got.ok()) << column << "=" << value;
+    EXPECT_NE(got.status().message().find("column " + column), std::string::npos) << got.status();
+  }
+  // The server window's counters restart with rankd: a negative delta is
+  // what rankload saw, and reads back.
+  std::map<std::string, std::string> restarted = good;
+  restarted["server_requests"] = "-7";
+  auto got = StepFromCsvRow(restarted);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->server_window.requests, -7);
 }
 
 TEST(ReportTextTest, MentionsWhatMatters) {
