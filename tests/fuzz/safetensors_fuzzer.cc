@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,12 +25,17 @@
 
 namespace {
 
-// The temporary model directory (model.pbtxt written once).
+// The temporary model directory (model.pbtxt written once), removed with
+// what the executions wrote into it at exit.
 const std::string& ModelDir() {
   static const std::string* dir = [] {
     const char* tmp = std::getenv("TEST_TMPDIR");
     std::string templ = std::string(tmp != nullptr ? tmp : "/tmp") + "/rankd_st_fuzz_XXXXXX";
     if (mkdtemp(templ.data()) == nullptr) std::abort();
+    std::atexit([] {
+      std::error_code ignored;  // best effort: the process is exiting
+      std::filesystem::remove_all(ModelDir(), ignored);
+    });
     const std::string config = templ + "/model.pbtxt";
     FILE* f = std::fopen(config.c_str(), "w");
     if (f == nullptr) std::abort();
