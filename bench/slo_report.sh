@@ -78,7 +78,7 @@ fi
 "$rankd" inspect --model "$model_dir" >"$out/model_inspect.txt" 2>&1 || true
 ports="$work/ports"
 serve_flags=(--model_root "$work/models" --backend "$backend" --host 127.0.0.1 --grpc_port 0
-  --metrics_port 0 --admin_port -1 --port_file "$ports" --log_level warn)
+  --metrics_port 0 --admin_port -1 --http_port -1 --port_file "$ports" --log_level warn)
 [ "$gpu_workers" != 0 ] && serve_flags+=(--gpu_workers "$gpu_workers")
 # shellcheck disable=SC2206  # split on purpose: a list of flags
 [ -n "$extra_serve_flags" ] && serve_flags+=($extra_serve_flags)
