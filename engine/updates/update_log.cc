@@ -154,15 +154,14 @@ absl::StatusOr<Probe> ProbeRecord(int fd, const std::string& path, int64_t offse
   return p;
 }
 
-// The offset of the first valid record that starts at `start` or after it;
-// kNoValidRecord when there is none, kTooCostlyToTell (below) when the
-// probes' read budget ran out. Each record magic found there is probed, payload CRC
-// included, and probes may overlap: a file forged with many record headers
-// whose lengths run to its end would cost time quadratic in its size. So
-// the probes may read at most kScanReadFactor times the bytes scanned (plus
-// kScanReadSlack); past that the file is refused as damaged (DATA_LOSS),
-// which is also what any real valid record found there would mean. A real
-// torn tail has no such headers: its scan reads about its own length.
+// The scan for a valid record after a damaged one (FindValidRecord) probes
+// every record magic it finds, payload CRC included, and probes may
+// overlap: a file forged with many record headers whose lengths run to its
+// end would cost time quadratic in its size. So the probes may read at most
+// kScanReadFactor times the bytes scanned (plus kScanReadSlack); past that
+// the file is refused as damaged (DATA_LOSS), which is also what any real
+// valid record found there would mean. A real torn tail holds no such
+// headers: its scan reads about its own length.
 constexpr int64_t kScanReadFactor = 8;
 constexpr int64_t kScanReadSlack = 64 << 20;
 constexpr int64_t kNoValidRecord = -1;
@@ -173,6 +172,9 @@ int64_t ScanReadBudget(int64_t scanned_bytes) {
   return kScanReadFactor * scanned_bytes + kScanReadSlack;
 }
 
+// The offset of the first valid record that starts at `start` or after it;
+// kNoValidRecord when there is none, kTooCostlyToTell when the probes' read
+// budget ran out first.
 absl::StatusOr<int64_t> FindValidRecord(int fd, const std::string& path, int64_t start,
                                         int64_t size, int64_t max_record_bytes) {
   char magic[4];

@@ -48,12 +48,14 @@ bool ParseCount(absl::string_view text, T* out) {
   return ParseInteger(text, /*signed_ok=*/false, out);
 }
 
-// A count the client kept (never negative) / a server counter's delta.
+// A count rankload kept itself: never negative.
 #define RANKLOAD_ICOL(name, field)                                                  \
   Column {                                                                          \
     name, [](const StepResult& s) { return I(s.field); },                           \
         [](absl::string_view v, StepResult* s) { return ParseCount(v, &s->field); } \
   }
+// A difference of two scrapes of a rankd counter: negative when rankd
+// restarted in between.
 #define RANKLOAD_DELTA_COL(name, field)                                                            \
   Column {                                                                                         \
     name, [](const StepResult& s) { return I(s.field); }, [](absl::string_view v, StepResult* s) { \
