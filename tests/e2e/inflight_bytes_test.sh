@@ -17,7 +17,7 @@
 #      stays within RSS_BOUND_MIB of its RSS at start.
 #      Why 1 GiB: the quota (256 MiB) plus one admitted request (its parsed
 #      message and its wire bytes) is about 360 MiB, and the allocator keeps
-#      freed memory: +400 to +660 MiB on the 2-core dev machine, idle or
+#      freed memory: +300 to +660 MiB on the 2-core dev machine, idle or
 #      with both cores busy. Without the budget every request of the flood
 #      is held at once: +2.3 GiB and more.
 #   3. rankd_request_bytes_in_flight is back to 0 and normal requests work.
