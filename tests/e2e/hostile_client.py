@@ -422,7 +422,7 @@ def main():
     f.add_argument("--model", required=True)
     f.add_argument("--num_dense", type=int, required=True)
     f.add_argument("--features", required=True)
-    f.add_argument("--concurrency", type=int, default=32)
+    f.add_argument("--concurrency", type=int, default=24)
     f.add_argument("--ids_per_feature", type=int, default=2 << 20)
     f.add_argument("--codes_out", required=True)
     g = sub.add_parser("inflight-admission")
