@@ -180,19 +180,20 @@ start_rankd() {
   log "rankd $RANKD_PID serving: grpc $GRPC_PORT, metrics $METRICS_PORT"
 }
 
-# stop_rankd [SIGNAL]: signals the server (default TERM), waits up to 40 s for
-# it to exit (then kills it) and sets RANKD_RC to its exit status.
+# stop_rankd [SIGNAL [WAIT_S]]: signals the server (default TERM), waits up to
+# WAIT_S seconds (default 40) for it to exit (then kills it) and sets RANKD_RC
+# to its exit status.
 stop_rankd() {
-  local sig="${1:-TERM}" i
+  local sig="${1:-TERM}" wait_s="${2:-40}" i
   RANKD_RC=""
   [[ -n "$RANKD_PID" ]] || return 0
   kill "-$sig" "$RANKD_PID" 2>/dev/null
-  for ((i = 0; i < 400; i++)); do
+  for ((i = 0; i < wait_s * 10; i++)); do
     kill -0 "$RANKD_PID" 2>/dev/null || break
     sleep 0.1
   done
   if kill -0 "$RANKD_PID" 2>/dev/null; then
-    fail "rankd did not exit within 40 s of SIG$sig"
+    fail "rankd did not exit within $wait_s s of SIG$sig"
     kill -KILL "$RANKD_PID" 2>/dev/null
   fi
   wait "$RANKD_PID"

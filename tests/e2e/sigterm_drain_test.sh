@@ -5,7 +5,13 @@
 # rankctl keeps 16 heavy calls in flight against a single worker; once some
 # have completed, the test snapshots /metrics (OK so far: M; admitted and
 # waiting in the batcher: Q) and sends SIGTERM. Then:
-#   - rankd exits 0, within the bound, after logging the drain;
+#   - rankd exits 0 after logging the drain, having answered every admitted
+#     request before --drain_timeout: no drain-timeout warning, and the drain
+#     it logs is shorter than the timeout (it ended when the last admitted
+#     request was answered, not when the timeout ran out). How long the
+#     drain takes is the queued work's compute time, which a sanitizer build
+#     sharing 2 cores with other tests stretches several-fold; the generous
+#     timeout leaves it room;
 #   - every line either succeeded with the scores of `rankd score`
 #     (bit-exact) or failed UNAVAILABLE (never admitted, retryable), never
 #     CANCELLED;
@@ -39,11 +45,12 @@ ROUNDS=3
 # the cores, was slower than the server) proves nothing: it is run again, at
 # most RETRIES times in all.
 RETRIES=4
+DRAIN_TIMEOUT_S=90
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
   log "round $ROUND of $ROUNDS"
   # One compute thread: the server, not the client, is the bottleneck, so
   # the calls in flight wait in the queue.
-  start_rankd "$MODELS" --drain_timeout 30s --cpu_threads 1
+  start_rankd "$MODELS" --drain_timeout "${DRAIN_TIMEOUT_S}s" --cpu_threads 1
 
   rankctl score --input "$TMP/req.jsonl" --output "$TMP/got.$ROUND.jsonl" --concurrency 16 \
     --deadline_ms 60000 2>"$TMP/rankctl.$ROUND.err" &
@@ -75,12 +82,18 @@ for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
   M=$OK_SO_FAR
   log "before SIGTERM: $M OK, $Q queued in the batcher"
   [[ "$Q" -ge 4 ]] || fail "only $Q queued when SIGTERM was sent (16 in flight): the test proves little"
-  T0=$SECONDS
-  stop_rankd TERM
+  stop_rankd TERM $((DRAIN_TIMEOUT_S + 20))
   expect_eq "rankd exit status after SIGTERM" "$RANKD_RC" 0
-  [[ $((SECONDS - T0)) -le 15 ]] || fail "rankd took $((SECONDS - T0)) s to drain"
   expect_grep "drain logged" "$RANKD_LOG" 'SIGTERM received: not serving, draining'
   expect_grep "exit logged" "$RANKD_LOG" 'drained in .* s; exiting'
+  if grep -q -- '--drain_timeout .* passed with' "$RANKD_LOG"; then
+    fail "round $ROUND: the drain timed out with admitted requests unanswered"
+  fi
+  DRAINED_S="$(sed -n 's/.*drained in \([0-9.]*\) s; exiting.*/\1/p' "$RANKD_LOG")"
+  log "drained in ${DRAINED_S:-?} s (timeout ${DRAIN_TIMEOUT_S} s)"
+  if ! awk -v d="$DRAINED_S" -v t="$DRAIN_TIMEOUT_S" 'BEGIN { exit !(d != "" && d + 0 < t) }'; then
+    fail "round $ROUND: drain of '${DRAINED_S}' s, want under the ${DRAIN_TIMEOUT_S} s timeout"
+  fi
 
   # rankctl finishes quickly once the server is gone (UNAVAILABLE).
   for ((i = 0; i < 600; i++)); do kill -0 "$CTL_PID" 2>/dev/null || break; sleep 0.1; done
