@@ -263,9 +263,9 @@ def cmd_check_bad(args):
 
 
 def cmd_rankctl_errors(args):
-    """Prints 'LINE CODE' per failed line (for shell scripts)."""
-    for line, (code, _) in sorted(parse_rankctl_errors(args.stderr).items()):
-        print(line, code)
+    """Prints 'LINE CODE MESSAGE' per failed line (for shell scripts: awk's $1, $2)."""
+    for line, (code, msg) in sorted(parse_rankctl_errors(args.stderr).items()):
+        print(line, code, msg)
     return 0
 
 

@@ -21,8 +21,12 @@ run_bounded 120 "$RANKD" gen-model --preset mini --name mini --seed 2 --out "$MO
 echo 'version_policy { all {} }' >"$MODELS/mini/serving.pbtxt"
 gen_model "$MODELS" kaggle --preset kaggle --scale 0.001
 # One request per batch and one worker: requests in flight wait in the queue.
+# Deadline admission off: every request must be admitted until the unload
+# (as in sigterm_drain_test, a stall on a loaded machine could otherwise
+# have one refused as overloaded).
 set_model_options "$MODELS/kaggle/1" \
-  "batching { max_batch_candidates: 256 } instances { workers_per_device: 1 }"
+  "batching { max_batch_candidates: 256 disable_deadline_admission: true }
+   instances { workers_per_device: 1 }"
 gen_requests "$MODELS/kaggle/1" "$TMP/kreq1.jsonl" --count 25 --candidates 256 --seed 51
 reference_scores "$MODELS/kaggle/1" "$TMP/kreq1.jsonl" "$TMP/kwant1.jsonl"
 : >"$TMP/kreq.jsonl"
