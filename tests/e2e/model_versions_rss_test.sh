@@ -3,8 +3,12 @@
 # nothing. rankd serves mini version 1 in poll mode under an open-loop load;
 # versions 2..11 are published one after another, each waited for until it is
 # READY and its predecessor UNLOADED. The server's RSS at the end must be
-# within 5% of its RSS with one version under the same load (measured after
-# the first swap too, to show the trend); no call may fail.
+# within 10% of its RSS with one version under the same load (measured after
+# each swap too, to show the trend); no call may fail. Where the bound sits:
+# a mini version that is never freed keeps its threads and its 2 MiB-aligned
+# table mappings, a few MiB of RSS, so one such version out of ten is
+# already about +20% and all ten +200%; the allocator's own retention is a
+# few percent (docs/testing.md, "Flaky tests").
 source "$(dirname "$0")/lib.sh"
 RANKLOAD="$E2E_ROOT/loadtest/rankload"
 [[ -x "$RANKLOAD" ]] || RANKLOAD="$E2E_ROOT/bazel-bin/loadtest/rankload"
@@ -49,9 +53,9 @@ versions = sorted({int(r["version"]) for r in rows if r["code"] == "OK"})
 print("%d calls, %d failed, versions %s" % (len(rows), len(bad), versions), file=sys.stderr)
 assert not bad and len(rows) > 500 and versions[-1] == 11, bad[:3]
 PYEOF
-LIMIT=$((BASE + BASE / 20))
+LIMIT=$((BASE + BASE / 10))
 [[ "$END_RSS" -le "$LIMIT" ]] ||
-  fail "RSS grew: $END_RSS KiB after ten swaps, one-version level $BASE KiB (limit +5%: $LIMIT)"
+  fail "RSS grew: $END_RSS KiB after ten swaps, one-version level $BASE KiB (limit +10%: $LIMIT)"
 stop_rankd TERM
 expect_eq "rankd exit status" "$RANKD_RC" 0
 finish
