@@ -10,7 +10,7 @@
 #     it logs is shorter than the timeout (it ended when the last admitted
 #     request was answered, not when the timeout ran out). How long the
 #     drain takes is the queued work's compute time, which a sanitizer build
-#     sharing 2 cores with other tests stretches several-fold; the generous
+#     sharing 2 cores with other tests stretches tens of times; the generous
 #     timeout leaves it room;
 #   - every line either succeeded with the scores of `rankd score`
 #     (bit-exact) or failed UNAVAILABLE (never admitted, retryable), never
