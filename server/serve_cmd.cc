@@ -8,45 +8,46 @@
 
 #include <algorithm>
 #include <atomic>
-#include <limits>
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include "engine/model/placement_plan.h"
 #include "absl/flags/flag.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/gpu/gpu_backend.h"
 #include "engine/model/error_text.h"
+#include "engine/model/model_config_validation.h"
+#include "engine/model/placement_plan.h"
 #include "engine/serving/host_resources.h"
 #include "engine/serving/observer.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
+#include "server/admin_auth.h"
 #include "server/build_info.h"
 #include "server/connection_options.h"
-#include "server/metrics.h"
+#include "server/http/http_server.h"
+#include "server/kserve_service.h"
 #include "server/lifecycle/model_manager.h"
 #include "server/lifecycle/repository_poller.h"
 #include "server/lifecycle/version_loader.h"
-#include "server/admin_auth.h"
+#include "server/metrics.h"
 #include "server/model_control_service.h"
 #include "server/protobuf_log.h"
-#include "server/http/http_server.h"
-#include "server/kserve_service.h"
 #include "server/ranking_cq_front.h"
 #include "server/ranking_service.h"
 #include "server/tls.h"
@@ -277,12 +278,8 @@ absl::Status CheckMessageSizeFlag() {
 // The model workers' flags, and the request-size limits that share their
 // ">= 0" message.
 absl::Status CheckWorkerFlags() {
-  if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0 ||
-      absl::GetFlag(FLAGS_workers) < 0 || absl::GetFlag(FLAGS_cpu_threads) < 0 ||
-      absl::GetFlag(FLAGS_completion_threads) < 0) {
-    return absl::InvalidArgumentError(
-        "--max_candidates, --max_ids_per_feature, --workers, --cpu_threads and "
-        "--completion_threads must be >= 0");
+  if (absl::GetFlag(FLAGS_max_candidates) < 0 || absl::GetFlag(FLAGS_max_ids_per_feature) < 0) {
+    return absl::InvalidArgumentError("--max_candidates and --max_ids_per_feature must be >= 0");
   }
   const std::string update_priority = absl::GetFlag(FLAGS_update_cpu_priority);
   if (update_priority != "idle" && update_priority != "normal") {
@@ -291,6 +288,11 @@ absl::Status CheckWorkerFlags() {
         engine::TruncateForError(update_priority), "\""));
   }
   return FirstError({
+      CheckRange("--workers", absl::GetFlag(FLAGS_workers), 0, engine::kMaxWorkersPerDevice,
+                 " (0 = model config)"),
+      CheckRange("--cpu_threads", absl::GetFlag(FLAGS_cpu_threads), 0,
+                 engine::kMaxCpuThreadsPerWorker, " (0 = model config, else cores / workers)"),
+      CheckRange("--completion_threads", absl::GetFlag(FLAGS_completion_threads), 0, 256),
       CheckRange("--rpc_threads", absl::GetFlag(FLAGS_rpc_threads), -1, 64,
                  " (-1 = callback API, 0 = automatic)"),
       CheckRange("--cpu_compute_nice", absl::GetFlag(FLAGS_cpu_compute_nice), 0, 19),
@@ -356,10 +358,8 @@ absl::Status CheckBackendFlags() {
                                             absl::GetFlag(FLAGS_device_memory_budget));
     if (!budget.ok()) return budget.status();
   }
-  if (absl::GetFlag(FLAGS_gpu_workers) < 0) {
-    return absl::InvalidArgumentError("--gpu_workers: must be >= 0");
-  }
-  return absl::OkStatus();
+  return CheckRange("--gpu_workers", absl::GetFlag(FLAGS_gpu_workers), 0,
+                    engine::kMaxWorkersPerDevice, " (0 = model config, else 2)");
 }
 
 // --model_control and the flags that go with its modes; warns (without

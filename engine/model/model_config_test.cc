@@ -475,14 +475,41 @@ TEST(ModelConfigTest, BatchingAndInstances) {
               }),
               HasSubstr("batching.preferred_batch_candidates: must be <= "
                         "max_batch_candidates (100), got 200"));
+  EXPECT_THAT(
+      ErrorAfter([](ModelConfig* c) { c->mutable_instances()->set_workers_per_device(-1); }),
+      HasSubstr("instances.workers_per_device: must be in [0, 1024] (0 = automatic), "
+                "got -1"));
+  EXPECT_THAT(
+      ErrorAfter([](ModelConfig* c) { c->mutable_instances()->set_cpu_threads_per_worker(-1); }),
+      HasSubstr("instances.cpu_threads_per_worker: must be in [0, 1024] (0 = "
+                "automatic), got -1"));
+}
+
+// Each worker and compute thread is an OS thread started at load: a hostile
+// count must be a clear error, not a process aborted by std::thread.
+TEST(ModelConfigTest, RejectsThreadCountsPastTheLimits) {
+  EXPECT_THAT(
+      ErrorAfter([](ModelConfig* c) { c->mutable_instances()->set_workers_per_device(1025); }),
+      HasSubstr("instances.workers_per_device: must be in [0, 1024] (0 = automatic), "
+                "got 1025"));
   EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
-                c->mutable_instances()->set_workers_per_device(-1);
+                c->mutable_instances()->set_cpu_threads_per_worker(2147483647);
               }),
-              HasSubstr("instances.workers_per_device: must be >= 0"));
+              HasSubstr("instances.cpu_threads_per_worker: must be in [0, 1024] (0 = "
+                        "automatic), got 2147483647"));
   EXPECT_THAT(ErrorAfter([](ModelConfig* c) {
-                c->mutable_instances()->set_cpu_threads_per_worker(-1);
+                c->mutable_instances()->set_workers_per_device(1024);
+                c->mutable_instances()->set_cpu_threads_per_worker(5);
               }),
-              HasSubstr("instances.cpu_threads_per_worker: must be >= 0"));
+              HasSubstr("instances: workers_per_device (1024) x cpu_threads_per_worker (5) must "
+                        "be at most 4096 threads, got 5120"));
+  // At the limits, and automatic counts (resolved at load), are accepted.
+  for (const auto& [workers, threads] : {std::pair{1024, 4}, std::pair{4, 1024}, std::pair{0, 0}}) {
+    ModelConfig config = Parse(kMini);
+    config.mutable_instances()->set_workers_per_device(workers);
+    config.mutable_instances()->set_cpu_threads_per_worker(threads);
+    EXPECT_TRUE(ValidateModelConfig(&config).ok()) << workers << " x " << threads;
+  }
 }
 
 TEST(ModelConfigTest, TableInitDefaults) {

@@ -282,14 +282,23 @@ void CheckBatching(const rankd::v1::BatchingConfig& b, ErrorList* e) {
 }
 
 void CheckInstances(const rankd::v1::InstanceConfig& in, ErrorList* e) {
-  if (in.workers_per_device() < 0) {
-    e->Addf("instances.workers_per_device: must be >= 0 (0 = automatic), got ",
-            in.workers_per_device());
+  bool in_range = true;
+  if (in.workers_per_device() < 0 || in.workers_per_device() > kMaxWorkersPerDevice) {
+    e->Addf("instances.workers_per_device: must be in [0, ", kMaxWorkersPerDevice,
+            "] (0 = automatic), got ", in.workers_per_device());
+    in_range = false;
   }
-  if (in.cpu_threads_per_worker() < 0) {
-    e->Addf("instances.cpu_threads_per_worker: must be >= 0 (0 = automatic), "
-            "got ",
-            in.cpu_threads_per_worker());
+  if (in.cpu_threads_per_worker() < 0 || in.cpu_threads_per_worker() > kMaxCpuThreadsPerWorker) {
+    e->Addf("instances.cpu_threads_per_worker: must be in [0, ", kMaxCpuThreadsPerWorker,
+            "] (0 = automatic), got ", in.cpu_threads_per_worker());
+    in_range = false;
+  }
+  if (!in_range) return;
+  const int64_t threads = int64_t{in.workers_per_device()} * int64_t{in.cpu_threads_per_worker()};
+  if (threads > kMaxCpuThreadsPerInstance) {
+    e->Addf("instances: workers_per_device (", in.workers_per_device(),
+            ") x cpu_threads_per_worker (", in.cpu_threads_per_worker(), ") must be at most ",
+            kMaxCpuThreadsPerInstance, " threads, got ", threads);
   }
 }
 

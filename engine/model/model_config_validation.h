@@ -9,6 +9,17 @@
 
 namespace rankd::engine {
 
+// Upper bounds on the OS threads a model instance starts at load: one per
+// worker, and a CPU worker's compute threads. A config or flag asking for more
+// threads than the process may start would otherwise abort it (std::thread
+// throws); these are far above any machine's cores (0 = automatic resolves to
+// at most the usable cores).
+inline constexpr int kMaxWorkersPerDevice = 1024;  // instances.workers_per_device, --workers
+inline constexpr int kMaxCpuThreadsPerWorker =
+    1024;  // instances.cpu_threads_per_worker, --cpu_threads
+// Workers x compute threads per worker once both are resolved (CPU backend).
+inline constexpr int kMaxCpuThreadsPerInstance = 4096;
+
 // Fills defaults, then appends one "<field>: <reason>" line per problem.
 void CheckModelConfig(rankd::v1::ModelConfig* config, ErrorList* errors);
 

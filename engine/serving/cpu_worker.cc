@@ -1,10 +1,12 @@
 #include "engine/serving/cpu_worker.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/model_config_validation.h"
 #include "kernels/cpu/host_resources.h"
 
 namespace rankd::engine {
@@ -31,14 +33,15 @@ absl::Status CpuWorker::Execute(absl::Span<const Request* const> requests,
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
     std::shared_ptr<const Model> model, int num_workers, int threads_per_worker,
     int num_cores, int thread_nice) {
-  if (num_workers < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "workers_per_device must be >= 0 (0 = automatic), got ", num_workers));
+  if (num_workers < 0 || num_workers > kMaxWorkersPerDevice) {
+    return absl::InvalidArgumentError(absl::StrCat("workers_per_device must be in [0, ",
+                                                   kMaxWorkersPerDevice, "] (0 = automatic), got ",
+                                                   num_workers));
   }
-  if (threads_per_worker < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cpu_threads_per_worker must be >= 0 (0 = automatic), got ",
-        threads_per_worker));
+  if (threads_per_worker < 0 || threads_per_worker > kMaxCpuThreadsPerWorker) {
+    return absl::InvalidArgumentError(absl::StrCat("cpu_threads_per_worker must be in [0, ",
+                                                   kMaxCpuThreadsPerWorker,
+                                                   "] (0 = automatic), got ", threads_per_worker));
   }
   if (num_cores <= 0) {
     num_cores = kernels::UsableCpus();
@@ -46,6 +49,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
   if (num_workers == 0) num_workers = std::max(1, num_cores / 4);
   if (threads_per_worker == 0) {
     threads_per_worker = std::max(1, num_cores / num_workers);
+  }
+  if (int64_t{num_workers} * threads_per_worker > kMaxCpuThreadsPerInstance) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "workers_per_device (", num_workers, ") x cpu_threads_per_worker (", threads_per_worker,
+        "), as resolved, must be at most ", kMaxCpuThreadsPerInstance, " threads"));
   }
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < num_workers; ++i) {

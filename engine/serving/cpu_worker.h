@@ -41,6 +41,8 @@ class CpuWorker final : public Worker {
 // least 1); threads_per_worker 0 = cores / workers (at least 1). `num_cores`
 // 0 = the CPUs this process may use (affinity and cgroup quota).
 // `thread_nice`: CpuEngine::Options::thread_nice of every engine.
+// InvalidArgument past the thread limits of model_config_validation.h, for
+// the counts given and for workers x threads once zeros are resolved.
 absl::StatusOr<std::vector<std::unique_ptr<Worker>>> CreateCpuWorkers(
     std::shared_ptr<const Model> model, int num_workers, int threads_per_worker,
     int num_cores = 0, int thread_nice = 0);

@@ -956,5 +956,22 @@ TEST(CpuWorkersTest, ResolvesAutomaticCounts) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Thread counts past the limits are refused before any thread starts (a
+// count the process cannot start would abort it in std::thread), counted
+// once automatic zeros are resolved.
+TEST(CpuWorkersTest, RefusesThreadCountsPastTheLimits) {
+  auto model = MakeRandomModel(RandomModelSpec{});
+  EXPECT_THAT(CreateCpuWorkers(model, 1025, 1, 8).status().message(),
+              HasSubstr("workers_per_device must be in [0, 1024] (0 = automatic), got 1025"));
+  EXPECT_THAT(CreateCpuWorkers(model, 1, 100000, 8).status().message(),
+              HasSubstr("cpu_threads_per_worker must be in [0, 1024] (0 = automatic), got 100000"));
+  // 0 threads per worker resolves to cores / workers: 1000 on 8000 cores.
+  absl::Status resolved = CreateCpuWorkers(model, 8, 0, /*num_cores=*/8000).status();
+  EXPECT_EQ(resolved.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(resolved.message(),
+              HasSubstr("workers_per_device (8) x cpu_threads_per_worker (1000), as resolved, "
+                        "must be at most 4096 threads"));
+}
+
 }  // namespace
 }  // namespace rankd::engine

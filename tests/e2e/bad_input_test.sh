@@ -32,7 +32,8 @@ expect_eq "NOT_FOUND classes" "$N_NOT_FOUND" 2
 # Bad serve flags: refused at start, naming the flag, before anything loads.
 for bad in "--worker_spin_us=-2" "--worker_spin_us=20000" "--completion_threads=-1" \
   "--host_staging_mib=-1" "--gpu_pack_threads=-2" "--gpu_pack_threads=65" "--gpu_cross_math=tf64" \
-  "--rpc_threads=-2" "--rpc_threads=65"; do
+  "--rpc_threads=-2" "--rpc_threads=65" "--workers=100000" "--cpu_threads=100000" \
+  "--completion_threads=100000" "--gpu_workers=100000"; do
   timeout 60 "$RANKD" serve --model_root "$MODELS" --backend cpu --grpc_port 0 --metrics_port -1 --http_port -1 \
     "$bad" >"$TMP/badflag.out" 2>&1
   rc=$?

@@ -10,8 +10,12 @@
 #   command here runs under a timeout: 124 means it hung).
 # - an embedding row holding NaN: served NaN scores with OK; now refused at
 #   load naming the table and the row.
-# - `rankd inspect` without --check reads model.pbtxt only (exit 0 for all of
-#   these); --check loads the version and exits 1 with the error.
+# - model.pbtxt asking for 100,000 workers: aborted serve and score in
+#   std::thread (a thread count the process cannot start); now refused as
+#   past the limit, naming the field.
+# - `rankd inspect` without --check reads model.pbtxt only (exit 0 for the
+#   weights files' defects, 1 for the config's); --check loads the version
+#   and exits 1 with the error.
 source "$(dirname "$0")/lib.sh"
 
 MODELS="$TMP/models"
@@ -52,6 +56,9 @@ data[at:at + 4] = struct.pack("<f", float("nan"))
 open(path, "wb").write(bytes(data))
 PYEOF
 
+THREADS="$(bad_version threads)"
+echo 'instances { workers_per_device: 100000 }' >>"$THREADS/model.pbtxt"
+
 # check_fails NAME RC OUT REGEX: exit status 1 (not a crash, not a timeout)
 # and the error in OUT.
 check_fails() {
@@ -60,12 +67,13 @@ check_fails() {
   expect_grep "$name: error" "$out" "$regex"
 }
 
-for case in deep fifo nan; do
+for case in deep fifo nan threads; do
   dir="$TMP/bad/$case/mini/1"
   case "$case" in
     deep) want='weights.safetensors: header nests arrays and objects more than 64 levels deep.*the limit is 64' ;;
     fifo) want='weights.safetensors: is a FIFO \(named pipe\), not a regular file' ;;
     nan) want="weights.safetensors: tensor 'emb_l.2.weight' \(table 't2'\): row 5 element 3 is nan" ;;
+    threads) want='model.pbtxt: instances.workers_per_device: must be in \[0, 1024\] \(0 = automatic\), got 100000' ;;
   esac
   log "$case: rankd serve, score, inspect --check"
   run_bounded 60 "$RANKD" serve --model_root "$TMP/bad/$case" --model_control none --host 127.0.0.1 \
@@ -76,9 +84,10 @@ for case in deep fifo nan; do
   check_fails "$case: score" "$?" "$TMP/score.$case.out" "$want"
   run_bounded 60 "$RANKD" inspect --model "$dir" --check >"$TMP/check.$case.out" 2>&1
   check_fails "$case: inspect --check" "$?" "$TMP/check.$case.out" "check failed: .*$want"
-  # Without --check, inspect reads model.pbtxt only (documented): still 0.
+  # Without --check, inspect reads model.pbtxt only (documented): 0 unless
+  # model.pbtxt is what is wrong.
   run_bounded 60 "$RANKD" inspect --model "$dir" >"$TMP/inspect.$case.out" 2>&1
-  expect_eq "$case: inspect without --check" "$?" 0
+  expect_eq "$case: inspect without --check" "$?" "$([[ "$case" == threads ]] && echo 1 || echo 0)"
 done
 
 run_bounded 120 "$RANKD" inspect --model "$GOOD" --check >"$TMP/check.good.out" 2>&1
