@@ -1,10 +1,18 @@
 #include "server/http/connection_threads.h"
 
+#include <system_error>
 #include <utility>
+
+#include "spdlog/spdlog.h"
 
 namespace rankd::server {
 
-ConnectionThreads::ConnectionThreads(int max_threads) : max_threads_(max_threads) {}
+ConnectionThreads::ConnectionThreads(int max_threads, ThreadStarter start_thread)
+    : max_threads_(max_threads), start_thread_(std::move(start_thread)) {}
+
+std::thread ConnectionThreads::StartStdThread(std::function<void()> fn) {
+  return std::thread(std::move(fn));
+}
 
 ConnectionThreads::~ConnectionThreads() { shutdown(); }
 
@@ -15,7 +23,17 @@ void ConnectionThreads::enqueue(std::function<void()> fn) {
   // thread only when every thread is busy with earlier tasks.
   if (idle_ < static_cast<int>(tasks_.size()) &&
       static_cast<int>(threads_.size()) < max_threads_ && !stopping_) {
-    threads_.emplace_back([this] { Work(); });
+    try {
+      threads_.push_back(start_thread_([this] { Work(); }));
+    } catch (const std::system_error& e) {
+      // The task waits for a busy thread (header); the server goes on.
+      if (start_failures_++ == 0) {
+        spdlog::warn(
+            "HTTP: cannot start a connection thread ({} running): {}; connections wait for a "
+            "busy one (the process or its cgroup may start no more threads)",
+            threads_.size(), e.what());
+      }
+    }
   }
 }
 
@@ -51,6 +69,11 @@ void ConnectionThreads::shutdown() {
 int ConnectionThreads::threads() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(threads_.size());
+}
+
+int64_t ConnectionThreads::start_failures() const {
+  absl::MutexLock lock(&mu_);
+  return start_failures_;
 }
 
 int ConnectionThreads::busy() const {

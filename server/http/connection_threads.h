@@ -14,9 +14,17 @@
 // Threads are started on demand and kept (idle ones wait on a condition
 // variable) until Shutdown, which runs the tasks already queued and joins
 // every thread. Thread-safe.
+//
+// Where the process may start no more threads (its own or its cgroup's task
+// limit, or no memory for a stack: std::thread throws std::system_error),
+// the connection waits in the queue for a busy thread, as past
+// `max_threads`, instead of the exception ending the process; the next
+// connection tries to start a thread again. The first failure is logged,
+// and start_failures() counts them all.
 #ifndef RANKD_SERVER_HTTP_CONNECTION_THREADS_H_
 #define RANKD_SERVER_HTTP_CONNECTION_THREADS_H_
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -30,8 +38,12 @@ namespace rankd::server {
 
 class ConnectionThreads final : public httplib::TaskQueue {
  public:
+  // Starts a thread running its argument; std::thread's constructor by
+  // default (tests pass one that fails).
+  using ThreadStarter = std::function<std::thread(std::function<void()>)>;
+
   // `max_threads` >= 1 (checked by the HTTP server's options).
-  explicit ConnectionThreads(int max_threads);
+  explicit ConnectionThreads(int max_threads, ThreadStarter start_thread = StartStdThread);
   ~ConnectionThreads() override;  // Shutdown()
 
   // Runs `fn` on an idle thread, or on a new one while fewer than
@@ -40,19 +52,23 @@ class ConnectionThreads final : public httplib::TaskQueue {
   // Runs what is queued, then joins every thread. Idempotent.
   void shutdown() override;
 
-  int threads() const;  // started so far
-  int busy() const;     // running a task now
+  int threads() const;             // started so far
+  int busy() const;                // running a task now
+  int64_t start_failures() const;  // threads that could not be started
 
  private:
+  static std::thread StartStdThread(std::function<void()> fn);
   void Work();
   bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_threads_;
+  const ThreadStarter start_thread_;
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t start_failures_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rankd::server

@@ -1,7 +1,10 @@
 #include "server/http/connection_threads.h"
 
 #include <atomic>
+#include <functional>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -61,6 +64,43 @@ TEST(ConnectionThreadsTest, IdleThreadsAreReused) {
   pool.shutdown();
   pool.shutdown();  // idempotent
   EXPECT_EQ(pool.threads(), 0);
+}
+
+// A thread the process cannot start (std::thread throws std::system_error
+// at its task limit) leaves the connection queued for a busy thread instead
+// of ending the process; once threads can be started again, they are.
+TEST(ConnectionThreadsTest, AThreadThatCannotStartLeavesTheTaskQueued) {
+  std::atomic<int> allowed{1};
+  ConnectionThreads pool(8, [&](std::function<void()> fn) {
+    if (allowed.fetch_sub(1) <= 0) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                              "pthread_create");
+    }
+    return std::thread(std::move(fn));
+  });
+  absl::Notification release;
+  std::atomic<int> done{0};
+  pool.enqueue([&] {
+    release.WaitForNotification();
+    done.fetch_add(1);
+  });
+  for (int i = 0; i < 3; ++i) pool.enqueue([&] { done.fetch_add(1); });
+  EXPECT_EQ(pool.threads(), 1);
+  EXPECT_EQ(pool.start_failures(), 3);
+  EXPECT_EQ(done.load(), 0);  // queued behind the one blocked thread
+  release.Notify();
+  while (done.load() != 4) std::this_thread::yield();  // the one thread ran them all
+  // Threads can be started again: the next connection gets a new one while
+  // the first is blocked.
+  allowed.store(1);
+  absl::Notification release2, ran;
+  pool.enqueue([&] { release2.WaitForNotification(); });
+  while (pool.busy() != 1) std::this_thread::yield();
+  pool.enqueue([&] { ran.Notify(); });
+  ran.WaitForNotification();
+  EXPECT_EQ(pool.threads(), 2);
+  release2.Notify();
+  pool.shutdown();
 }
 
 }  // namespace
