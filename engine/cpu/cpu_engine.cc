@@ -2,7 +2,10 @@
 
 #define EIGEN_USE_THREADS
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +15,7 @@
 #include "kernels/cpu/embedding_pool.h"
 #include "kernels/cpu/host_resources.h"
 #include "kernels/cpu/thread_priority.h"
+#include "kernels/cpu/thread_start.h"
 #include "kernels/cpu/types.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -23,17 +27,30 @@ using kernels::RoundUpRows;
 namespace {
 
 // Eigen's thread environment, with each pool thread named and set to the
-// engine's nice increment before it takes work.
+// engine's nice increment before it takes work. A thread the process cannot
+// start (std::system_error) is counted in `start_failures` and left out
+// (null): the pool is then cancelled and destroyed (CpuEngine::Create), which
+// its started threads leave at once, instead of the exception ending rankd.
 struct PoolThreadEnvironment : Eigen::StlThreadEnvironment {
   int nice = 0;
+  std::atomic<int>* start_failures = nullptr;
+  std::string* first_failure = nullptr;  // written before the count rises
   EnvThread* CreateThread(std::function<void()> f) {
-    return new EnvThread([f = std::move(f), nice = nice] {
-      pthread_setname_np(pthread_self(), "rankd-compute");
-      // A failure leaves the thread at the default priority: slower refusals
-      // under overload, never wrong scores, so it is not an error.
-      kernels::LowerThisThreadPriority(nice);
-      f();
-    });
+    try {
+      return new EnvThread([f = std::move(f), nice = nice] {
+        pthread_setname_np(pthread_self(), "rankd-compute");
+        // A failure leaves the thread at the default priority: slower refusals
+        // under overload, never wrong scores, so it is not an error.
+        kernels::LowerThisThreadPriority(nice);
+        f();
+      });
+    } catch (const std::system_error& e) {
+      // Eigen creates its threads one after another on the constructing
+      // thread, so these writes do not race.
+      if (start_failures->load() == 0) *first_failure = e.what();
+      start_failures->fetch_add(1);
+      return nullptr;
+    }
   }
 };
 
@@ -41,7 +58,11 @@ struct PoolThreadEnvironment : Eigen::StlThreadEnvironment {
 
 struct CpuEngine::Pool {
   Pool(int threads, int nice)
-      : pool(threads, /*allow_spinning=*/true, PoolThreadEnvironment{{}, nice}) {}
+      : pool(threads, /*allow_spinning=*/true,
+             PoolThreadEnvironment{{}, nice, &start_failures, &first_failure}) {}
+  // Declared before `pool`, which writes them while it is constructed.
+  std::atomic<int> start_failures{0};
+  std::string first_failure;
   Eigen::ThreadPoolTempl<PoolThreadEnvironment> pool;
 };
 
@@ -105,7 +126,16 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(
   engine->num_threads_ = threads;
   // One thread: every task runs on the calling thread (ScoreBatch), so no
   // pool thread is started (nor handed work, nor left spinning).
-  if (threads > 1) engine->pool_ = std::make_unique<Pool>(threads, options.thread_nice);
+  if (threads > 1) {
+    engine->pool_ = std::make_unique<Pool>(threads, options.thread_nice);
+    if (const int failed = engine->pool_->start_failures.load(); failed > 0) {
+      const std::string why = engine->pool_->first_failure;
+      engine->pool_->pool.Cancel();  // the started threads leave; reset joins them
+      engine->pool_.reset();
+      return kernels::ThreadStartError(
+          absl::StrCat(failed, " of the CPU engine's ", threads, " compute threads"), why);
+    }
+  }
   for (int i = 0; i < threads; ++i) {
     engine->scratch_.push_back(std::make_unique<Scratch>());
   }

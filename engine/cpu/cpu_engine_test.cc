@@ -1,12 +1,13 @@
 #include "engine/cpu/cpu_engine.h"
 
-#include <cmath>
-#include <cstring>
-#include <memory>
-
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "engine/testing/reference_forward.h"
 #include "engine/testing/test_models.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/thread_limit.h"
 #include "kernels/cpu/thread_priority.h"
 
 namespace rankd::engine {
@@ -260,6 +262,30 @@ TEST(CpuEngineTest, RejectsBadOptions) {
     EXPECT_NE(engine.status().message().find("thread_nice"), std::string::npos)
         << engine.status();
   }
+}
+
+// Compute threads the process cannot start (its task limit reached) fail
+// Create with RESOURCE_EXHAUSTED and the reason, the ones started leave and
+// are joined, and the process goes on; before, std::thread's exception ended
+// it. In a death-test child, which alone takes the limit (32 MiB more address space: a few 8 MiB
+// stacks).
+TEST(CpuEngineTest, ComputeThreadsThatCannotStartFailCreate) {
+  if (kernels::testing::kUnderSanitizer)
+    GTEST_SKIP() << "needs an unsanitized fork (thread_limit.h)";
+  auto model = GoldenModel();
+  EXPECT_EXIT(
+      {
+        kernels::testing::LimitAddressSpaceInThisChildOrExit(int64_t{32} << 20);
+        CpuEngine::Options o;
+        o.num_threads = 16;
+        absl::StatusOr<std::unique_ptr<CpuEngine>> engine = CpuEngine::Create(model, o);
+        std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+        std::_Exit(absl::IsResourceExhausted(engine.status()) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "RESOURCE_EXHAUSTED: cannot start [0-9]+ of the CPU engine's 16 compute threads: "
+      "Resource temporarily unavailable \\(the process or its cgroup may start no more "
+      "threads");
 }
 
 // Nice values of this process's threads named `name` (/proc/self/task).

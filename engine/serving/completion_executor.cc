@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/thread_start.h"
 
 namespace rankd::engine {
 
@@ -21,9 +22,16 @@ absl::StatusOr<std::unique_ptr<CompletionExecutor>> CompletionExecutor::Create(
         options.thread_name, "\""));
   }
   std::unique_ptr<CompletionExecutor> executor(new CompletionExecutor(options));
-  absl::MutexLock lock(&executor->shutdown_mu_);
-  for (int i = 0; i < options.num_threads; ++i) {
-    executor->threads_.emplace_back(&CompletionExecutor::Loop, executor.get());
+  {
+    absl::MutexLock lock(&executor->shutdown_mu_);
+    for (int i = 0; i < options.num_threads; ++i) {
+      absl::StatusOr<std::thread> thread = kernels::TryStartThread(
+          absl::StrCat("completion thread ", i + 1, " of ", options.num_threads),
+          &CompletionExecutor::Loop, executor.get());
+      // The destructor stops and joins the threads already started.
+      if (!thread.ok()) return thread.status();
+      executor->threads_.push_back(std::move(thread).value());
+    }
   }
   return executor;
 }

@@ -1,13 +1,17 @@
 #include "engine/serving/completion_executor.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/thread_limit.h"
 
 namespace rankd::engine {
 namespace {
@@ -36,6 +40,26 @@ TEST(CompletionExecutorTest, RejectsBadOptions) {
 }
 
 // Many producers, several threads: each task runs exactly once.
+// Threads the process cannot start (its task limit reached) fail Create
+// with RESOURCE_EXHAUSTED naming the thread; those started are joined and
+// the process goes on (before, std::thread's exception ended it).
+TEST(CompletionExecutorTest, ThreadsThatCannotStartFailCreate) {
+  if (kernels::testing::kUnderSanitizer)
+    GTEST_SKIP() << "needs an unsanitized fork (thread_limit.h)";
+  EXPECT_EXIT(
+      {
+        kernels::testing::LimitAddressSpaceInThisChildOrExit(int64_t{32} << 20);
+        CompletionExecutor::Options options;
+        options.num_threads = 16;
+        auto executor = CompletionExecutor::Create(options);
+        std::fprintf(stderr, "%s\n", executor.status().ToString().c_str());
+        std::_Exit(absl::IsResourceExhausted(executor.status()) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "RESOURCE_EXHAUSTED: cannot start completion thread [0-9]+ of 16: Resource temporarily "
+      "unavailable");
+}
+
 TEST(CompletionExecutorTest, EveryTaskRunsExactlyOnce) {
   constexpr int kProducers = 4, kPerProducer = 2000;
   auto executor = MakeExecutor(3);

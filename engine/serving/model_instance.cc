@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/thread_priority.h"
+#include "kernels/cpu/thread_start.h"
 
 namespace rankd::engine {
 
@@ -95,10 +96,17 @@ absl::StatusOr<std::unique_ptr<ModelInstance>> ModelInstance::Create(
     instance->completions_ = std::move(completions).value();
   }
 
-  absl::MutexLock lock(&instance->shutdown_mu_);
-  for (const std::unique_ptr<Worker>& worker : instance->workers_) {
-    instance->threads_.emplace_back(&ModelInstance::RunWorker, self,
-                                    worker.get());
+  {
+    absl::MutexLock lock(&instance->shutdown_mu_);
+    for (const std::unique_ptr<Worker>& worker : instance->workers_) {
+      absl::StatusOr<std::thread> thread =
+          kernels::TryStartThread(absl::StrCat("the thread of worker ", worker->name()),
+                                  &ModelInstance::RunWorker, self, worker.get());
+      // The instance's destructor stops the batcher (nothing was admitted)
+      // and joins the workers already started.
+      if (!thread.ok()) return thread.status();
+      instance->threads_.push_back(std::move(thread).value());
+    }
   }
   return instance;
 }

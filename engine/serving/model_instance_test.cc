@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -22,6 +24,7 @@
 #include "engine/testing/test_models.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/thread_limit.h"
 #include "kernels/cpu/thread_priority.h"
 
 namespace rankd::engine {
@@ -735,6 +738,32 @@ TEST(ModelInstanceTest, IdleBatchCompletesOnTheWorkerThread) {
     }
     instance->Shutdown();
   }
+}
+
+// Worker threads the process cannot start (its task limit reached) fail
+// Create with RESOURCE_EXHAUSTED naming the worker; the workers started are
+// stopped and joined and the process goes on (before, std::thread's
+// exception ended it).
+TEST(ModelInstanceTest, WorkerThreadsThatCannotStartFailCreate) {
+  if (kernels::testing::kUnderSanitizer)
+    GTEST_SKIP() << "needs an unsanitized fork (thread_limit.h)";
+  auto model = MakeRandomModel(RandomModelSpec{});
+  EXPECT_EXIT(
+      {
+        kernels::testing::LimitAddressSpaceInThisChildOrExit(int64_t{32} << 20);
+        // One compute thread each: no engine pool, so the workers' own
+        // threads are the ones that cannot start.
+        auto workers = CreateCpuWorkers(model, 16, 1, 8);
+        if (!workers.ok()) std::_Exit(3);
+        ModelInstance::Options options = Batching(100, 1, 10);
+        options.completion_threads = 0;
+        auto instance = ModelInstance::Create(model, options, std::move(workers).value());
+        std::fprintf(stderr, "%s\n", instance.status().ToString().c_str());
+        std::_Exit(absl::IsResourceExhausted(instance.status()) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "RESOURCE_EXHAUSTED: cannot start the thread of worker cpu:[0-9]+: Resource temporarily "
+      "unavailable");
 }
 
 TEST(ModelInstanceTest, CreateValidates) {

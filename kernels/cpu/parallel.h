@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -24,7 +25,8 @@ inline int ResolveThreads(int requested) {
 
 // Calls fn(begin, end) for consecutive chunks [begin, end) of at most `chunk`
 // items covering [0, n), on min(num_threads, chunks) threads (the caller is
-// one of them; num_threads 0 = every hardware thread). Chunks are handed out
+// one of them; num_threads 0 = every hardware thread; fewer where the process
+// cannot start that many). Chunks are handed out
 // in increasing order from a shared counter, so a slow thread never holds up
 // the others' share. `fn` must be thread-safe and must not throw. Returns
 // when every chunk is done.
@@ -46,7 +48,17 @@ void ParallelChunks(int64_t n, int64_t chunk, int num_threads, const F& fn) {
   };
   std::vector<std::thread> pool;
   pool.reserve(threads - 1);
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (int t = 1; t < threads; ++t) {
+    // A helper the process cannot start (its thread or memory limit:
+    // std::system_error) is done without: the chunks come from a shared
+    // counter, so the threads that did start, the caller's included, do its
+    // share.
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
 }
