@@ -2,7 +2,11 @@
 
 #include <pthread.h>
 
+#include <thread>
+#include <utility>
+
 #include "kernels/cpu/thread_priority.h"
+#include "kernels/cpu/thread_start.h"
 
 namespace rankd::engine {
 
@@ -18,16 +22,33 @@ IdlePriorityRunner::~IdlePriorityRunner() {
 
 void IdlePriorityRunner::Run(absl::FunctionRef<void()> fn) {
   absl::MutexLock one_at_a_time(&run_mu_);
-  absl::MutexLock lock(&mu_);
-  if (!started_) {
-    started_ = true;
-    thread_ = std::thread([this] { Loop(); });
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_ && !inline_) {
+      absl::StatusOr<std::thread> thread =
+          kernels::TryStartThread(thread_name_, [this] { Loop(); });
+      if (thread.ok()) {
+        started_ = true;
+        thread_ = std::move(thread).value();
+      } else {
+        inline_ = true;  // for good: see the header
+      }
+    }
+    if (!inline_) {
+      job_ = &fn;
+      has_job_ = true;
+      job_done_ = false;
+      wake_ = true;
+      mu_.Await(absl::Condition(&job_done_));
+      return;
+    }
   }
-  job_ = &fn;
-  has_job_ = true;
-  job_done_ = false;
-  wake_ = true;
-  mu_.Await(absl::Condition(&job_done_));
+  fn();  // on the caller's thread, with mu_ free for idle_policy()
+}
+
+bool IdlePriorityRunner::runs_inline() const {
+  absl::MutexLock lock(&mu_);
+  return inline_;
 }
 
 bool IdlePriorityRunner::idle_policy() const {

@@ -14,7 +14,12 @@
 //
 // The thread starts on the first Run and keeps its policy for its life
 // (leaving SCHED_IDLE needs a privilege). Where the policy is refused it
-// runs at the highest nice value instead (idle_policy() says which).
+// runs at the highest nice value instead (idle_policy() says which). Where
+// the thread cannot be started at all (the process's or its cgroup's task
+// limit: std::thread throws), this Run and every later one run their closure
+// on the caller's thread, at its priority (runs_inline() says so): updates
+// still apply, as without a runner, and a closure's lock is still released
+// on the thread that took it.
 //
 // Threading: Run is thread-safe; closures run one at a time, in the order
 // their Run calls took the runner. Work a closure locks stays locked by this
@@ -48,6 +53,10 @@ class IdlePriorityRunner {
   // first Run, or where the policy was refused and nice was raised instead).
   bool idle_policy() const;
 
+  // Whether the helper thread could not be started, so closures run on the
+  // callers' threads.
+  bool runs_inline() const;
+
  private:
   void Loop();
 
@@ -56,6 +65,7 @@ class IdlePriorityRunner {
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(run_mu_);
   std::thread thread_;  // started by the first Run (under mu_)
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool inline_ ABSL_GUARDED_BY(mu_) = false;  // the thread could not be started
   bool idle_policy_ ABSL_GUARDED_BY(mu_) = false;
   absl::FunctionRef<void()>* job_ ABSL_GUARDED_BY(mu_) = nullptr;  // the Run caller's
   bool has_job_ ABSL_GUARDED_BY(mu_) = false;

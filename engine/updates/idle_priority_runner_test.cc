@@ -1,10 +1,13 @@
 #include "engine/updates/idle_priority_runner.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/thread_limit.h"
 #include "kernels/cpu/thread_priority.h"
 
 namespace rankd::engine {
@@ -27,6 +30,30 @@ TEST(IdlePriorityRunner, RunsOnAnIdleHelperThreadAndWaits) {
   std::thread::id again;
   runner.Run([&] { again = std::this_thread::get_id(); });
   EXPECT_EQ(again, ran_on);
+}
+
+// A helper thread the process cannot start (its task limit reached): the
+// closures run on the caller's thread, this Run's and every later one's,
+// instead of std::thread's exception ending the process.
+TEST(IdlePriorityRunner, WithoutAHelperThreadClosuresRunOnTheCaller) {
+  if (kernels::testing::kUnderSanitizer) {
+    GTEST_SKIP() << "needs an unsanitized fork (thread_limit.h)";
+  }
+  EXPECT_EXIT(
+      {
+        IdlePriorityRunner runner("test-idle");
+        // Nothing left for a thread stack: every start fails.
+        kernels::testing::LimitAddressSpaceInThisChildOrExit(0);
+        std::thread::id first;
+        std::thread::id second;
+        runner.Run([&] { first = std::this_thread::get_id(); });
+        runner.Run([&] { second = std::this_thread::get_id(); });
+        const bool on_caller =
+            first == std::this_thread::get_id() && second == std::this_thread::get_id();
+        std::fprintf(stderr, "on the caller: %d, inline: %d\n", on_caller, runner.runs_inline());
+        std::_Exit(on_caller && runner.runs_inline() && !runner.idle_policy() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "on the caller: 1, inline: 1");
 }
 
 TEST(IdlePriorityRunner, ClosuresFromManyThreadsRunOneAtATime) {

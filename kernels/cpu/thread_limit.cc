@@ -1,5 +1,6 @@
 #include "kernels/cpu/thread_limit.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <cerrno>
@@ -22,6 +23,17 @@ bool LimitAddressSpaceInThisChild(int64_t extra_bytes, std::string* why) {
     *why = "no VmSize in /proc/self/status";
     return false;
   }
+  // glibc reuses the stacks of exited threads (up to 40 MiB of them) without
+  // mapping anything; a default stack larger than those makes every new
+  // thread map a fresh one, which the cap then refuses.
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0 ||
+      pthread_attr_setstacksize(&attr, kChildThreadStackBytes) != 0 ||
+      pthread_setattr_default_np(&attr) != 0) {
+    *why = "cannot set the default thread stack size";
+    return false;
+  }
+  pthread_attr_destroy(&attr);
   const rlim_t bytes = static_cast<rlim_t>(vm_kib * 1024 + extra_bytes);
   const rlimit limit{bytes, bytes};
   if (setrlimit(RLIMIT_AS, &limit) != 0) {

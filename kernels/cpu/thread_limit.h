@@ -4,15 +4,21 @@
 #ifndef RANKD_KERNELS_CPU_THREAD_LIMIT_H_
 #define RANKD_KERNELS_CPU_THREAD_LIMIT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace rankd::kernels::testing {
 
+// The default stack of threads started after LimitAddressSpaceInThisChild.
+inline constexpr size_t kChildThreadStackBytes = size_t{16} << 20;
+
 // For the child of a death test (EXPECT_EXIT) only: caps the process's
-// address space (RLIMIT_AS) at its current size plus `extra_bytes`, so that
-// once that is used up a new thread's stack (8 MiB by default) cannot be
-// mapped and starting the thread fails with EAGAIN. RLIMIT_AS binds root
+// address space (RLIMIT_AS) at its current size plus `extra_bytes`, and makes
+// new threads' default stack kChildThreadStackBytes (larger than the stacks
+// glibc caches, so each new thread maps its own), so that once the extra
+// bytes are used up a new thread's stack cannot be mapped and starting the
+// thread fails with EAGAIN. RLIMIT_AS binds root
 // too, unlike RLIMIT_NPROC, so this works inside Bazel's sandbox. Returns
 // false, with the reason in *why, where it cannot be set up.
 bool LimitAddressSpaceInThisChild(int64_t extra_bytes, std::string* why);
