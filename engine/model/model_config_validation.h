@@ -14,9 +14,10 @@ namespace rankd::engine {
 // threads than the process may start would otherwise abort it (std::thread
 // throws); these are far above any machine's cores (0 = automatic resolves to
 // at most the usable cores).
-inline constexpr int kMaxWorkersPerDevice = 1024;  // instances.workers_per_device, --workers
-inline constexpr int kMaxCpuThreadsPerWorker =
-    1024;  // instances.cpu_threads_per_worker, --cpu_threads
+// instances.workers_per_device; --workers and --gpu_workers.
+inline constexpr int kMaxWorkersPerDevice = 1024;
+// instances.cpu_threads_per_worker; --cpu_threads.
+inline constexpr int kMaxCpuThreadsPerWorker = 1024;
 // Workers x compute threads per worker once both are resolved (CPU backend).
 inline constexpr int kMaxCpuThreadsPerInstance = 4096;
 

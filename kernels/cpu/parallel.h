@@ -26,9 +26,8 @@ inline int ResolveThreads(int requested) {
 // Calls fn(begin, end) for consecutive chunks [begin, end) of at most `chunk`
 // items covering [0, n), on min(num_threads, chunks) threads (the caller is
 // one of them; num_threads 0 = every hardware thread; fewer where the process
-// cannot start that many). Chunks are handed out
-// in increasing order from a shared counter, so a slow thread never holds up
-// the others' share. `fn` must be thread-safe and must not throw. Returns
+// cannot start that many). Chunks are handed out in increasing order from a
+// shared counter, so a slow thread never holds up the others' share. `fn` must be thread-safe and must not throw. Returns
 // when every chunk is done.
 template <typename F>
 void ParallelChunks(int64_t n, int64_t chunk, int num_threads, const F& fn) {
